@@ -1,0 +1,86 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Every target builds in the Swift 6 language mode (the default for tools version 6) with
+// complete concurrency checking; CI adds -warnings-as-errors.
+let package = Package(
+    name: "astrosvitla-backend",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "chart-worker", targets: ["chart-worker"]),
+        .executable(name: "report-worker", targets: ["report-worker"]),
+        .executable(name: "billing-worker", targets: ["billing-worker"]),
+        .executable(name: "astroctl", targets: ["astroctl"]),
+        .executable(name: "amqp-raw-bench", targets: ["amqp-raw-bench"]),
+        .library(name: "AMQP", targets: ["AMQP"]),
+        .library(name: "Postgres", targets: ["Postgres"]),
+        .library(name: "AstroDomain", targets: ["AstroDomain"]),
+        .library(name: "WorkerRuntime", targets: ["WorkerRuntime"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+    ],
+    targets: [
+        // C libraries, through pkg-config, with the Debian package that provides each.
+        .systemLibrary(name: "CRabbitMQ", pkgConfig: "librabbitmq", providers: [.apt(["librabbitmq-dev"])]),
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(name: "CSwissEph", pkgConfig: "swe", providers: [.apt(["libswe-dev"])]),
+
+        // One safe wrapper per C library; the only importers of the C modules.
+        .target(
+            name: "AMQP",
+            dependencies: ["CRabbitMQ", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "Postgres",
+            dependencies: ["CLibPQ", .product(name: "Logging", package: "swift-log")]
+        ),
+        // Schema v1 and later migrations, numbered SQL files shipped as resources.
+        .target(name: "Schema", dependencies: ["Postgres"], resources: [.copy("Migrations")]),
+
+        // The domain model: Foundation only, no I/O.
+        .target(name: "AstroDomain"),
+
+        // The consume loop, retries, dead letters, outbox, health and metrics every worker shares.
+        .target(
+            name: "WorkerRuntime",
+            dependencies: [
+                "AMQP", "Postgres", "Schema", "AstroDomain",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+
+        // Executables: wiring and configuration only.
+        .executableTarget(name: "chart-worker", dependencies: ["WorkerRuntime"]),
+        .executableTarget(name: "report-worker", dependencies: ["WorkerRuntime"]),
+        .executableTarget(name: "billing-worker", dependencies: ["WorkerRuntime"]),
+        .executableTarget(
+            name: "astroctl",
+            dependencies: [
+                "WorkerRuntime", "AMQP", "Postgres", "AstroDomain",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The raw librabbitmq benchmark that `astroctl bench amqp` compares the Swift wrapper with.
+        .executableTarget(name: "amqp-raw-bench", dependencies: ["CRabbitMQ"]),
+
+        // Unit tests: no servers.
+        .testTarget(name: "AMQPTests", dependencies: ["AMQP"]),
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
+        .testTarget(name: "AstroDomainTests", dependencies: ["AstroDomain"]),
+        .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime"]),
+        // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
+        .testTarget(
+            name: "IntegrationTests",
+            dependencies: ["AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain"]
+        ),
+    ]
+)

@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# The local stack: a throwaway RabbitMQ node and PostgreSQL cluster on loopback, in a
+# temporary folder, on free ports. Used by the tests, the demo and benchmarks.
+#
+#   scripts/stack.sh install            install missing Debian packages (needs root)
+#   scripts/stack.sh run -- CMD [ARG…]  start both servers, run CMD with the URLs exported,
+#                                       stop everything when CMD ends (exit status is CMD's)
+#   scripts/stack.sh start              start both servers and print `export` lines for a shell;
+#                                       stop them later with `scripts/stack.sh stop`
+#   scripts/stack.sh stop               stop the servers of ASTRO_STACK_DIR and remove its folder
+#   scripts/stack.sh rabbit-stop | rabbit-start | rabbit-restart
+#   scripts/stack.sh pg-stop | pg-start | pg-restart
+#                                       stop/start one server of ASTRO_STACK_DIR, keeping its data
+#                                       and port (the chaos and reconnect tests use these)
+#
+# Exported to CMD (and printed by `start`):
+#   AMQP_URL       amqp://astro:astro@127.0.0.1:<port>/%2F
+#   AMQPS_URL      amqps://astro:astro@localhost:<tls-port>/%2F (TLS listener, test CA)
+#   AMQP_CA_FILE   the test CA that signed the TLS listener's certificate
+#   DATABASE_URL   postgres://astro:astro@127.0.0.1:<port>/astro
+#   ASTRO_STACK_DIR  the temporary folder holding both servers' data and logs
+#
+# Why plain processes and not systemd or Docker: CI and developer machines here have neither a
+# running init system nor a Docker engine. See shared INFRA notes for the measured commands.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PACKAGES=(librabbitmq-dev libpq-dev libswe-dev swe-standard-data rabbitmq-server postgresql
+    postgresql-contrib amqp-tools)
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+RABBITBIN=/usr/lib/rabbitmq/bin
+
+log() { printf 'stack: %s\n' "$*" >&2; }
+die() { printf 'stack: error: %s\n' "$*" >&2; exit 1; }
+
+install_packages() {
+    local missing=()
+    for p in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then return 0; fi
+    log "installing ${missing[*]}"
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    # policy-rc.d keeps the packages' own services from starting: we run our own instances.
+    $sudo apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+free_port() {
+    # Ask the kernel for a free port (bind to 0), within a range where PORT+20000 is valid too.
+    python3 - "$@" <<'EOF'
+import random, socket
+for _ in range(200):
+    p = random.randint(20000, 40000)
+    ok = True
+    for q in (p, p + 20000):
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", q))
+        except OSError:
+            ok = False
+        finally:
+            s.close()
+    if ok:
+        print(p)
+        break
+EOF
+}
+
+make_test_certificates() { # dir: a throwaway CA and a server certificate for localhost/127.0.0.1
+    local t=$1
+    mkdir -p "$t"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=astro-stack-test-ca" \
+        -keyout "$t/ca.key" -out "$t/ca.pem" >/dev/null 2>&1
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=localhost" \
+        -keyout "$t/server.key" -out "$t/server.csr" >/dev/null 2>&1
+    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > "$t/ext.cnf"
+    openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" -CAcreateserial -days 2 \
+        -extfile "$t/ext.cnf" -out "$t/server.pem" >/dev/null 2>&1
+    chmod 644 "$t"/*
+}
+
+rabbit_env() {
+    local d=$ASTRO_STACK_DIR/rabbit
+    local port epmd
+    port=$(cat "$d/port"); epmd=$(cat "$d/epmd_port")
+    export HOME=$d RABBITMQ_NODENAME=astro$port@localhost RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
+        RABBITMQ_NODE_PORT=$port RABBITMQ_DIST_PORT=$((port + 20000)) ERL_EPMD_PORT=$epmd \
+        ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_MNESIA_BASE=$d/mnesia RABBITMQ_LOG_BASE=$d/log \
+        RABBITMQ_CONF_ENV_FILE=$d/env.conf RABBITMQ_CONFIG_FILE=$d/rabbitmq.conf \
+        RABBITMQ_ENABLED_PLUGINS_FILE=$d/enabled_plugins RABBITMQ_PID_FILE=$d/rabbit.pid \
+        PATH=$RABBITBIN:$PATH \
+        RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}"
+}
+
+wait_tcp() { # host port seconds
+    local deadline=$((SECONDS + $3))
+    while ! (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; do
+        [ $SECONDS -lt $deadline ] || return 1
+        sleep 0.2
+    done
+}
+
+rabbit_start() {
+    local d=$ASTRO_STACK_DIR/rabbit port
+    port=$(cat "$d/port")
+    ( rabbit_env; nohup "$RABBITBIN/rabbitmq-server" >>"$d/server.out" 2>&1 & echo $! > "$d/launcher.pid" )
+    # The AMQP listener opens only once the broker has booted completely.
+    if ! wait_tcp 127.0.0.1 "$port" 90; then
+        tail -20 "$d/server.out" >&2 || true
+        die "RabbitMQ did not open port $port within 90 s (log: $d/log)"
+    fi
+    # The listener opens a moment before the default user exists; wait for a login to work.
+    local deadline=$((SECONDS + 30))
+    until amqp-declare-queue --url="amqp://astro:astro@127.0.0.1:$port/%2F" -q astro.stack.probe -d \
+        >/dev/null 2>&1; do
+        [ $SECONDS -lt $deadline ] || die "RabbitMQ on port $port refuses the astro login"
+        sleep 0.3
+    done
+    amqp-delete-queue --url="amqp://astro:astro@127.0.0.1:$port/%2F" -q astro.stack.probe >/dev/null 2>&1 || true
+}
+
+rabbit_stop() {
+    local d=$ASTRO_STACK_DIR/rabbit pid
+    [ -f "$d/rabbit.pid" ] || return 0
+    pid=$(cat "$d/rabbit.pid" 2>/dev/null || true)
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$d/rabbit.pid"
+}
+
+epmd_stop() {
+    local d=$ASTRO_STACK_DIR/rabbit epmd
+    [ -f "$d/epmd_port" ] || return 0
+    epmd=$(cat "$d/epmd_port")
+    # epmd outlives the node; find the one listening on our private port.
+    pkill -f "epmd.*-port $epmd" 2>/dev/null || true
+    ERL_EPMD_PORT=$epmd timeout 5 /usr/lib/erlang/erts-*/bin/epmd -kill >/dev/null 2>&1 || true
+}
+
+pg_ctl_as() { runuser -u postgres -- "$PGBIN/pg_ctl" "$@"; }
+
+pg_start() {
+    local d=$ASTRO_STACK_DIR/pg port
+    port=$(cat "$d/port")
+    pg_ctl_as -D "$d/data" -l "$d/pg.log" -w -t 60 \
+        -o "-p $port -k $d -c listen_addresses=127.0.0.1 -c max_connections=300 ${ASTRO_PG_OPTIONS:-}" \
+        start >/dev/null || { tail -20 "$d/pg.log" >&2; die "PostgreSQL did not start on port $port"; }
+}
+
+pg_stop() { # mode: fast | immediate
+    local d=$ASTRO_STACK_DIR/pg
+    [ -f "$d/data/postmaster.pid" ] || return 0
+    pg_ctl_as -D "$d/data" -m "${1:-fast}" -w -t 60 stop >/dev/null 2>&1 || true
+}
+
+start_all() {
+    install_packages
+    command -v python3 >/dev/null || die "python3 is needed to find free ports"
+    ASTRO_STACK_DIR=$(mktemp -d /tmp/astro-stack.XXXXXX)
+    export ASTRO_STACK_DIR
+    chmod 755 "$ASTRO_STACK_DIR"
+
+    # RabbitMQ: its own HOME (Erlang cookie), node name, ports and epmd, so several stacks and
+    # a system broker can coexist.
+    local rd=$ASTRO_STACK_DIR/rabbit
+    mkdir -p "$rd/mnesia" "$rd/log"
+    : > "$rd/env.conf"
+    echo '[].' > "$rd/enabled_plugins"
+    local rport epmd tport
+    rport=$(free_port); epmd=$(free_port); tport=$(free_port)
+    echo "$rport" > "$rd/port"; echo "$epmd" > "$rd/epmd_port"; echo "$tport" > "$rd/tls_port"
+    make_test_certificates "$rd/tls"
+    cat > "$rd/rabbitmq.conf" <<EOF
+listeners.tcp.default = 127.0.0.1:$rport
+listeners.ssl.default = 127.0.0.1:$tport
+ssl_options.cacertfile = $rd/tls/ca.pem
+ssl_options.certfile = $rd/tls/server.pem
+ssl_options.keyfile = $rd/tls/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+default_user = astro
+default_pass = astro
+default_vhost = /
+loopback_users = none
+EOF
+
+    # PostgreSQL refuses to run as root: it runs as the postgres user in its own folder.
+    local pd=$ASTRO_STACK_DIR/pg pport
+    mkdir -p "$pd"; chown postgres: "$pd"
+    pport=$(free_port); echo "$pport" > "$pd/port"
+    runuser -u postgres -- "$PGBIN/initdb" -D "$pd/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \
+        --no-sync >"$pd/initdb.log" 2>&1 || { cat "$pd/initdb.log" >&2; die "initdb failed"; }
+
+    log "starting PostgreSQL on 127.0.0.1:$pport and RabbitMQ on 127.0.0.1:$rport (folder $ASTRO_STACK_DIR)"
+    pg_start
+    rabbit_start &
+    local rabbit_job=$!
+    psql -q -h 127.0.0.1 -p "$pport" -U postgres -v ON_ERROR_STOP=1 \
+        -c "CREATE ROLE astro LOGIN SUPERUSER PASSWORD 'astro'" -c "CREATE DATABASE astro OWNER astro" >/dev/null
+    wait "$rabbit_job" || die "RabbitMQ failed to start"
+
+    export AMQP_URL="amqp://astro:astro@127.0.0.1:$rport/%2F"
+    export AMQPS_URL="amqps://astro:astro@localhost:$tport/%2F"
+    export AMQP_CA_FILE="$rd/tls/ca.pem"
+    export DATABASE_URL="postgres://astro:astro@127.0.0.1:$pport/astro"
+    printf 'export ASTRO_STACK_DIR=%q\nexport AMQP_URL=%q\nexport AMQPS_URL=%q\nexport AMQP_CA_FILE=%q\nexport DATABASE_URL=%q\n' \
+        "$ASTRO_STACK_DIR" "$AMQP_URL" "$AMQPS_URL" "$AMQP_CA_FILE" "$DATABASE_URL" > "$ASTRO_STACK_DIR/env.sh"
+    log "ready: AMQP_URL=$AMQP_URL DATABASE_URL=$DATABASE_URL"
+}
+
+stop_all() {
+    [ -n "${ASTRO_STACK_DIR:-}" ] && [ -d "$ASTRO_STACK_DIR" ] || return 0
+    log "stopping the stack in $ASTRO_STACK_DIR"
+    rabbit_stop
+    epmd_stop
+    pg_stop fast
+    if [ -z "${ASTRO_KEEP_STACK:-}" ]; then rm -rf "$ASTRO_STACK_DIR"; fi
+}
+
+need_dir() { [ -n "${ASTRO_STACK_DIR:-}" ] && [ -d "$ASTRO_STACK_DIR" ] || die "ASTRO_STACK_DIR is not set to a running stack's folder"; }
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+    install) install_packages ;;
+    run)
+        [ "${1:-}" = "--" ] && shift
+        [ $# -gt 0 ] || die "usage: stack.sh run -- CMD [ARG…]"
+        trap stop_all EXIT
+        trap 'exit 130' INT TERM
+        start_all
+        set +e
+        "$@"
+        status=$?
+        set -e
+        exit $status
+        ;;
+    start)
+        start_all
+        cat "$ASTRO_STACK_DIR/env.sh"
+        ;;
+    stop) stop_all ;;
+    rabbit-stop) need_dir; rabbit_stop ;;
+    rabbit-start) need_dir; rabbit_start ;;
+    rabbit-restart) need_dir; rabbit_stop; rabbit_start ;;
+    pg-stop) need_dir; pg_stop "${1:-fast}" ;;
+    pg-start) need_dir; pg_start ;;
+    pg-restart) need_dir; pg_stop "${1:-fast}"; pg_start ;;
+    *)
+        sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        [ -z "$cmd" ] || exit 2
+        ;;
+esac
