@@ -12,13 +12,14 @@ let package = Package(
         .executable(name: "billing-worker", targets: ["billing-worker"]),
         .executable(name: "astroctl", targets: ["astroctl"]),
         .executable(name: "amqp-raw-bench", targets: ["amqp-raw-bench"]),
+        .executable(name: "sample-worker", targets: ["sample-worker"]),
         .library(name: "AMQP", targets: ["AMQP"]),
         .library(name: "Postgres", targets: ["Postgres"]),
         .library(name: "AstroDomain", targets: ["AstroDomain"]),
         .library(name: "WorkerRuntime", targets: ["WorkerRuntime"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
@@ -69,6 +70,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // A synthetic job on the real runtime, for integration tests and trying the runtime out.
+        .target(name: "SampleJobs", dependencies: ["WorkerRuntime", "Postgres", "AstroDomain"]),
+        .executableTarget(name: "sample-worker", dependencies: ["SampleJobs", "WorkerRuntime", "Postgres"]),
         // The raw librabbitmq benchmark that `astroctl bench amqp` compares the Swift wrapper with.
         .executableTarget(name: "amqp-raw-bench", dependencies: ["CRabbitMQ"]),
 
@@ -80,7 +84,7 @@ let package = Package(
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain"]
+            dependencies: ["AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain", "SampleJobs"]
         ),
     ]
 )

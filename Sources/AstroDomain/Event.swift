@@ -1,0 +1,104 @@
+import Foundation
+
+/// A machine-readable error of a failed job: a stable `code` and a human `message`.
+public struct JobError: Error, Sendable, Hashable, Codable, CustomStringConvertible {
+    /// Stable code clients switch on, e.g. `invalid-json`, `nonexistent-local-time`.
+    public var code: String
+    /// What went wrong and, where possible, what to do about it.
+    public var message: String
+
+    public init(code: String, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// An outcome published on `astro.events`: `{"jobId", "type", "occurredAt", ...fields}` or
+/// with `"error": {"code", "message"}` (CONTRACT.md).
+public struct JobEvent: Sendable, Hashable {
+    public var jobID: JobID
+    public var type: EventType
+    public var occurredAt: Date
+    /// The ids and values of what was written (`profileId`, `chartId`, ...).
+    public var fields: [String: JSONValue]
+    public var error: JobError?
+
+    public init(
+        jobID: JobID,
+        type: EventType,
+        occurredAt: Date = Date(),
+        fields: [String: JSONValue] = [:],
+        error: JobError? = nil
+    ) {
+        self.jobID = jobID
+        self.type = type
+        self.occurredAt = occurredAt
+        self.fields = fields
+        self.error = error
+    }
+
+    /// The event's JSON body.
+    public func jsonData() throws -> Data {
+        var object = fields
+        object["jobId"] = .string(jobID.description)
+        object["type"] = .string(type.rawValue)
+        object["occurredAt"] = .string(ISO8601.string(from: occurredAt))
+        if let error {
+            object["error"] = ["code": .string(error.code), "message": .string(error.message)]
+        }
+        return try JSONCoding.encoder.encode(JSONValue.object(object))
+    }
+}
+
+/// The JSON conventions every component shares: ISO 8601 dates, sorted keys (stable output).
+public enum JSONCoding {
+    /// Encoder with ISO 8601 dates (fractional seconds when present) and sorted keys.
+    public static var encoder: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(ISO8601.string(from: date))
+        }
+        return encoder
+    }
+
+    /// Decoder accepting ISO 8601 dates with or without fractional seconds.
+    public static var decoder: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = ISO8601.date(from: text) else {
+                throw DecodingError.dataCorruptedError(
+                    in: container,
+                    debugDescription: "expected an ISO 8601 date, got \(text.debugDescription)"
+                )
+            }
+            return date
+        }
+        return decoder
+    }
+}
+
+/// ISO 8601 formatting in UTC, with milliseconds only when the instant has them.
+public enum ISO8601 {
+    /// Formats `date` as `2026-11-22T10:00:00Z` or `2026-11-22T10:00:00.123Z`.
+    public static func string(from date: Date) -> String {
+        let style = Date.ISO8601FormatStyle(timeZone: .gmt)
+        let whole = date.timeIntervalSince1970.rounded(.down)
+        if date.timeIntervalSince1970 - whole < 0.0005 {
+            return style.format(date)
+        }
+        return Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt).format(date)
+    }
+
+    /// Parses an ISO 8601 timestamp with a zone, with or without fractional seconds.
+    public static func date(from text: String) -> Date? {
+        let plain = Date.ISO8601FormatStyle()
+        if let date = try? plain.parse(text) { return date }
+        return try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text)
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+
+/// A typed identifier: a UUID that knows what it identifies, so a user id can never be
+/// passed where a job id is expected. Encoded as the UUID's lowercase string.
+public protocol TypedID: Hashable, Sendable, Codable, CustomStringConvertible, LosslessStringConvertible {
+    var uuid: UUID { get }
+    init(_ uuid: UUID)
+}
+
+extension TypedID {
+    /// A new random identifier.
+    public static func random() -> Self { Self(UUID()) }
+
+    /// Parses a UUID string (any case); `nil` when it is not a UUID.
+    public init?(_ description: String) {
+        guard let uuid = UUID(uuidString: description) else { return nil }
+        self.init(uuid)
+    }
+
+    public var description: String { uuid.uuidString.lowercased() }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let uuid = UUID(uuidString: text) else {
+            throw DecodingError.dataCorruptedError(
+                in: container,
+                debugDescription: "expected a UUID string, got \(text.debugDescription)"
+            )
+        }
+        self.init(uuid)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
+    }
+}
+
+/// The idempotency key of a job: the same `JobID` processed twice has the effect of once.
+public struct JobID: TypedID {
+    public let uuid: UUID
+    public init(_ uuid: UUID) { self.uuid = uuid }
+}
+
+/// An app user (anonymous device user in the seed model).
+public struct UserID: TypedID {
+    public let uuid: UUID
+    public init(_ uuid: UUID) { self.uuid = uuid }
+}
+
+/// A birth profile of a user (a person whose chart is computed).
+public struct ProfileID: TypedID {
+    public let uuid: UUID
+    public init(_ uuid: UUID) { self.uuid = uuid }
+}

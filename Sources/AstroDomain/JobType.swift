@@ -1,0 +1,89 @@
+/// The type of a job: the routing key on `astro.jobs` and the name of the queue that holds it.
+public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible,
+    ExpressibleByStringLiteral
+{
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { self.rawValue = value }
+    public var description: String { rawValue }
+
+    /// Compute a natal chart and store the profile and chart (chart-worker).
+    public static let chartCalculate: JobType = "chart.calculate"
+    /// Verify a StoreKit 2 transaction and issue credits once (billing-worker).
+    public static let billingVerifyPurchase: JobType = "billing.verify-purchase"
+    /// Consume one credit atomically, then publish `report.generate` (billing-worker).
+    public static let reportRequest: JobType = "report.request"
+    /// Write and store a report (report-worker).
+    public static let reportGenerate: JobType = "report.generate"
+    /// Give a consumed credit back, the compensation for an undelivered report (billing-worker).
+    public static let billingRefundCredit: JobType = "billing.refund-credit"
+    /// An App Store Server Notification V2 (billing-worker).
+    public static let billingStoreNotification: JobType = "billing.store-notification"
+
+    /// Every job type of the contract, in the order of CONTRACT.md.
+    public static let all: [JobType] = [
+        .chartCalculate, .billingVerifyPurchase, .reportRequest, .reportGenerate, .billingRefundCredit,
+        .billingStoreNotification,
+    ]
+
+    /// The event type published when a job of this type cannot be done (`<type>.failed`).
+    public var failedEvent: EventType {
+        // The contract names failures by the job's domain (`chart.failed`, `report.failed`);
+        // the billing jobs keep their own full name so each stays distinguishable.
+        switch self {
+        case .chartCalculate: return "chart.failed"
+        case .reportRequest, .reportGenerate: return "report.failed"
+        default: return EventType(rawValue: rawValue + ".failed")
+        }
+    }
+}
+
+/// The type of an event: the routing key on the `astro.events` topic exchange.
+public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible,
+    ExpressibleByStringLiteral
+{
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { self.rawValue = value }
+    public var description: String { rawValue }
+}
+
+/// The lifecycle of a job as recorded in the `jobs` table.
+public enum JobStatus: String, Sendable, Codable, CaseIterable {
+    case queued, running, succeeded, failed, dead
+
+    /// A job in a terminal state is never run again; a redelivery is acknowledged and dropped.
+    public var isTerminal: Bool {
+        switch self {
+        case .succeeded, .failed, .dead: return true
+        case .queued, .running: return false
+        }
+    }
+}
+
+/// Names of the broker objects of the contract.
+public enum BrokerNames {
+    /// Durable direct exchange every job is published to (routing key = job type).
+    public static let jobsExchange = "astro.jobs"
+    /// Durable topic exchange every outcome is published to (routing key = event type).
+    public static let eventsExchange = "astro.events"
+    /// Durable direct exchange of dead letters; `<queue>.dead` is bound to it with its own name.
+    public static let deadLetterExchange = "astro.dlx"
+
+    /// The dead-letter queue of a work queue.
+    public static func deadLetterQueue(of queue: String) -> String { queue + ".dead" }
+
+    /// Message header names the runtime sets; defined once so producers and tests agree.
+    public enum Header {
+        /// How many times the job has been attempted before this delivery (0 on the first).
+        public static let attempt = "x-astro-attempt"
+        /// Stable machine-readable reason code of a dead letter or retry.
+        public static let reasonCode = "x-astro-reason-code"
+        /// Human-readable reason of a dead letter or retry.
+        public static let reasonMessage = "x-astro-reason"
+        /// The queue a dead letter or retried message came from.
+        public static let originalQueue = "x-astro-original-queue"
+        /// When the message was dead-lettered (ISO 8601).
+        public static let deadLetteredAt = "x-astro-dead-lettered-at"
+    }
+}

@@ -1,0 +1,88 @@
+import AMQP
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// Consumes the worker's queues and runs each delivery through the `JobProcessor`, with at
+/// most `prefetch` jobs in flight.
+///
+/// Graceful shutdown (SIGTERM/SIGINT): stop consuming (basic.cancel), let in-flight jobs finish
+/// within the drain deadline, then close the connection; deliveries not acknowledged by then go
+/// back to their queues for another worker.
+final class ConsumerService: Service, Sendable {
+    private let consumer: AMQPConsumer
+    private let processor: JobProcessor
+    private let drainTimeout: Duration
+    private let logger: Logger
+    private let tracker = InFlightTracker()
+
+    init(consumer: AMQPConsumer, processor: JobProcessor, drainTimeout: Duration, logger: Logger) {
+        self.consumer = consumer
+        self.processor = processor
+        self.drainTimeout = drainTimeout
+        self.logger = logger
+    }
+
+    /// Jobs being processed right now.
+    var inFlight: Int { tracker.count }
+
+    func run() async throws {
+        try await consumer.start()
+        logger.info("consuming")
+        let consumer = self.consumer
+        let tracker = self.tracker
+        let processor = self.processor
+        let draining = DrainFlag()
+
+        await withTaskGroup(of: Void.self) { group in
+            await withGracefulShutdownHandler {
+                for await delivery in consumer.deliveries {
+                    // A delivery that raced the cancel stays unacknowledged: the broker requeues
+                    // it when the connection closes.
+                    if draining.isSet { continue }
+                    tracker.enter()
+                    group.addTask {
+                        await processor.process(delivery, acknowledger: consumer)
+                        tracker.leave()
+                    }
+                }
+            } onGracefulShutdown: {
+                draining.set()
+                Task { await self.drainThenClose() }
+            }
+            // Jobs still running past the drain deadline are cancelled; their deliveries were
+            // never acknowledged, so the broker hands them to another worker.
+            if draining.isSet { group.cancelAll() }
+            await group.waitForAll()
+        }
+        logger.info("consumer stopped")
+    }
+
+    private func drainThenClose() async {
+        let pending = tracker.count
+        logger.info("draining in-flight jobs", metadata: ["jobs.in_flight": "\(pending)"])
+        await consumer.stopConsuming()
+        // Polling keeps the deadline simple and cancellation-free; shutdown is not a hot path.
+        let deadline = ContinuousClock.now + drainTimeout
+        while tracker.count > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        let drained = tracker.count == 0
+        if drained {
+            logger.info("in-flight jobs finished")
+        } else {
+            logger.warning(
+                "drain deadline passed; unfinished jobs go back to the queue",
+                metadata: ["jobs.in_flight": "\(tracker.count)"]
+            )
+        }
+        await consumer.close()
+    }
+}
+
+/// A one-way flag set when draining starts.
+final class DrainFlag: Sendable {
+    private let value = Mutex(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
+}

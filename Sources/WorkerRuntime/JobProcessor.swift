@@ -1,0 +1,480 @@
+import AMQP
+import AstroDomain
+import Foundation
+import Logging
+import Postgres
+
+/// A handler with its prepared value's type erased, so one consumer can serve several job types.
+struct AnyJobHandler: Sendable {
+    let jobType: JobType
+    let prepare: @Sendable (JobEnvelope) async throws -> any Sendable
+    let commit: @Sendable (any Sendable, JobEnvelope, PostgresConnection) throws -> JobOutcome
+
+    init<Handler: JobHandler>(_ handler: Handler) {
+        jobType = handler.jobType
+        prepare = { job in try await handler.prepare(job) }
+        commit = { prepared, job, database in
+            // The runtime hands back exactly what this handler's prepare returned.
+            guard let prepared = prepared as? Handler.Prepared else {
+                preconditionFailure("prepared value of \(Handler.self) has the wrong type")
+            }
+            return try handler.commit(prepared, job: job, database: database)
+        }
+    }
+}
+
+/// How one delivery is settled with the broker.
+protocol DeliveryAcknowledger: Sendable {
+    func ack(_ delivery: Delivery) async throws(AMQPError)
+    func nack(_ delivery: Delivery, requeue: Bool) async throws(AMQPError)
+}
+
+extension AMQPConsumer: DeliveryAcknowledger {
+    func ack(_ delivery: Delivery) async throws(AMQPError) { try await ack(delivery, multiple: false) }
+    func nack(_ delivery: Delivery, requeue: Bool) async throws(AMQPError) {
+        try await nack(delivery, multiple: false, requeue: requeue)
+    }
+}
+
+/// Takes one delivery from decoding to acknowledgement: the idempotency check, the handler,
+/// the job's transaction, and the sorting of failures into rejections and retries.
+///
+/// Ordering guarantees: a delivery is acknowledged only after what it decided is durable —
+/// the job's transaction committed (its events are then in the outbox), or its retry copy or
+/// dead letter was confirmed by the broker.
+final class JobProcessor: Sendable {
+    private let handlers: [String: AnyJobHandler]
+    private let pool: PostgresPool
+    private let publisher: AMQPPublisher
+    private let retry: RetryPolicy
+    private let metrics: WorkerMetrics
+    private let logger: Logger
+    private let outboxSignal: WakeSignal
+
+    init(
+        handlers: [AnyJobHandler],
+        pool: PostgresPool,
+        publisher: AMQPPublisher,
+        retry: RetryPolicy,
+        metrics: WorkerMetrics,
+        logger: Logger,
+        outboxSignal: WakeSignal
+    ) {
+        self.handlers = Dictionary(handlers.map { ($0.jobType.rawValue, $0) }, uniquingKeysWith: { first, _ in first })
+        self.pool = pool
+        self.publisher = publisher
+        self.retry = retry
+        self.metrics = metrics
+        self.logger = logger
+        self.outboxSignal = outboxSignal
+    }
+
+    /// Processes one delivery and settles it with the broker. Never throws: every failure is
+    /// sorted into an outcome, so a worker never crashes on a message.
+    func process(_ delivery: Delivery, acknowledger: some DeliveryAcknowledger) async {
+        let started = ContinuousClock.now
+        let queue = delivery.queue
+        var logger = self.logger
+        logger[metadataKey: LogKey.queue] = "\(queue)"
+        metrics.adjustInFlight(queue: queue, by: 1)
+        defer {
+            metrics.adjustInFlight(queue: queue, by: -1)
+            metrics.recordDuration(queue: queue, ContinuousClock.now - started)
+        }
+
+        let attempt = Self.attempt(of: delivery)
+        guard let handler = handlers[queue] else {
+            // Consuming a queue without a handler is a wiring bug; keep the message.
+            logger.error("no handler for queue; message returned to the queue")
+            try? await acknowledger.nack(delivery, requeue: true)
+            return
+        }
+
+        // 1. The envelope: a JSON object with a UUID jobId.
+        let head: JobHead
+        switch JobHead.parse(delivery.body) {
+        case .success(let parsed): head = parsed
+        case .failure(let rejection):
+            logger.warning("unreadable job dead-lettered", metadata: [LogKey.reason: "\(rejection)"])
+            guard await deadLetterDirectly(delivery, rejection: rejection, attempt: attempt, logger: logger) else {
+                await giveBack(delivery, after: .seconds(1), acknowledger: acknowledger)
+                return
+            }
+            metrics.recordJob(queue: queue, outcome: .rejected)
+            metrics.recordDeadLetter(queue: queue, reason: rejection.code)
+            await settle(delivery, acknowledger: acknowledger, logger: logger)
+            return
+        }
+        logger[metadataKey: LogKey.jobID] = "\(head.jobID)"
+        logger[metadataKey: LogKey.attempt] = "\(attempt)"
+        let job = JobEnvelope(
+            jobID: head.jobID,
+            type: handler.jobType,
+            body: delivery.body,
+            attempt: attempt,
+            redelivered: delivery.redelivered,
+            correlationID: delivery.properties.correlationID
+        )
+
+        do {
+            // 2. Done before? Then acknowledge without running again.
+            if let status = try await pool.withConnection({ try JobStore.status(of: head.jobID, database: $0) }),
+                status.isTerminal
+            {
+                logger.debug("job already finished; duplicate acknowledged", metadata: [LogKey.status: "\(status)"])
+                metrics.recordJob(queue: queue, outcome: .duplicate)
+                await settle(delivery, acknowledger: acknowledger, logger: logger)
+                return
+            }
+
+            // 3. The handler's slow part, outside any transaction.
+            let prepared = try await handler.prepare(job)
+
+            // 4. The work, the job's row and its outbox messages: one transaction.
+            let userID = head.userID
+            let result = try await pool.withTransaction { database -> CommitResult in
+                switch try JobStore.claim(jobID: job.jobID, kind: job.type, attempt: attempt, database: database) {
+                case .alreadyFinished(let status):
+                    return .duplicate(status)
+                case .kindMismatch(let existing):
+                    throw JobRejection(
+                        code: "job-id-reused",
+                        message: "jobId \(job.jobID) was already used for a \(existing) job"
+                    )
+                case .claimed:
+                    break
+                }
+                let outcome = try handler.commit(prepared, job, database)
+                let status: JobStatus
+                let error: JobError?
+                switch outcome.status {
+                case .succeeded: (status, error) = (.succeeded, nil)
+                case .failed(let failure): (status, error) = (.failed, failure)
+                }
+                try JobStore.finish(
+                    jobID: job.jobID,
+                    kind: job.type,
+                    status: status,
+                    attempts: attempt,
+                    result: outcome.result,
+                    error: error,
+                    userID: userID,
+                    database: database
+                )
+                try JobStore.enqueue(outcome.messages, jobID: job.jobID, database: database)
+                return .committed(status, messageCount: outcome.messages.count)
+            }
+            switch result {
+            case .duplicate(let status):
+                logger.debug(
+                    "job finished concurrently; duplicate acknowledged",
+                    metadata: [LogKey.status: "\(status)"]
+                )
+                metrics.recordJob(queue: queue, outcome: .duplicate)
+            case .committed(let status, let messageCount):
+                if messageCount > 0 { outboxSignal.notify() }
+                logger.debug("job committed", metadata: [LogKey.status: "\(status)"])
+                metrics.recordJob(queue: queue, outcome: status == .succeeded ? .succeeded : .failed)
+            }
+            await settle(delivery, acknowledger: acknowledger, logger: logger)
+        } catch let rejection as JobRejection {
+            await reject(
+                delivery,
+                job: job,
+                userID: head.userID,
+                rejection: rejection,
+                acknowledger: acknowledger,
+                logger: logger
+            )
+        } catch {
+            if error is CancellationError || Task.isCancelled {
+                // Shutdown interrupted the job before its commit: nothing was written and the
+                // delivery stays unacknowledged, so the broker redelivers it.
+                logger.info("job interrupted by shutdown; it will be redelivered")
+                return
+            }
+            await retryOrDeadLetter(delivery, job: job, error: error, acknowledger: acknowledger, logger: logger)
+        }
+    }
+
+    private enum CommitResult: Sendable {
+        case duplicate(JobStatus)
+        case committed(JobStatus, messageCount: Int)
+    }
+
+    // MARK: - Failures
+
+    /// Invalid input: record the job as dead with its reason, and put the dead letter and the
+    /// `<type>.failed` event in the outbox, in one transaction; then acknowledge.
+    private func reject(
+        _ delivery: Delivery,
+        job: JobEnvelope,
+        userID: UUID?,
+        rejection: JobRejection,
+        acknowledger: some DeliveryAcknowledger,
+        logger: Logger
+    ) async {
+        logger.warning(
+            "job rejected and dead-lettered",
+            metadata: [LogKey.reasonCode: "\(rejection.code)", LogKey.reason: "\(rejection.message)"]
+        )
+        do {
+            try await recordDeadJob(delivery, job: job, userID: userID, error: rejection.jobError)
+            outboxSignal.notify()
+            metrics.recordJob(queue: delivery.queue, outcome: .rejected)
+            metrics.recordDeadLetter(queue: delivery.queue, reason: rejection.code)
+            await settle(delivery, acknowledger: acknowledger, logger: logger)
+        } catch {
+            // The rejection could not be recorded (database down): try again later rather than
+            // lose the failed event.
+            await retryOrDeadLetter(delivery, job: job, error: error, acknowledger: acknowledger, logger: logger)
+        }
+    }
+
+    /// A transient failure: another attempt through the delay queue, or dead-lettered when the
+    /// attempts are used up.
+    private func retryOrDeadLetter(
+        _ delivery: Delivery,
+        job: JobEnvelope,
+        error: any Error,
+        acknowledger: some DeliveryAcknowledger,
+        logger: Logger
+    ) async {
+        let failure = JobError(code: Self.errorCode(error), message: Self.errorMessage(error))
+        guard retry.shouldRetry(afterAttempt: job.attempt) else {
+            logger.error(
+                "job failed on its last attempt; dead-lettered",
+                metadata: [LogKey.reasonCode: "\(failure.code)", LogKey.reason: "\(failure.message)"]
+            )
+            let exhausted = JobError(
+                code: "retries-exhausted",
+                message: "failed \(job.attempt) times; last error: \(failure.message)"
+            )
+            do {
+                try await recordDeadJob(delivery, job: job, userID: nil, error: exhausted)
+                outboxSignal.notify()
+            } catch {
+                // The database is still unavailable: the dead letter goes straight to the broker so
+                // the message is kept; the job row and failed event cannot be written now.
+                logger.error("could not record the dead job; publishing the dead letter directly")
+                let rejection = JobRejection(code: exhausted.code, message: exhausted.message)
+                guard await deadLetterDirectly(delivery, rejection: rejection, attempt: job.attempt, logger: logger)
+                else {
+                    await giveBack(delivery, after: .seconds(1), acknowledger: acknowledger)
+                    return
+                }
+            }
+            metrics.recordJob(queue: delivery.queue, outcome: .exhausted)
+            metrics.recordDeadLetter(queue: delivery.queue, reason: exhausted.code)
+            await settle(delivery, acknowledger: acknowledger, logger: logger)
+            return
+        }
+
+        let delay = retry.jitteredDelay(afterAttempt: job.attempt, random: Double.random(in: 0..<1))
+        let step = retry.step(afterAttempt: job.attempt)
+        var properties = delivery.properties
+        properties.headers[BrokerNames.Header.attempt] = .int(Int64(job.attempt))
+        properties.headers[BrokerNames.Header.reasonCode] = .string(failure.code)
+        properties.headers[BrokerNames.Header.reasonMessage] = .string(String(failure.message.prefix(500)))
+        properties.headers[BrokerNames.Header.originalQueue] = .string(delivery.queue)
+        properties.expiration = String(delay.milliseconds)
+        properties.persistent = true
+        let copy = OutgoingMessage(
+            exchange: "",
+            routingKey: RetryPolicy.delayQueueName(queue: delivery.queue, step: step),
+            body: delivery.body,
+            properties: properties,
+            mandatory: true
+        )
+        do {
+            try await publisher.publish(copy, timeout: .seconds(10))
+        } catch {
+            // Neither retry path is available: give the message back to the broker after a pause
+            // (no hot loop), keeping its attempt count.
+            logger.error(
+                "could not schedule a retry; message returned to the queue",
+                metadata: [LogKey.reason: "\(error)"]
+            )
+            await giveBack(delivery, after: min(step, .seconds(5)), acknowledger: acknowledger)
+            return
+        }
+        logger.notice(
+            "job failed transiently; retry scheduled",
+            metadata: [
+                LogKey.reasonCode: "\(failure.code)", LogKey.reason: "\(failure.message)",
+                "retry.delay_ms": "\(delay.milliseconds)",
+            ]
+        )
+        metrics.recordJob(queue: delivery.queue, outcome: .retried)
+        metrics.recordRetry(queue: delivery.queue)
+        // Best effort: `astroctl job` shows the attempt; the retry does not depend on it.
+        let jobID = job.jobID
+        let type = job.type
+        let attempt = job.attempt
+        _ = try? await pool.withConnection { database in
+            try JobStore.recordAttempt(jobID: jobID, kind: type, attempt: attempt, error: failure, database: database)
+        }
+        await settle(delivery, acknowledger: acknowledger, logger: logger)
+    }
+
+    /// Writes the dead job's row, the failed event and the dead letter, in one transaction.
+    private func recordDeadJob(_ delivery: Delivery, job: JobEnvelope, userID: UUID?, error: JobError) async throws {
+        let event = try OutboxMessage.event(JobEvent(jobID: job.jobID, type: job.type.failedEvent, error: error))
+        let deadLetter = Self.deadLetter(of: delivery, code: error.code, message: error.message, attempt: job.attempt)
+        let jobID = job.jobID
+        let type = job.type
+        let attempt = job.attempt
+        try await pool.withTransaction { database in
+            try JobStore.finish(
+                jobID: jobID,
+                kind: type,
+                status: .dead,
+                attempts: attempt,
+                result: nil,
+                error: error,
+                userID: userID,
+                database: database
+            )
+            try JobStore.enqueue([deadLetter, event], jobID: jobID, database: database)
+        }
+    }
+
+    /// Returns a delivery to its queue unsettled, after a pause so a persistent outage does not
+    /// become a hot redelivery loop.
+    private func giveBack(_ delivery: Delivery, after pause: Duration, acknowledger: some DeliveryAcknowledger) async {
+        try? await Task.sleep(for: pause)
+        try? await acknowledger.nack(delivery, requeue: true)
+    }
+
+    /// Publishes a dead letter without the database (unreadable message, or database down).
+    /// - Returns: whether the broker confirmed it (only then may the delivery be acknowledged).
+    private func deadLetterDirectly(
+        _ delivery: Delivery,
+        rejection: JobRejection,
+        attempt: Int,
+        logger: Logger
+    ) async
+        -> Bool
+    {
+        let deadLetter = Self.deadLetter(
+            of: delivery,
+            code: rejection.code,
+            message: rejection.message,
+            attempt: attempt
+        )
+        var properties = delivery.properties
+        properties.persistent = true
+        properties.expiration = nil
+        for (key, value) in deadLetter.headers { properties.headers[key] = .string(value) }
+        let message = OutgoingMessage(
+            exchange: deadLetter.exchange,
+            routingKey: deadLetter.routingKey,
+            body: delivery.body,
+            properties: properties,
+            mandatory: true
+        )
+        do {
+            try await publisher.publish(message, timeout: .seconds(30))
+            return true
+        } catch {
+            logger.error("could not publish a dead letter", metadata: [LogKey.reason: "\(error)"])
+            return false
+        }
+    }
+
+    /// The dead letter of a delivery: its body, to `<queue>.dead`, with the reason in headers.
+    static func deadLetter(of delivery: Delivery, code: String, message: String, attempt: Int) -> OutboxMessage {
+        OutboxMessage(
+            exchange: BrokerNames.deadLetterExchange,
+            routingKey: BrokerNames.deadLetterQueue(of: delivery.queue),
+            body: delivery.body,
+            headers: [
+                BrokerNames.Header.reasonCode: code,
+                BrokerNames.Header.reasonMessage: String(message.prefix(1000)),
+                BrokerNames.Header.originalQueue: delivery.queue,
+                BrokerNames.Header.attempt: String(attempt),
+                BrokerNames.Header.deadLetteredAt: ISO8601.string(from: Date()),
+            ],
+            mandatory: true
+        )
+    }
+
+    /// Acknowledges after the outcome is durable. A delivery from a connection that has since
+    /// dropped cannot be acknowledged; the broker redelivers it and the idempotency check
+    /// settles it then, so that is not an error.
+    private func settle(_ delivery: Delivery, acknowledger: some DeliveryAcknowledger, logger: Logger) async {
+        do {
+            try await acknowledger.ack(delivery)
+        } catch  where error.kind == .staleDelivery || error.kind == .closed {
+            logger.info("delivery outlived its connection; the redelivery will be recognised as done")
+        } catch {
+            logger.warning(
+                "acknowledgement failed; the message will be redelivered",
+                metadata: [LogKey.reason: "\(error)"]
+            )
+        }
+    }
+
+    /// The attempt number of this delivery: the attempt header of a retried copy plus one.
+    static func attempt(of delivery: Delivery) -> Int {
+        switch delivery.properties.headers[BrokerNames.Header.attempt] {
+        case .int(let value)?: return Int(clamping: value) + 1
+        case .string(let value)?: return (Int(value) ?? 0) + 1
+        default: return 1
+        }
+    }
+
+    static func errorCode(_ error: any Error) -> String {
+        switch error {
+        case let error as PostgresError:
+            if error.isConnectionLoss { return "database-unavailable" }
+            if let state = error.sqlState { return "database-error-\(state)" }
+            return "database-error"
+        case let error as AMQPError:
+            return error.isRetriable ? "broker-unavailable" : "broker-error"
+        case is CancellationError:
+            return "cancelled"
+        default:
+            return "transient-error"
+        }
+    }
+
+    static func errorMessage(_ error: any Error) -> String { String(describing: error) }
+}
+
+/// The fields every job body has, read before the handler decodes its own payload.
+struct JobHead: Sendable {
+    var jobID: JobID
+    var userID: UUID?
+
+    private struct Fields: Decodable {
+        var jobId: String?
+        var userId: String?
+    }
+
+    static func parse(_ body: Data) -> Result<JobHead, JobRejection> {
+        guard let object = try? JSONSerialization.jsonObject(with: body), object is [String: Any] else {
+            return .failure(JobRejection(code: "invalid-json", message: "the body is not a JSON object"))
+        }
+        guard let fields = try? JSONDecoder().decode(Fields.self, from: body), let text = fields.jobId else {
+            return .failure(JobRejection(code: "missing-job-id", message: "the body has no string field \"jobId\""))
+        }
+        guard let jobID = JobID(text) else {
+            return .failure(
+                JobRejection(code: "invalid-job-id", message: "jobId \(text.debugDescription) is not a UUID")
+            )
+        }
+        return .success(JobHead(jobID: jobID, userID: fields.userId.flatMap(UUID.init(uuidString:))))
+    }
+}
+
+/// Log metadata keys, defined once.
+public enum LogKey {
+    public static let jobID = "job.id"
+    public static let jobType = "job.type"
+    public static let queue = "amqp.queue"
+    public static let attempt = "job.attempt"
+    public static let status = "job.status"
+    public static let reason = "error.message"
+    public static let reasonCode = "error.code"
+}

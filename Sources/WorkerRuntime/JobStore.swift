@@ -1,0 +1,185 @@
+import AstroDomain
+import Foundation
+import Postgres
+
+/// The runtime's SQL on the `jobs` and `outbox` tables. Every value goes as a `$n` bind.
+///
+/// - Important: every method runs synchronously on the connection's thread, inside the
+///   caller's transaction where noted.
+enum JobStore {
+    /// The recorded status of a job, if it has a row.
+    static func status(of jobID: JobID, database: PostgresConnection) throws -> JobStatus? {
+        let rows = try database.query("SELECT status FROM jobs WHERE id = $1", [jobID.uuid])
+        guard let row = rows.first else { return nil }
+        return JobStatus(rawValue: try row.decode(String.self, "status"))
+    }
+
+    /// What a job's transaction found when it claimed the job's row.
+    enum Claim {
+        /// The row is ours (new, or left non-terminal by an earlier attempt) and locked.
+        case claimed
+        /// Another delivery already finished this job: do nothing.
+        case alreadyFinished(JobStatus)
+        /// The jobId was used before for a job of another type.
+        case kindMismatch(existing: String)
+    }
+
+    /// Inserts the job's row if missing, then locks it (`FOR UPDATE`), so two deliveries of one
+    /// jobId serialize: the second waits for the first to commit and then sees it finished.
+    /// - Important: call inside the job's transaction.
+    static func claim(jobID: JobID, kind: JobType, attempt: Int, database: PostgresConnection) throws -> Claim {
+        try database.execute(
+            """
+            INSERT INTO jobs (id, kind, status, attempts) VALUES ($1, $2, 'running', $3)
+            ON CONFLICT (id) DO NOTHING
+            """,
+            [jobID.uuid, kind.rawValue, attempt]
+        )
+        let rows = try database.query("SELECT kind, status FROM jobs WHERE id = $1 FOR UPDATE", [jobID.uuid])
+        guard let row = rows.first else { return .claimed }
+        let existingKind = try row.decode(String.self, "kind")
+        if let status = JobStatus(rawValue: try row.decode(String.self, "status")), status.isTerminal {
+            return .alreadyFinished(status)
+        }
+        if existingKind != kind.rawValue { return .kindMismatch(existing: existingKind) }
+        return .claimed
+    }
+
+    /// Records the job's final status, result and error.
+    /// - Important: call inside the job's transaction, after `claim`.
+    static func finish(
+        jobID: JobID,
+        kind: JobType,
+        status: JobStatus,
+        attempts: Int,
+        result: JSONValue?,
+        error: JobError?,
+        userID: UUID?,
+        database: PostgresConnection
+    ) throws {
+        let resultJSON = try result.map { String(decoding: try JSONCoding.encoder.encode($0), as: UTF8.self) }
+        let errorJSON = try error.map { String(decoding: try JSONCoding.encoder.encode($0), as: UTF8.self) }
+        try database.execute(
+            """
+            INSERT INTO jobs (id, kind, status, attempts, result, error, user_id, finished_at)
+            VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, now())
+            ON CONFLICT (id) DO UPDATE SET
+                status = EXCLUDED.status, attempts = EXCLUDED.attempts, result = EXCLUDED.result,
+                error = EXCLUDED.error, user_id = COALESCE(EXCLUDED.user_id, jobs.user_id),
+                updated_at = now(), finished_at = now()
+            """,
+            [jobID.uuid, kind.rawValue, status.rawValue, attempts, resultJSON, errorJSON, userID]
+        )
+    }
+
+    /// Records a failed attempt that will be retried (best effort; the retry does not depend on it).
+    static func recordAttempt(
+        jobID: JobID,
+        kind: JobType,
+        attempt: Int,
+        error: JobError,
+        database: PostgresConnection
+    ) throws {
+        let errorJSON = String(decoding: try JSONCoding.encoder.encode(error), as: UTF8.self)
+        try database.execute(
+            """
+            INSERT INTO jobs (id, kind, status, attempts, error) VALUES ($1, $2, 'queued', $3, $4::jsonb)
+            ON CONFLICT (id) DO UPDATE SET attempts = EXCLUDED.attempts, error = EXCLUDED.error,
+                status = 'queued', updated_at = now()
+            WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead')
+            """,
+            [jobID.uuid, kind.rawValue, attempt, errorJSON]
+        )
+    }
+
+    /// Adds messages to the outbox; the relay publishes them once the transaction commits.
+    /// - Important: call inside the job's transaction.
+    static func enqueue(_ messages: [OutboxMessage], jobID: JobID?, database: PostgresConnection) throws {
+        for message in messages {
+            let headers = String(decoding: try JSONCoding.encoder.encode(message.headers), as: UTF8.self)
+            try database.execute(
+                """
+                INSERT INTO outbox (exchange, routing_key, body, headers, mandatory, job_id)
+                VALUES ($1, $2, $3, $4::jsonb, $5, $6)
+                """,
+                [message.exchange, message.routingKey, message.body, headers, message.mandatory, jobID?.uuid]
+            )
+        }
+    }
+
+    /// A claimed outbox row.
+    struct PendingMessage: Sendable {
+        var id: Int64
+        var messageID: UUID
+        var message: OutboxMessage
+        var contentType: String
+        var jobID: UUID?
+    }
+
+    /// Claims up to `limit` unsent rows for `lease` (rows another relay claimed and did not
+    /// finish within its lease become claimable again), oldest first.
+    static func claimPending(limit: Int, lease: Duration, database: PostgresConnection) throws -> [PendingMessage] {
+        let rows = try database.query(
+            """
+            UPDATE outbox SET claimed_until = now() + make_interval(secs => $2)
+            WHERE id IN (
+                SELECT id FROM outbox
+                WHERE sent_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())
+                ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
+            )
+            RETURNING id, message_id, exchange, routing_key, body, content_type, headers, mandatory, job_id
+            """,
+            [limit, lease.seconds]
+        )
+        return try rows.map { row in
+            PendingMessage(
+                id: try row.decode(Int64.self, "id"),
+                messageID: try row.decode(UUID.self, "message_id"),
+                message: OutboxMessage(
+                    exchange: try row.decode(String.self, "exchange"),
+                    routingKey: try row.decode(String.self, "routing_key"),
+                    body: try row.decode(Data.self, "body"),
+                    headers: try row.decodeJSON([String: String].self, "headers"),
+                    mandatory: try row.decode(Bool.self, "mandatory")
+                ),
+                contentType: try row.decode(String.self, "content_type"),
+                jobID: try row.decode(UUID?.self, "job_id")
+            )
+        }
+        .sorted { $0.id < $1.id }
+    }
+
+    /// Marks rows as sent.
+    static func markSent(ids: [Int64], database: PostgresConnection) throws {
+        guard !ids.isEmpty else { return }
+        try database.execute(
+            "UPDATE outbox SET sent_at = now(), claimed_until = NULL WHERE id = ANY($1::bigint[])",
+            [postgresArray(ids)]
+        )
+    }
+
+    /// Releases rows that failed to publish for a retry after an exponential pause (capped at
+    /// five minutes, so a message the broker keeps refusing does not spin), and notes why.
+    static func markFailed(ids: [Int64], error: String, database: PostgresConnection) throws {
+        guard !ids.isEmpty else { return }
+        try database.execute(
+            """
+            UPDATE outbox SET attempts = attempts + 1, last_error = $2,
+                claimed_until = now() + make_interval(secs => least(power(2, attempts), 300))
+            WHERE id = ANY($1::bigint[])
+            """,
+            [postgresArray(ids), error]
+        )
+    }
+
+    /// Unsent outbox rows (for readiness and `astroctl`).
+    static func pendingCount(database: PostgresConnection) throws -> Int {
+        let rows = try database.query("SELECT count(*)::bigint AS n FROM outbox WHERE sent_at IS NULL")
+        return Int(try rows.first?.decode(Int64.self, "n") ?? 0)
+    }
+
+    /// A Postgres array literal of integers, bound as one text parameter (never spliced into SQL).
+    private static func postgresArray(_ values: [Int64]) -> String {
+        "{" + values.map(String.init).joined(separator: ",") + "}"
+    }
+}

@@ -1,0 +1,316 @@
+import AMQP
+import AstroDomain
+import Foundation
+import Logging
+import Postgres
+import Schema
+import ServiceLifecycle
+import Synchronization
+
+/// A worker process: the queues it serves, its handlers, and everything around them — the
+/// database pool and migrations, the broker topology, the consumer, the outbox relay, the
+/// health endpoint — run as one `ServiceGroup` that shuts down gracefully on SIGTERM/SIGINT.
+public final class Worker: Sendable {
+    public let name: String
+    public let configuration: WorkerConfiguration
+    public let metrics: WorkerMetrics
+    private let queues: [String]
+    private let handlers: [AnyJobHandler]
+    private let logger: Logger
+    private let readiness = ReadinessState()
+    private let shutdownTrigger = Mutex<ServiceGroup?>(nil)
+    private let healthPort = Mutex<Int?>(nil)
+
+    struct Readiness: Sendable {
+        var database = false
+        var broker = false
+        var started = false
+        var shuttingDown = false
+        var ready: Bool { database && broker && started && !shuttingDown }
+    }
+
+    /// - Parameters:
+    ///   - name: the worker's name (logs, connection names), e.g. `chart-worker`.
+    ///   - queues: the job queues whose topology it declares.
+    ///   - handlers: the job handlers; the worker consumes exactly the queues that have one.
+    public init(
+        name: String,
+        configuration: WorkerConfiguration,
+        queues: [JobType],
+        handlers: [any JobHandler] = [],
+        logger: Logger
+    ) {
+        self.name = name
+        self.configuration = configuration
+        self.queues = queues.map(\.rawValue)
+        self.handlers = handlers.map { AnyJobHandler($0) }
+        self.logger = logger
+        self.metrics = WorkerMetrics()
+    }
+
+    /// The health endpoint's bound port once running (useful with `HTTP_PORT=0`).
+    public var boundHealthPort: Int? { healthPort.withLock { $0 } }
+
+    /// Starts a graceful shutdown, as SIGTERM would.
+    public func shutdownGracefully() async {
+        let group = shutdownTrigger.withLock { $0 }
+        await group?.triggerGracefulShutdown()
+    }
+
+    /// Runs until a graceful shutdown completes.
+    ///
+    /// Start-up: connect to PostgreSQL (retrying while it comes up), apply migrations when
+    /// `migrateOnStart`, connect to RabbitMQ and declare the topology, then consume.
+    /// - Throws: `WorkerStartupError` when a dependency stays unreachable for the start-up
+    ///   deadline, or the error of a service that failed.
+    /// - Parameters:
+    ///   - startupTimeout: how long to keep retrying unreachable dependencies at start-up.
+    ///   - handleSignals: shut down gracefully on SIGTERM/SIGINT (off for in-process tests).
+    public func run(startupTimeout: Duration = .seconds(60), handleSignals: Bool = true) async throws {
+        let configuration = self.configuration
+        var logger = self.logger
+        logger[metadataKey: "worker"] = "\(name)"
+        let deadline = ContinuousClock.now + startupTimeout
+
+        let pool = PostgresPool(
+            configuration: configuration.database,
+            options: .init(
+                maxConnections: configuration.databasePoolSize,
+                acquireTimeout: configuration.databaseAcquireTimeout
+            ),
+            logger: logger
+        )
+        do {
+            try await Self.retryUntil(
+                deadline,
+                what: "PostgreSQL at \(configuration.database.redactedURL)",
+                logger: logger
+            ) {
+                guard await pool.ping() else {
+                    throw WorkerStartupError(
+                        message: "PostgreSQL at \(configuration.database.redactedURL) does not answer"
+                    )
+                }
+            }
+            if configuration.migrateOnStart {
+                let applied = try await Migrator(migrations: try AstroSchema.migrations(), logger: logger)
+                    .migrate(pool: pool)
+                logger.info("schema up to date", metadata: ["migrations.applied": "\(applied.map(\.version))"])
+            }
+        } catch {
+            await pool.close()
+            throw error
+        }
+
+        var amqp = configuration.amqp
+        amqp.connectionName = "\(name) publisher"
+        let publisher = AMQPPublisher(configuration: amqp, logger: logger)
+        let topology = WorkerTopology.topology(
+            queues: queues,
+            retry: configuration.retryPolicy,
+            queueType: configuration.queueType
+        )
+        do {
+            try await Self.retryUntil(deadline, what: "RabbitMQ at \(amqp.redactedURL)", logger: logger) {
+                try await publisher.connect()
+            }
+            try await publisher.declare(topology)
+        } catch {
+            await publisher.close()
+            await pool.close()
+            throw error
+        }
+
+        let signal = WakeSignal()
+        let relay = OutboxRelay(
+            pool: pool,
+            publisher: publisher,
+            signal: signal,
+            batchSize: configuration.outboxBatchSize,
+            pollInterval: configuration.outboxPollInterval,
+            metrics: metrics,
+            logger: logger
+        )
+        let consumed = handlers.map(\.jobType.rawValue)
+        var consumerService: ConsumerService?
+        var consumer: AMQPConsumer?
+        if !consumed.isEmpty {
+            var consumerConfiguration = configuration.amqp
+            consumerConfiguration.connectionName = "\(name) consumer"
+            let amqpConsumer = AMQPConsumer(
+                configuration: consumerConfiguration,
+                topology: topology,
+                queues: consumed,
+                prefetch: UInt16(clamping: configuration.prefetch),
+                logger: logger
+            )
+            consumer = amqpConsumer
+            let processor = JobProcessor(
+                handlers: handlers,
+                pool: pool,
+                publisher: publisher,
+                retry: configuration.retryPolicy,
+                metrics: metrics,
+                logger: logger,
+                outboxSignal: signal
+            )
+            consumerService = ConsumerService(
+                consumer: amqpConsumer,
+                processor: processor,
+                drainTimeout: configuration.shutdownDrainTimeout,
+                logger: logger
+            )
+        }
+
+        let health = HealthServer(host: configuration.httpHost, port: configuration.httpPort, logger: logger) {
+            [readiness, metrics, name] path in
+            Self.route(path: path, name: name, readiness: readiness.snapshot, metrics: metrics)
+        }
+        try health.start()
+        healthPort.withLock { $0 = health.boundPort }
+
+        let monitor = ReadinessMonitor(pool: pool, publisher: publisher, consumer: consumer) {
+            [readiness] database, broker in
+            readiness.update {
+                $0.database = database
+                $0.broker = broker
+            }
+        }
+
+        // Graceful shutdown runs in reverse order: the consumer drains first, then the relay
+        // publishes what the drained jobs committed, then health stops answering.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: health), .init(service: monitor), .init(service: relay),
+        ]
+        if let consumerService {
+            services.append(.init(service: consumerService, successTerminationBehavior: .gracefullyShutdownGroup))
+        }
+        var groupConfiguration = ServiceGroupConfiguration(
+            services: services,
+            gracefulShutdownSignals: handleSignals ? [.sigterm, .sigint] : [],
+            logger: logger
+        )
+        // Past the drain deadline plus the relay's flush, stop waiting.
+        groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownDrainTimeout + .seconds(15)
+        let group = ServiceGroup(configuration: groupConfiguration)
+        shutdownTrigger.withLock { $0 = group }
+        readiness.update { $0.started = true }
+        logger.info(
+            "worker started",
+            metadata: [
+                "amqp.queues": "\(consumed)", "http.port": "\(health.boundPort ?? -1)",
+                "prefetch": "\(configuration.prefetch)",
+            ]
+        )
+        defer { readiness.update { $0.shuttingDown = true } }
+        do {
+            try await withGracefulShutdownHandler {
+                try await group.run()
+            } onGracefulShutdown: { [readiness] in
+                readiness.update { $0.shuttingDown = true }
+            }
+        } catch {
+            await publisher.close()
+            await pool.close()
+            throw error
+        }
+        await publisher.close()
+        await pool.close()
+        logger.info("worker stopped")
+    }
+
+    static func route(
+        path: String,
+        name: String,
+        readiness: Readiness,
+        metrics: WorkerMetrics
+    ) -> HealthServer.Response? {
+        switch path {
+        case "/healthz":
+            return .init(status: 200, body: "ok\n")
+        case "/readyz":
+            let body =
+                "{\"ready\":\(readiness.ready),\"worker\":\"\(name)\",\"database\":\(readiness.database),"
+                + "\"broker\":\(readiness.broker),\"shuttingDown\":\(readiness.shuttingDown)}\n"
+            return .init(status: readiness.ready ? 200 : 503, contentType: "application/json", body: body)
+        case "/metrics":
+            return .init(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.render())
+        default:
+            return nil
+        }
+    }
+
+    /// Calls `body` until it succeeds, backing off (capped at 5 s) and logging, until `deadline`.
+    static func retryUntil(
+        _ deadline: ContinuousClock.Instant,
+        what: String,
+        logger: Logger,
+        _ body: () async throws -> Void
+    ) async throws {
+        var delay = Duration.milliseconds(200)
+        var attempt = 1
+        while true {
+            do {
+                try await body()
+                return
+            } catch {
+                if ContinuousClock.now + delay > deadline {
+                    throw WorkerStartupError(message: "\(what) is unreachable: \(error)")
+                }
+                logger.warning(
+                    "dependency not reachable yet; retrying",
+                    metadata: ["dependency": "\(what)", "attempt": "\(attempt)", LogKey.reason: "\(error)"]
+                )
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(5))
+                attempt += 1
+            }
+        }
+    }
+}
+
+/// The readiness snapshot, shared by the monitor (writer) and the health thread (reader).
+final class ReadinessState: Sendable {
+    private let state = Mutex(Worker.Readiness())
+
+    var snapshot: Worker.Readiness { state.withLock { $0 } }
+
+    func update(_ change: (inout Worker.Readiness) -> Void) { state.withLock { change(&$0) } }
+}
+
+/// A dependency stayed unreachable through start-up.
+public struct WorkerStartupError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
+}
+
+/// Refreshes the readiness snapshot every two seconds: database ping and broker connections.
+final class ReadinessMonitor: Service, Sendable {
+    private let pool: PostgresPool
+    private let publisher: AMQPPublisher
+    private let consumer: AMQPConsumer?
+    private let update: @Sendable (_ database: Bool, _ broker: Bool) -> Void
+
+    init(
+        pool: PostgresPool,
+        publisher: AMQPPublisher,
+        consumer: AMQPConsumer?,
+        update: @escaping @Sendable (Bool, Bool) -> Void
+    ) {
+        self.pool = pool
+        self.publisher = publisher
+        self.consumer = consumer
+        self.update = update
+    }
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                let database = await self.pool.ping()
+                let broker = self.publisher.isConnected && (self.consumer?.isConnected ?? true)
+                self.update(database, broker)
+                try? await Task.sleep(for: .seconds(2))
+            }
+        }
+    }
+}

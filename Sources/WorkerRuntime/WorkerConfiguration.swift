@@ -1,0 +1,233 @@
+import AMQP
+import Foundation
+import Logging
+import Postgres
+
+/// Everything a worker reads from its environment, with documented defaults.
+///
+/// Every setting has an environment variable (see `WorkerConfiguration.variables`, which the
+/// README's configuration table mirrors). A missing required or malformed setting stops start-up
+/// with a `ConfigurationError` that names the variable.
+public struct WorkerConfiguration: Sendable {
+    /// Broker connection (`AMQP_URL`).
+    public var amqp: AMQPConfiguration
+    /// Database connection (`DATABASE_URL`).
+    public var database: PostgresConfiguration
+    /// Jobs in flight at once per worker process, and the broker's prefetch (`PREFETCH`).
+    public var prefetch: Int = 16
+    /// Attempts before a transiently failing job is dead-lettered (`MAX_ATTEMPTS`).
+    public var maxAttempts: Int = 5
+    /// First retry delay (`RETRY_INITIAL_DELAY_MS`).
+    public var retryInitialDelay: Duration = .seconds(1)
+    /// Cap of the exponential retry delay (`RETRY_MAX_DELAY_MS`).
+    public var retryMaxDelay: Duration = .seconds(60)
+    /// Health and metrics endpoint address (`HTTP_HOST`, `HTTP_PORT`; port 0 picks a free one).
+    public var httpHost: String = "0.0.0.0"
+    public var httpPort: Int
+    /// Log level (`LOG_LEVEL`: trace, debug, info, notice, warning, error, critical).
+    public var logLevel: Logger.Level = .info
+    /// Log format (`LOG_FORMAT`: text or json).
+    public var logFormat: LogFormat = .text
+    /// Database connections per process (`DB_POOL_SIZE`).
+    public var databasePoolSize: Int = 8
+    /// How long a caller waits for a free database connection (`DB_ACQUIRE_TIMEOUT_MS`).
+    public var databaseAcquireTimeout: Duration = .seconds(10)
+    /// How long a graceful shutdown waits for in-flight jobs (`SHUTDOWN_DRAIN_SECONDS`).
+    public var shutdownDrainTimeout: Duration = .seconds(25)
+    /// Queue type of declared queues (`QUEUE_TYPE`: classic or quorum).
+    public var queueType: QueueSpec.QueueType = .classic
+    /// Apply pending migrations at start-up (`MIGRATE_ON_START`).
+    public var migrateOnStart: Bool = true
+    /// Outbox rows published per batch (`OUTBOX_BATCH_SIZE`).
+    public var outboxBatchSize: Int = 200
+    /// How often the outbox is polled for rows other processes left behind (`OUTBOX_POLL_MS`).
+    public var outboxPollInterval: Duration = .seconds(1)
+
+    public enum LogFormat: String, Sendable, CaseIterable {
+        case text, json
+    }
+
+    /// A configuration with local defaults, for tests and tools.
+    public init(amqp: AMQPConfiguration, database: PostgresConfiguration, httpPort: Int = 0) {
+        self.amqp = amqp
+        self.database = database
+        self.httpPort = httpPort
+    }
+
+    /// One documented setting.
+    public struct Variable: Sendable {
+        public var name: String
+        public var defaultValue: String
+        public var meaning: String
+    }
+
+    /// The settings every worker reads, with their defaults (`HTTP_PORT` defaults per worker).
+    public static let variables: [Variable] = [
+        .init(
+            name: "AMQP_URL",
+            defaultValue: "amqp://guest:guest@127.0.0.1:5672/%2F",
+            meaning: "RabbitMQ URL; amqps:// for TLS (?cacertfile=/path, ?heartbeat=seconds)"
+        ),
+        .init(
+            name: "DATABASE_URL",
+            defaultValue: "postgres://astro:astro@127.0.0.1:5432/astro",
+            meaning: "PostgreSQL URL (?sslmode=…, ?application_name=…)"
+        ),
+        .init(name: "PREFETCH", defaultValue: "16", meaning: "jobs in flight per process (broker prefetch)"),
+        .init(name: "MAX_ATTEMPTS", defaultValue: "5", meaning: "attempts before a failing job is dead-lettered"),
+        .init(name: "RETRY_INITIAL_DELAY_MS", defaultValue: "1000", meaning: "first retry delay"),
+        .init(name: "RETRY_MAX_DELAY_MS", defaultValue: "60000", meaning: "cap of the exponential retry delay"),
+        .init(name: "HTTP_HOST", defaultValue: "0.0.0.0", meaning: "address of /healthz, /readyz, /metrics"),
+        .init(
+            name: "HTTP_PORT",
+            defaultValue: "8081 chart, 8082 report, 8083 billing",
+            meaning: "port of /healthz, /readyz, /metrics (0: any free port)"
+        ),
+        .init(name: "LOG_LEVEL", defaultValue: "info", meaning: "trace, debug, info, notice, warning, error"),
+        .init(name: "LOG_FORMAT", defaultValue: "text", meaning: "text or json (one object per line)"),
+        .init(name: "DB_POOL_SIZE", defaultValue: "8", meaning: "database connections per process"),
+        .init(name: "DB_ACQUIRE_TIMEOUT_MS", defaultValue: "10000", meaning: "wait for a free database connection"),
+        .init(
+            name: "SHUTDOWN_DRAIN_SECONDS",
+            defaultValue: "25",
+            meaning: "graceful shutdown: wait for in-flight jobs"
+        ),
+        .init(name: "QUEUE_TYPE", defaultValue: "classic", meaning: "classic or quorum (declared queues)"),
+        .init(name: "MIGRATE_ON_START", defaultValue: "true", meaning: "apply pending migrations at start-up"),
+        .init(name: "OUTBOX_BATCH_SIZE", defaultValue: "200", meaning: "outbox rows published per batch"),
+        .init(name: "OUTBOX_POLL_MS", defaultValue: "1000", meaning: "outbox poll interval for rows left by others"),
+    ]
+
+    /// Reads the configuration from environment variables.
+    ///
+    /// - Parameters:
+    ///   - environment: the variables (the process environment by default).
+    ///   - defaultHTTPPort: this worker's default health port.
+    /// - Throws: `ConfigurationError` naming the first malformed variable.
+    public static func fromEnvironment(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment,
+        defaultHTTPPort: Int
+    ) throws(ConfigurationError) -> WorkerConfiguration {
+        let reader = EnvironmentReader(environment)
+        let amqp: AMQPConfiguration
+        do {
+            amqp = try AMQPConfiguration(
+                url: reader.string("AMQP_URL", default: "amqp://guest:guest@127.0.0.1:5672/%2F")
+            )
+        } catch {
+            throw ConfigurationError(variable: "AMQP_URL", problem: error.message)
+        }
+        let database: PostgresConfiguration
+        do {
+            database = try PostgresConfiguration(
+                url: reader.string("DATABASE_URL", default: "postgres://astro:astro@127.0.0.1:5432/astro")
+            )
+        } catch {
+            throw ConfigurationError(variable: "DATABASE_URL", problem: error.message)
+        }
+        var configuration = WorkerConfiguration(amqp: amqp, database: database, httpPort: defaultHTTPPort)
+        configuration.prefetch = try reader.int("PREFETCH", default: 16, range: 1...1000)
+        configuration.maxAttempts = try reader.int("MAX_ATTEMPTS", default: 5, range: 1...100)
+        configuration.retryInitialDelay = .milliseconds(
+            try reader.int("RETRY_INITIAL_DELAY_MS", default: 1000, range: 1...3_600_000)
+        )
+        configuration.retryMaxDelay = .milliseconds(
+            try reader.int("RETRY_MAX_DELAY_MS", default: 60000, range: 1...86_400_000)
+        )
+        guard configuration.retryMaxDelay >= configuration.retryInitialDelay else {
+            throw ConfigurationError(
+                variable: "RETRY_MAX_DELAY_MS",
+                problem: "must not be smaller than RETRY_INITIAL_DELAY_MS"
+            )
+        }
+        configuration.httpHost = reader.string("HTTP_HOST", default: "0.0.0.0")
+        configuration.httpPort = try reader.int("HTTP_PORT", default: defaultHTTPPort, range: 0...65535)
+        configuration.logLevel = try reader.choice("LOG_LEVEL", default: .info, Logger.Level.allCases)
+        configuration.logFormat = try reader.choice("LOG_FORMAT", default: .text, LogFormat.allCases)
+        configuration.databasePoolSize = try reader.int("DB_POOL_SIZE", default: 8, range: 1...200)
+        configuration.databaseAcquireTimeout = .milliseconds(
+            try reader.int("DB_ACQUIRE_TIMEOUT_MS", default: 10000, range: 1...600_000)
+        )
+        configuration.shutdownDrainTimeout = .seconds(
+            try reader.int("SHUTDOWN_DRAIN_SECONDS", default: 25, range: 0...3600)
+        )
+        configuration.queueType = try reader.choice("QUEUE_TYPE", default: .classic, [.classic, .quorum])
+        configuration.migrateOnStart = try reader.bool("MIGRATE_ON_START", default: true)
+        configuration.outboxBatchSize = try reader.int("OUTBOX_BATCH_SIZE", default: 200, range: 1...10000)
+        configuration.outboxPollInterval = .milliseconds(
+            try reader.int("OUTBOX_POLL_MS", default: 1000, range: 10...600_000)
+        )
+        return configuration
+    }
+
+    /// The retry policy these settings describe.
+    public var retryPolicy: RetryPolicy {
+        RetryPolicy(maxAttempts: maxAttempts, initialDelay: retryInitialDelay, maxDelay: retryMaxDelay)
+    }
+}
+
+/// A setting is missing or malformed; start-up stops with this message.
+public struct ConfigurationError: Error, Sendable, CustomStringConvertible, Equatable {
+    /// The environment variable at fault.
+    public var variable: String
+    /// What is wrong with it and what is expected.
+    public var problem: String
+
+    public init(variable: String, problem: String) {
+        self.variable = variable
+        self.problem = problem
+    }
+
+    public var description: String { "configuration error: \(variable): \(problem)" }
+}
+
+/// Typed access to environment variables; every error names the variable.
+struct EnvironmentReader {
+    let environment: [String: String]
+
+    init(_ environment: [String: String]) { self.environment = environment }
+
+    private func value(_ name: String) -> String? {
+        guard let raw = environment[name]?.trimmingCharacters(in: .whitespaces), !raw.isEmpty else { return nil }
+        return raw
+    }
+
+    func string(_ name: String, default defaultValue: String) -> String { value(name) ?? defaultValue }
+
+    func int(_ name: String, default defaultValue: Int, range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        guard let raw = value(name) else { return defaultValue }
+        guard let number = Int(raw) else {
+            throw ConfigurationError(variable: name, problem: "expected a whole number, got \(raw.debugDescription)")
+        }
+        guard range.contains(number) else {
+            throw ConfigurationError(
+                variable: name,
+                problem: "\(number) is out of range \(range.lowerBound)…\(range.upperBound)"
+            )
+        }
+        return number
+    }
+
+    func bool(_ name: String, default defaultValue: Bool) throws(ConfigurationError) -> Bool {
+        guard let raw = value(name) else { return defaultValue }
+        switch raw.lowercased() {
+        case "1", "true", "yes", "on": return true
+        case "0", "false", "no", "off": return false
+        default:
+            throw ConfigurationError(variable: name, problem: "expected true or false, got \(raw.debugDescription)")
+        }
+    }
+
+    func choice<T: RawRepresentable>(
+        _ name: String,
+        default defaultValue: T,
+        _ choices: [T]
+    ) throws(ConfigurationError) -> T where T.RawValue == String {
+        guard let raw = value(name) else { return defaultValue }
+        guard let match = choices.first(where: { $0.rawValue == raw.lowercased() }) else {
+            let allowed = choices.map(\.rawValue).joined(separator: ", ")
+            throw ConfigurationError(variable: name, problem: "expected one of \(allowed), got \(raw.debugDescription)")
+        }
+        return match
+    }
+}

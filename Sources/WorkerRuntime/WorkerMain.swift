@@ -1,0 +1,43 @@
+import AstroDomain
+import Foundation
+import Logging
+
+/// The `main` of every worker executable: read the environment, set up logging, build the
+/// worker, run it, and turn failures into one clear line and an exit status.
+public enum WorkerMain {
+    /// Exit statuses: 0 after a graceful shutdown, 2 for a configuration error, 1 otherwise.
+    public static func run(
+        name: String,
+        defaultHTTPPort: Int,
+        queues: [JobType],
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        handlers: (WorkerConfiguration, Logger) throws -> [any JobHandler]
+    ) async -> Int32 {
+        let configuration: WorkerConfiguration
+        do {
+            configuration = try WorkerConfiguration.fromEnvironment(environment, defaultHTTPPort: defaultHTTPPort)
+        } catch {
+            FileHandle.standardError.write(Data("\(name): \(error)\n".utf8))
+            return 2
+        }
+        LogSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
+        let logger = Logger(label: name)
+        do {
+            let worker = Worker(
+                name: name,
+                configuration: configuration,
+                queues: queues,
+                handlers: try handlers(configuration, logger),
+                logger: logger
+            )
+            try await worker.run()
+            return 0
+        } catch let error as ConfigurationError {
+            logger.critical("cannot start: \(error)")
+            return 2
+        } catch {
+            logger.critical("worker failed", metadata: [LogKey.reason: "\(error)"])
+            return 1
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import AMQP
+import AstroDomain
+
+/// The broker objects of the contract: the three exchanges, and for each job queue the queue,
+/// its `<queue>.dead` dead-letter queue and its retry delay queues.
+public enum WorkerTopology {
+    /// The exchanges every component uses.
+    public static var exchanges: [ExchangeSpec] {
+        [
+            ExchangeSpec(name: BrokerNames.jobsExchange, kind: .direct),
+            ExchangeSpec(name: BrokerNames.eventsExchange, kind: .topic),
+            ExchangeSpec(name: BrokerNames.deadLetterExchange, kind: .direct),
+        ]
+    }
+
+    /// The topology for the given job queues.
+    ///
+    /// - Parameters:
+    ///   - queues: the job queues (each bound to `astro.jobs` with its own name).
+    ///   - retry: the retry policy, whose steps name the delay queues.
+    ///   - queueType: classic (one node) or quorum (a cluster); applies to every queue declared.
+    public static func topology(
+        queues: [String],
+        retry: RetryPolicy,
+        queueType: QueueSpec.QueueType = .classic
+    ) -> Topology {
+        var topology = Topology(exchanges: exchanges)
+        for queue in queues {
+            let dead = BrokerNames.deadLetterQueue(of: queue)
+            // A message the broker itself gives up on (rejected without requeue, or expired)
+            // also ends in the dead-letter queue, never silently dropped.
+            topology.queues.append(
+                QueueSpec(
+                    name: queue,
+                    deadLetterExchange: BrokerNames.deadLetterExchange,
+                    deadLetterRoutingKey: dead,
+                    queueType: queueType
+                )
+            )
+            topology.bindings.append(BindingSpec(queue: queue, exchange: BrokerNames.jobsExchange, routingKey: queue))
+            topology.queues.append(QueueSpec(name: dead, queueType: queueType))
+            topology.bindings.append(
+                BindingSpec(queue: dead, exchange: BrokerNames.deadLetterExchange, routingKey: dead)
+            )
+            for step in retry.steps {
+                // Delay queues have no consumer: messages wait out their TTL, then the broker
+                // dead-letters them back to the work queue through astro.jobs.
+                topology.queues.append(
+                    QueueSpec(
+                        name: RetryPolicy.delayQueueName(queue: queue, step: step),
+                        deadLetterExchange: BrokerNames.jobsExchange,
+                        deadLetterRoutingKey: queue,
+                        messageTTL: step,
+                        queueType: queueType
+                    )
+                )
+            }
+        }
+        return topology
+    }
+
+    /// The topology of every job queue of the contract (what `astroctl migrate` declares).
+    public static func contract(retry: RetryPolicy, queueType: QueueSpec.QueueType = .classic) -> Topology {
+        topology(queues: JobType.all.map(\.rawValue), retry: retry, queueType: queueType)
+    }
+}

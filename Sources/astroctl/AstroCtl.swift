@@ -1,0 +1,22 @@
+import ArgumentParser
+
+/// `astroctl`: the operator's and developer's tool for the AstroSvitla backend.
+@main
+struct AstroCtl: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "astroctl",
+        abstract: "Operate the AstroSvitla backend: schema, jobs, queues, benchmarks.",
+        discussion: """
+            Connection settings come from the environment, like the workers' (AMQP_URL, DATABASE_URL),
+            or from --amqp-url / --database-url. Start a local stack with scripts/stack.sh.
+
+            Examples:
+              astroctl migrate                               apply the schema and declare the topology
+              echo '{"userId":"…","profile":{…}}' | astroctl publish chart.calculate
+              astroctl job 9b2f…                            what became of a job
+              astroctl queues                                depth and consumers of every queue
+              astroctl bench amqp --count 20000              broker throughput, Swift vs raw C
+            """,
+        subcommands: [Migrate.self, Publish.self, JobStatusCommand.self, Queues.self, Bench.self]
+    )
+}

@@ -1,0 +1,292 @@
+import AMQP
+import ArgumentParser
+import AstroDomain
+import Foundation
+import Postgres
+import Schema
+import WorkerRuntime
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Apply pending database migrations and declare the broker topology.",
+        discussion: """
+            Safe to run any number of times, and from several processes at once: migrations run in
+            order inside transactions under an advisory lock and are recorded in schema_migrations;
+            exchanges, queues and bindings are declared idempotently. Workers do the same at start-up
+            (MIGRATE_ON_START), so this is for deployments that migrate in a separate step.
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var retry: RetryOptions
+
+    @Flag(help: "Only the database; do not touch the broker.")
+    var databaseOnly = false
+
+    func run() async throws {
+        let logger = connection.logger
+        let applied = try await connection.withPool { pool in
+            try await Migrator(migrations: try AstroSchema.migrations(), logger: logger).migrate(pool: pool)
+        }
+        if applied.isEmpty {
+            print("database: schema up to date")
+        } else {
+            for migration in applied { print("database: applied \(migration.version) \(migration.name)") }
+        }
+        guard !databaseOnly else { return }
+        let topology = WorkerTopology.contract(
+            retry: retry.policy,
+            queueType: QueueSpec.QueueType(rawValue: retry.queueType) ?? .classic
+        )
+        try await connection.withPublisher { publisher in try await publisher.declare(topology) }
+        print(
+            "broker: declared \(topology.exchanges.count) exchanges, \(topology.queues.count) queues, "
+                + "\(topology.bindings.count) bindings"
+        )
+    }
+}
+
+extension RetryOptions {
+    var policy: RetryPolicy {
+        RetryPolicy(
+            maxAttempts: maxAttempts,
+            initialDelay: .milliseconds(retryInitialDelayMs),
+            maxDelay: .milliseconds(retryMaxDelayMs)
+        )
+    }
+}
+
+struct Publish: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Publish a job and print its jobId.",
+        discussion: """
+            The JSON body comes from --file or standard input. A body without "jobId" gets a new one.
+            The job goes to the astro.jobs exchange with the job type as routing key, persistent,
+            and returns once the broker confirmed it. Job types: \(JobType.all.map(\.rawValue).joined(separator: ", ")).
+
+            Example:
+              astroctl publish chart.calculate --file job.json
+              astroctl job $(astroctl publish chart.calculate < job.json)
+            """
+    )
+
+    @Argument(help: "The job type (routing key), e.g. chart.calculate.")
+    var type: String
+
+    @Option(name: .shortAndLong, help: "Read the JSON body from this file instead of standard input.")
+    var file: String?
+
+    @Flag(help: "Allow a job type the contract does not list (tests, experiments).")
+    var anyType = false
+
+    @Flag(help: "Do not record the job as queued in the jobs table (no database needed).")
+    var noRecord = false
+
+    @OptionGroup var connection: ConnectionOptions
+
+    func validate() throws {
+        if !anyType, !JobType.all.contains(JobType(rawValue: type)) {
+            throw ValidationError(
+                "unknown job type \(type.debugDescription); one of: \(JobType.all.map(\.rawValue).joined(separator: ", "))"
+            )
+        }
+    }
+
+    func run() async throws {
+        let input: Data
+        if let file {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw CommandFailure("cannot read \(file)")
+            }
+            input = data
+        } else {
+            input = FileHandle.standardInput.readDataToEndOfFile()
+        }
+        let (body, jobID) = try Self.prepareBody(input)
+        let jobType = JobType(rawValue: type)
+        if !noRecord {
+            // So `astroctl job` can say "queued" before a worker picks it up. A worker that
+            // finishes first simply overwrites it; ON CONFLICT keeps this harmless.
+            _ = try await connection.withPool(size: 1) { pool in
+                try await pool.withConnection { database in
+                    try database.execute(
+                        "INSERT INTO jobs (id, kind, status) VALUES ($1, $2, 'queued') ON CONFLICT (id) DO NOTHING",
+                        [jobID.uuid, jobType.rawValue]
+                    )
+                }
+            }
+        }
+        var properties = MessageProperties()
+        properties.contentType = "application/json"
+        properties.persistent = true
+        properties.messageID = jobID.description
+        properties.type = jobType.rawValue
+        properties.timestamp = Date()
+        properties.appID = "astroctl"
+        let message = OutgoingMessage(
+            exchange: BrokerNames.jobsExchange,
+            routingKey: jobType.rawValue,
+            body: body,
+            properties: properties,
+            mandatory: true
+        )
+        do {
+            try await connection.withPublisher { publisher in try await publisher.publish(message) }
+        } catch let error as AMQPError where error.kind == .unroutable {
+            throw CommandFailure("no queue is bound for \(jobType.rawValue): run `astroctl migrate` first")
+        }
+        print(jobID)
+    }
+
+    /// Checks the body is a JSON object and makes sure it has a jobId.
+    static func prepareBody(_ data: Data) throws -> (Data, JobID) {
+        guard case .object(var object)? = try? JSONDecoder().decode(JSONValue.self, from: data) else {
+            throw CommandFailure("the body must be a JSON object")
+        }
+        let jobID: JobID
+        switch object["jobId"] {
+        case nil, .null?:
+            jobID = .random()
+            object["jobId"] = .string(jobID.description)
+        case .string(let text)?:
+            guard let parsed = JobID(text) else { throw CommandFailure("jobId \(text.debugDescription) is not a UUID") }
+            jobID = parsed
+        default:
+            throw CommandFailure("jobId must be a UUID string")
+        }
+        return (try JSONCoding.encoder.encode(JSONValue.object(object)), jobID)
+    }
+}
+
+struct JobStatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "job",
+        abstract: "Show what became of a job (from the jobs table).",
+        discussion: "Exit status: 0 when found, 1 when no worker has recorded the job yet."
+    )
+
+    @Argument(help: "The jobId printed by `astroctl publish`.")
+    var jobID: String
+
+    @Flag(help: "Print the row as JSON.")
+    var json = false
+
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() async throws {
+        guard let id = JobID(jobID) else { throw ValidationError("\(jobID.debugDescription) is not a UUID") }
+        let row = try await connection.withPool(size: 1) { pool in
+            try await pool.withConnection { database -> JobRow? in
+                let rows = try database.query(
+                    """
+                    SELECT id, kind, status, attempts, error::text AS error, result::text AS result,
+                           created_at, updated_at, finished_at
+                    FROM jobs WHERE id = $1
+                    """,
+                    [id.uuid]
+                )
+                guard let row = rows.first else { return nil }
+                return JobRow(
+                    id: id.description,
+                    kind: try row.decode(String.self, "kind"),
+                    status: try row.decode(String.self, "status"),
+                    attempts: try row.decode(Int.self, "attempts"),
+                    error: try row.decode(String?.self, "error"),
+                    result: try row.decode(String?.self, "result"),
+                    createdAt: try row.decode(Date.self, "created_at"),
+                    updatedAt: try row.decode(Date.self, "updated_at"),
+                    finishedAt: try row.decode(Date?.self, "finished_at")
+                )
+            }
+        }
+        guard let row else {
+            throw CommandFailure("job \(id) is unknown: not published through astroctl and not seen by any worker yet")
+        }
+        if json {
+            print(String(decoding: try JSONCoding.encoder.encode(row), as: UTF8.self))
+            return
+        }
+        print("job       \(row.id)")
+        print("type      \(row.kind)")
+        print("status    \(row.status)")
+        print("attempts  \(row.attempts)")
+        print("created   \(ISO8601.string(from: row.createdAt))")
+        print("updated   \(ISO8601.string(from: row.updatedAt))")
+        if let finished = row.finishedAt { print("finished  \(ISO8601.string(from: finished))") }
+        if let error = row.error { print("error     \(error)") }
+        if let result = row.result { print("result    \(result)") }
+    }
+
+    struct JobRow: Codable, Sendable {
+        var id: String
+        var kind: String
+        var status: String
+        var attempts: Int
+        var error: String?
+        var result: String?
+        var createdAt: Date
+        var updatedAt: Date
+        var finishedAt: Date?
+    }
+}
+
+struct Queues: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the depth and consumers of every job queue and its dead-letter queue.",
+        discussion: "Reads the broker with passive declarations (no management plugin needed)."
+    )
+
+    @Option(help: "Also show these queues (repeatable).")
+    var queue: [String] = []
+
+    @Flag(help: "Print JSON instead of a table.")
+    var json = false
+
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() async throws {
+        let names =
+            JobType.all.flatMap { [$0.rawValue, BrokerNames.deadLetterQueue(of: $0.rawValue)] } + queue
+        let states = try await connection.withPublisher { publisher in
+            var states: [(String, AMQPPublisher.QueueState?)] = []
+            for name in names {
+                do {
+                    states.append((name, try await publisher.queueState(name)))
+                } catch let error as AMQPError where error.kind == .notFound {
+                    states.append((name, nil))
+                }
+            }
+            return states
+        }
+        if json {
+            let objects = states.map { name, state -> JSONValue in
+                guard let state else { return ["queue": .string(name), "exists": false] }
+                return [
+                    "queue": .string(name), "exists": true, "messages": .number(Double(state.messageCount)),
+                    "consumers": .number(Double(state.consumerCount)),
+                ]
+            }
+            print(String(decoding: try JSONCoding.encoder.encode(JSONValue.array(objects)), as: UTF8.self))
+            return
+        }
+        let width = max(names.map(\.count).max() ?? 0, 5)
+        print("QUEUE".padding(toLength: width, withPad: " ", startingAt: 0) + "  MESSAGES  CONSUMERS")
+        for (name, state) in states {
+            let padded = name.padding(toLength: width, withPad: " ", startingAt: 0)
+            if let state {
+                print(
+                    padded + "  " + String(state.messageCount).leftPadded(8) + "  "
+                        + String(state.consumerCount).leftPadded(9)
+                )
+            } else {
+                print(padded + "  (missing: run astroctl migrate)")
+            }
+        }
+    }
+}
+
+extension String {
+    func leftPadded(_ width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
+    }
+}

@@ -1,0 +1,16 @@
+import Foundation
+import Logging
+import Postgres
+import SampleJobs
+import WorkerRuntime
+
+// A worker running the synthetic sample job on the real runtime: used by the integration tests
+// (graceful shutdown under SIGTERM) and for trying out retries and dead letters by hand.
+// SAMPLE_QUEUE names its queue (default sample.work); other settings as for every worker.
+let queue = ProcessInfo.processInfo.environment["SAMPLE_QUEUE"] ?? "sample.work"
+let status = await WorkerMain.run(name: "sample-worker", defaultHTTPPort: 8089, queues: [.init(rawValue: queue)]) {
+    configuration,
+    logger in
+    [SampleJobHandler(queue: queue)]
+}
+exit(status)

@@ -1,0 +1,237 @@
+import AMQP
+import AstroDomain
+import Foundation
+import Logging
+import Postgres
+import Schema
+import Testing
+import WorkerRuntime
+
+/// Servers and a migrated database shared by the runtime's integration tests.
+enum RuntimeTestEnvironment {
+    static let logger: Logger = {
+        var logger = Logger(label: "runtime-integration-tests")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    static func variable(_ name: String) throws -> String {
+        guard let value = ProcessInfo.processInfo.environment[name], !value.isEmpty else {
+            let message = "\(name) is not set: run the integration tests under scripts/stack.sh (see README)"
+            Issue.record(Comment(rawValue: message))
+            throw RuntimeTestError(message)
+        }
+        return value
+    }
+
+    static func amqpConfiguration() throws -> AMQPConfiguration {
+        try AMQPConfiguration(url: try variable("AMQP_URL"))
+    }
+
+    /// A database of its own for the runtime tests, migrated once per test process.
+    static func database() async throws -> PostgresConfiguration { try await DatabaseOnce.shared.configuration() }
+
+    /// A fresh, empty database (not migrated), for migration tests.
+    static func freshDatabase() async throws -> PostgresConfiguration {
+        let base = try PostgresConfiguration(url: try variable("DATABASE_URL"))
+        let name = "rt_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(12)
+        let admin = PostgresPool(configuration: base, options: .init(maxConnections: 1), logger: logger)
+        try await admin.withConnection { try $0.executeScript(SQL(unsafeSQL: "CREATE DATABASE \(name)")) }
+        await admin.close()
+        var configuration = base
+        configuration.database = String(name)
+        return configuration
+    }
+
+    actor DatabaseOnce {
+        static let shared = DatabaseOnce()
+        private var ready: PostgresConfiguration?
+
+        func configuration() async throws -> PostgresConfiguration {
+            if let ready { return ready }
+            let configuration = try await RuntimeTestEnvironment.freshDatabase()
+            let pool = PostgresPool(configuration: configuration, options: .init(maxConnections: 1), logger: logger)
+            _ = try await Migrator(migrations: try AstroSchema.migrations(), logger: logger).migrate(pool: pool)
+            try await pool.withConnection { try $0.executeScript(SampleJobsSQL.create) }
+            await pool.close()
+            ready = configuration
+            return configuration
+        }
+    }
+
+    /// Polls `condition` until it holds or `timeout` passes.
+    static func eventually(
+        _ what: String,
+        timeout: Duration = .seconds(20),
+        _ condition: () async throws -> Bool
+    ) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try await condition() { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw RuntimeTestError("timed out waiting for: \(what)")
+    }
+}
+
+enum SampleJobsSQL {
+    static let create = SQL(
+        unsafeSQL: """
+            CREATE TABLE IF NOT EXISTS sample_effects (
+                job_id uuid PRIMARY KEY, queue text NOT NULL, note text NOT NULL,
+                attempt integer NOT NULL, created_at timestamptz NOT NULL DEFAULT now()
+            )
+            """
+    )
+}
+
+struct RuntimeTestError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A worker running in this process on a unique queue, with a publisher and a pool for checks.
+struct RunningWorker: Sendable {
+    let queue: String
+    let worker: Worker
+    let task: Task<Void, any Error>
+    let publisher: AMQPPublisher
+    let pool: PostgresPool
+
+    static func start(
+        handlers: (String) -> [any JobHandler],
+        maxAttempts: Int = 3,
+        prefetch: Int = 8
+    ) async throws -> RunningWorker {
+        let queue = "rt." + UUID().uuidString.lowercased().prefix(8)
+        var configuration = WorkerConfiguration(
+            amqp: try RuntimeTestEnvironment.amqpConfiguration(),
+            database: try await RuntimeTestEnvironment.database(),
+            httpPort: 0
+        )
+        configuration.httpHost = "127.0.0.1"
+        configuration.maxAttempts = maxAttempts
+        configuration.prefetch = prefetch
+        configuration.retryInitialDelay = .milliseconds(200)
+        configuration.retryMaxDelay = .milliseconds(400)
+        configuration.outboxPollInterval = .milliseconds(200)
+        configuration.databasePoolSize = 4
+        let worker = Worker(
+            name: "test-worker",
+            configuration: configuration,
+            queues: [JobType(rawValue: queue)],
+            handlers: handlers(queue),
+            logger: RuntimeTestEnvironment.logger
+        )
+        let task = Task { try await worker.run(startupTimeout: .seconds(20), handleSignals: false) }
+        let publisher = AMQPPublisher(configuration: configuration.amqp, logger: RuntimeTestEnvironment.logger)
+        try await publisher.connect()
+        let pool = PostgresPool(
+            configuration: configuration.database,
+            options: .init(maxConnections: 2),
+            logger: RuntimeTestEnvironment.logger
+        )
+        let running = RunningWorker(queue: queue, worker: worker, task: task, publisher: publisher, pool: pool)
+        try await RuntimeTestEnvironment.eventually("the worker consumes \(queue)") {
+            guard worker.boundHealthPort != nil else { return false }
+            let state = try? await publisher.queueState(queue)
+            return (state?.consumerCount ?? 0) > 0
+        }
+        return running
+    }
+
+    /// Publishes a job body to the worker's queue through astro.jobs.
+    func publish(_ body: String, messageID: String? = nil) async throws {
+        var properties = MessageProperties(contentType: "application/json")
+        properties.messageID = messageID
+        try await publisher.publish(
+            OutgoingMessage(
+                exchange: BrokerNames.jobsExchange,
+                routingKey: queue,
+                body: Data(body.utf8),
+                properties: properties
+            )
+        )
+    }
+
+    /// Declares a queue bound to astro.events for the given routing key, to observe events.
+    func eventQueue(routingKey: String) async throws -> String {
+        let name = "events." + UUID().uuidString.lowercased().prefix(8)
+        try await publisher.declare(
+            Topology(
+                queues: [QueueSpec(name: name, durable: false, autoDelete: false)],
+                bindings: [BindingSpec(queue: name, exchange: BrokerNames.eventsExchange, routingKey: routingKey)]
+            )
+        )
+        return name
+    }
+
+    /// Reads up to `count` messages from a queue (acknowledging them), waiting up to `timeout`.
+    func drain(_ queueName: String, count: Int, timeout: Duration = .seconds(20)) async throws -> [Delivery] {
+        let consumer = AMQPConsumer(
+            configuration: try RuntimeTestEnvironment.amqpConfiguration(),
+            topology: .empty,
+            queues: [queueName],
+            prefetch: 50,
+            logger: RuntimeTestEnvironment.logger
+        )
+        try await consumer.start()
+        var received: [Delivery] = []
+        let collector = Task {
+            var collected: [Delivery] = []
+            for await delivery in consumer.deliveries {
+                try? await consumer.ack(delivery)
+                collected.append(delivery)
+                if collected.count >= count { break }
+            }
+            return collected
+        }
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            await consumer.close()
+        }
+        received = await collector.value
+        timer.cancel()
+        await consumer.close()
+        return received
+    }
+
+    func jobRow(_ id: JobID) async throws -> (status: String, attempts: Int, errorCode: String?)? {
+        try await pool.withConnection { database in
+            let rows = try database.query(
+                "SELECT status, attempts, error->>'code' AS code FROM jobs WHERE id = $1",
+                [id.uuid]
+            )
+            guard let row = rows.first else { return nil }
+            return (
+                try row.decode(String.self, "status"), try row.decode(Int.self, "attempts"),
+                try row.decode(String?.self, "code")
+            )
+        }
+    }
+
+    func effects(_ id: JobID) async throws -> [(note: String, attempt: Int)] {
+        try await pool.withConnection { database in
+            try database.query("SELECT note, attempt FROM sample_effects WHERE job_id = $1", [id.uuid]).map {
+                (try $0.decode(String.self, "note"), try $0.decode(Int.self, "attempt"))
+            }
+        }
+    }
+
+    func waitForStatus(_ id: JobID, _ status: String, timeout: Duration = .seconds(20)) async throws {
+        try await RuntimeTestEnvironment.eventually("job \(id) reaches \(status)", timeout: timeout) {
+            try await jobRow(id)?.status == status
+        }
+    }
+
+    func stop() async throws {
+        await worker.shutdownGracefully()
+        try await task.value
+        for suffix in ["", ".dead"] { try? await publisher.deleteQueue(queue + suffix) }
+        for step in worker.configuration.retryPolicy.steps {
+            try? await publisher.deleteQueue(RetryPolicy.delayQueueName(queue: queue, step: step))
+        }
+        await publisher.close()
+        await pool.close()
+    }
+}

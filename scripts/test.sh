@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Every check CI runs, from a fresh clone: installs what is missing, lints, builds with warnings
+# as errors, runs the unit tests, then the integration tests against a real RabbitMQ and
+# PostgreSQL started for the run (scripts/stack.sh) and stopped afterwards.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "installing system packages (if missing)"
+bash scripts/stack.sh install
+command -v swift >/dev/null || { echo "test: the Swift 6 toolchain (swift) is not on PATH" >&2; exit 1; }
+swift --version 2>&1 | head -1
+
+step "swift format lint"
+swift format lint --strict --recursive Package.swift Sources Tests
+
+step "build (debug, tests included, warnings are errors)"
+# Our targets must compile without a warning; packages we depend on are not ours to fix.
+build_log=$(mktemp)
+if ! swift build --build-tests 2>&1 | tee "$build_log"; then exit 1; fi
+if grep -E "^$(pwd)/(Sources|Tests)/.*: warning:" "$build_log"; then
+    echo "test: the build has warnings in our code (above); fix them" >&2
+    exit 1
+fi
+rm -f "$build_log"
+
+step "unit tests (no servers)"
+swift test --skip-build --skip IntegrationTests
+
+step "integration tests (real RabbitMQ and PostgreSQL)"
+bash scripts/stack.sh run -- swift test --skip-build --filter IntegrationTests
