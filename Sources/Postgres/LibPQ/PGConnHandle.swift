@@ -1,0 +1,305 @@
+import CLibPQ
+import Foundation
+import Logging
+
+/// Owns one libpq `PGconn *`; every libpq call of the module goes through here.
+///
+/// - Important: Not thread-safe. One thread uses a handle at a time (the connection's thread).
+final class PGConnHandle {
+    private var conn: OpaquePointer?
+    /// Receives server notices; kept alive as long as `conn` can call back into it.
+    private let noticeSink: NoticeSink
+
+    private init(conn: OpaquePointer, noticeSink: NoticeSink) {
+        self.conn = conn
+        self.noticeSink = noticeSink
+    }
+
+    deinit {
+        finish()
+    }
+
+    /// The result of one command, copied into Swift values.
+    struct Outcome {
+        var columns: PostgresColumns
+        var rows: [[String?]]
+        var commandStatus: String
+        var rowsAffected: Int
+    }
+
+    /// Opens a connection with `PQconnectdbParams` (blocking).
+    /// - Throws: `.invalidConfiguration` for a bad option name or NUL bytes, `.connectionFailed` with libpq's reason.
+    static func connect(_ configuration: PostgresConfiguration, logger: Logger) throws(PostgresError) -> PGConnHandle {
+        let parameters = try connectionParameters(configuration)
+        let keywords = parameters.map { strdup($0.0) }
+        let values = parameters.map { strdup($0.1) }
+        defer {
+            for keyword in keywords { free(keyword) }
+            for value in values { free(value) }
+        }
+        let keywordPointers = keywords.map { UnsafePointer($0) } + [nil]
+        let valuePointers = values.map { UnsafePointer($0) } + [nil]
+        guard let conn = PQconnectdbParams(keywordPointers, valuePointers, 0) else {
+            throw PostgresError(kind: .connectionFailed, message: "libpq could not allocate a connection")
+        }
+        guard PQstatus(conn) == CONNECTION_OK else {
+            let reason = errorMessage(conn)
+            PQfinish(conn)
+            throw PostgresError(
+                kind: .connectionFailed,
+                message: "cannot connect to \(configuration.host):\(configuration.port): \(reason)"
+            )
+        }
+        let sink = NoticeSink(logger: logger)
+        PQsetNoticeReceiver(conn, noticeReceiver, Unmanaged.passUnretained(sink).toOpaque())
+        return PGConnHandle(conn: conn, noticeSink: sink)
+    }
+
+    /// The `PQconnectdbParams` keyword/value pairs for a configuration.
+    static func connectionParameters(_ configuration: PostgresConfiguration) throws(PostgresError) -> [(String, String)]
+    {
+        var sessionOptions: [(String, String)] = [
+            ("client_encoding", "UTF8"), ("DateStyle", "ISO"), ("TimeZone", "UTC"), ("extra_float_digits", "3"),
+        ]
+        for key in configuration.options.keys.sorted() {
+            let valid =
+                !key.isEmpty
+                && key.utf8.allSatisfy { byte in
+                    (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                        || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                        || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+                        || byte == UInt8(ascii: ".")
+                }
+            guard valid else {
+                throw PostgresError(kind: .invalidConfiguration, message: "invalid server option name \"\(key)\"")
+            }
+            sessionOptions.removeAll { $0.0.lowercased() == key.lowercased() }
+            sessionOptions.append((key, configuration.options[key]!))
+        }
+        // In libpq's `options`, a backslash escapes the next character (a space or a backslash).
+        let optionsText = sessionOptions.map { key, value in
+            var escaped = ""
+            for character in value {
+                if character == " " || character == "\\" || character.isWhitespace { escaped.append("\\") }
+                escaped.append(character)
+            }
+            return "-c \(key)=\(escaped)"
+        }.joined(separator: " ")
+
+        var parameters: [(String, String)] = [
+            ("host", configuration.host),
+            ("port", String(configuration.port)),
+            ("user", configuration.user),
+            ("dbname", configuration.database),
+            ("connect_timeout", String(max(2, configuration.connectTimeoutSeconds))),
+            ("application_name", configuration.applicationName),
+            ("options", optionsText),
+        ]
+        if let password = configuration.password { parameters.append(("password", password)) }
+        if let sslMode = configuration.sslMode { parameters.append(("sslmode", sslMode)) }
+        for (key, value) in parameters where value.utf8.contains(0) {
+            throw PostgresError(kind: .invalidConfiguration, message: "the \(key) setting contains a NUL byte")
+        }
+        return parameters
+    }
+
+    /// Closes the connection; idempotent.
+    func finish() {
+        if let conn {
+            PQfinish(conn)
+            self.conn = nil
+        }
+    }
+
+    var isOpen: Bool { conn != nil }
+
+    /// True when closed or `PQstatus` is `CONNECTION_BAD`.
+    var isBad: Bool {
+        guard let conn else { return true }
+        return PQstatus(conn) == CONNECTION_BAD
+    }
+
+    /// True while a transaction block is open (idle in transaction, possibly failed).
+    var isInTransaction: Bool {
+        guard let conn else { return false }
+        let status = PQtransactionStatus(conn)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
+    }
+
+    /// The backend's process id, for logs.
+    var backendPID: Int32 {
+        guard let conn else { return 0 }
+        return PQbackendPID(conn)
+    }
+
+    /// Runs one parameterized statement with `PQexecParams` (text format in and out).
+    func execute(_ sql: String, parameters: [PostgresParameter]) throws(PostgresError) -> Outcome {
+        let conn = try openConn(sql)
+        guard !sql.utf8.contains(0) else {
+            throw PostgresError(kind: .encoding, message: "the SQL text contains a NUL byte", query: sql)
+        }
+        guard parameters.count <= 65_535 else {
+            throw PostgresError(
+                kind: .encoding,
+                message: "\(parameters.count) parameters exceed PostgreSQL's limit of 65535",
+                query: sql
+            )
+        }
+        for (index, parameter) in parameters.enumerated() where parameter.text?.utf8.contains(0) == true {
+            throw PostgresError(
+                kind: .encoding,
+                message: "parameter $\(index + 1) contains a NUL byte, which PostgreSQL text cannot hold",
+                query: sql
+            )
+        }
+        let values: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.text.map { strdup($0) } ?? nil }
+        defer { for value in values { free(value) } }
+        let types: [Oid] = parameters.map { Oid($0.typeOID) }
+        let valuePointers: [UnsafePointer<CChar>?] = values.map { $0.map { UnsafePointer($0) } }
+        let result = PQexecParams(conn, sql, Int32(parameters.count), types, valuePointers, nil, nil, 0)
+        return try outcome(result, sql: sql)
+    }
+
+    /// Runs one or more statements without parameters with `PQexec`.
+    func executeScript(_ sql: String) throws(PostgresError) -> Outcome {
+        let conn = try openConn(sql)
+        guard !sql.utf8.contains(0) else {
+            throw PostgresError(kind: .encoding, message: "the SQL text contains a NUL byte", query: sql)
+        }
+        return try outcome(PQexec(conn, sql), sql: sql)
+    }
+
+    /// Checks an idle connection without a round trip when possible: if the socket has something to
+    /// read (a termination notice or EOF), reads it and then confirms with a real query.
+    /// - Returns: false when the connection is dead.
+    func checkIdleConnection() -> Bool {
+        guard let conn, PQstatus(conn) == CONNECTION_OK else { return false }
+        let socket = PQsocket(conn)
+        guard socket >= 0 else { return false }
+        var descriptor = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&descriptor, 1, 0)
+        if ready == 0 { return true }
+        if ready < 0 { return false }
+        if PQconsumeInput(conn) == 0 || PQstatus(conn) == CONNECTION_BAD { return false }
+        // Something arrived while idle (a notification, or a FATAL before the server hangs up): confirm.
+        guard let result = PQexec(conn, "SELECT 1") else { return false }
+        defer { PQclear(result) }
+        return PQresultStatus(result) == PGRES_TUPLES_OK && PQstatus(conn) == CONNECTION_OK
+    }
+
+    private func openConn(_ sql: String) throws(PostgresError) -> OpaquePointer {
+        guard let conn else {
+            throw PostgresError(kind: .connectionLost, message: "the connection is closed", query: sql)
+        }
+        return conn
+    }
+
+    /// Copies a `PGresult` into Swift values, or turns it into an error; always clears it.
+    private func outcome(_ result: OpaquePointer?, sql: String) throws(PostgresError) -> Outcome {
+        guard let result else {
+            let lost = isBad
+            throw PostgresError(
+                kind: lost ? .connectionLost : .server,
+                message: Self.errorMessage(conn),
+                query: sql
+            )
+        }
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        switch status {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+            break
+        case PGRES_FATAL_ERROR, PGRES_NONFATAL_ERROR, PGRES_BAD_RESPONSE:
+            throw serverError(result, sql: sql)
+        default:
+            // COPY and pipeline states are not supported; the connection is left in an unusable state.
+            finish()
+            throw PostgresError(
+                kind: .connectionLost,
+                message: "unsupported result status \(String(cString: PQresStatus(status))); connection closed",
+                query: sql
+            )
+        }
+        let columnCount = Int(PQnfields(result))
+        var names: [String] = []
+        var types: [UInt32] = []
+        for column in 0..<columnCount {
+            names.append(String(cString: PQfname(result, Int32(column))))
+            types.append(UInt32(PQftype(result, Int32(column))))
+        }
+        let rowCount = Int(PQntuples(result))
+        var rows: [[String?]] = []
+        rows.reserveCapacity(rowCount)
+        for row in 0..<rowCount {
+            var values: [String?] = []
+            values.reserveCapacity(columnCount)
+            for column in 0..<columnCount {
+                if PQgetisnull(result, Int32(row), Int32(column)) == 1 {
+                    values.append(nil)
+                } else {
+                    values.append(String(cString: PQgetvalue(result, Int32(row), Int32(column))))
+                }
+            }
+            rows.append(values)
+        }
+        let commandStatus = String(cString: PQcmdStatus(result))
+        let affected = Int(String(cString: PQcmdTuples(result))) ?? 0
+        return Outcome(
+            columns: PostgresColumns(names: names, typeOIDs: types),
+            rows: rows,
+            commandStatus: commandStatus,
+            rowsAffected: affected
+        )
+    }
+
+    private func serverError(_ result: OpaquePointer, sql: String) -> PostgresError {
+        func field(_ code: Character) -> String? {
+            guard let pointer = PQresultErrorField(result, Int32(code.asciiValue!)) else { return nil }
+            return String(cString: pointer)
+        }
+        let sqlState = field("C")
+        let lost = isBad
+        let primary = field("M") ?? Self.errorMessage(conn)
+        let message = PostgresError.redactingValues(primary, sqlState: sqlState)
+        var error = PostgresError(
+            kind: lost ? .connectionLost : .server,
+            message: message,
+            sqlState: sqlState,
+            constraint: field("n"),
+            detail: field("D"),
+            query: sql,
+            hint: field("H")
+        )
+        if message != primary { error.unredactedMessage = primary }
+        return error
+    }
+
+    private static func errorMessage(_ conn: OpaquePointer?) -> String {
+        guard let conn, let pointer = PQerrorMessage(conn) else { return "unknown libpq error" }
+        let lines = String(cString: pointer).split(whereSeparator: \.isNewline)
+            .map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }
+            .filter { !$0.isEmpty }
+        return lines.isEmpty ? "unknown libpq error" : lines.joined(separator: "; ")
+    }
+}
+
+/// Carries the logger for libpq's notice callback.
+private final class NoticeSink {
+    let logger: Logger
+    init(logger: Logger) { self.logger = logger }
+}
+
+/// Routes server notices (e.g. "relation already exists, skipping") to the logger instead of stderr.
+private let noticeReceiver: PQnoticeReceiver = { context, result in
+    guard let context, let result else { return }
+    let sink = Unmanaged<NoticeSink>.fromOpaque(context).takeUnretainedValue()
+    let severity = PQresultErrorField(result, Int32(Character("V").asciiValue!)).map { String(cString: $0) } ?? "NOTICE"
+    let sqlState = PQresultErrorField(result, Int32(Character("C").asciiValue!)).map { String(cString: $0) } ?? ""
+    let message = PQresultErrorField(result, Int32(Character("M").asciiValue!)).map { String(cString: $0) } ?? ""
+    sink.logger.debug(
+        "postgres notice",
+        metadata: [
+            "postgres.severity": "\(severity)", "postgres.sqlstate": "\(sqlState)", "postgres.message": "\(message)",
+        ]
+    )
+}

@@ -1,0 +1,136 @@
+import Foundation
+
+/// Converts between `Date` and PostgreSQL's ISO timestamp text, by hand (no formatter, no locale).
+enum PostgresTimestamp {
+    static let unixToReferenceSeconds: Int64 = 978_307_200
+
+    /// `yyyy-MM-dd HH:mm:ss.ffffff+00` in UTC, rounded to microseconds (PostgreSQL's precision).
+    static func format(_ date: Date) -> String {
+        let micros =
+            Int64((date.timeIntervalSinceReferenceDate * 1_000_000).rounded())
+            + unixToReferenceSeconds * 1_000_000
+        let (seconds, fraction) = floorDivide(micros, 1_000_000)
+        let (days, secondOfDay) = floorDivide(seconds, 86_400)
+        let (year, month, day) = civil(fromDays: days)
+        let yearText = year > 0 ? pad(year, 4) : pad(1 - year, 4)
+        var text = "\(yearText)-\(pad(month, 2))-\(pad(day, 2)) "
+        text += "\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2))"
+        text += ".\(pad(fraction, 6))+00"
+        if year <= 0 { text += " BC" }
+        return text
+    }
+
+    /// Parses `yyyy-MM-dd[( |T)HH:mm:ss[.f…]][Z|±HH[:MM[:SS]]][ BC]`; a missing offset means UTC.
+    static func parse(_ text: String) -> Date? {
+        var bytes = Array(text.utf8)
+        var bc = false
+        if bytes.count > 3, bytes.suffix(3) == Array(" BC".utf8) {
+            bc = true
+            bytes.removeLast(3)
+        }
+        var index = 0
+        func number(minDigits: Int, maxDigits: Int) -> Int64? {
+            var value: Int64 = 0
+            var count = 0
+            while index < bytes.count, count < maxDigits, (48...57).contains(bytes[index]) {
+                value = value * 10 + Int64(bytes[index] - 48)
+                index += 1
+                count += 1
+            }
+            return count >= minDigits ? value : nil
+        }
+        func expect(_ ascii: UInt8) -> Bool {
+            guard index < bytes.count, bytes[index] == ascii else { return false }
+            index += 1
+            return true
+        }
+        guard var year = number(minDigits: 4, maxDigits: 9), expect(45), let month = number(minDigits: 2, maxDigits: 2),
+            expect(45), let day = number(minDigits: 2, maxDigits: 2), (1...12).contains(month), (1...31).contains(day)
+        else { return nil }
+        if bc { year = 1 - year }
+        var secondOfDay: Int64 = 0
+        var micros: Int64 = 0
+        var offset: Int64 = 0
+        if index < bytes.count {
+            guard expect(32) || expect(84) else { return nil }
+            guard let hour = number(minDigits: 2, maxDigits: 2), expect(58),
+                let minute = number(minDigits: 2, maxDigits: 2),
+                expect(58), let second = number(minDigits: 2, maxDigits: 2), hour <= 24, minute < 60, second < 61
+            else { return nil }
+            secondOfDay = hour * 3600 + minute * 60 + second
+            if expect(46) {
+                var scale: Int64 = 100_000
+                var digits = 0
+                while index < bytes.count, (48...57).contains(bytes[index]) {
+                    micros += Int64(bytes[index] - 48) * scale
+                    scale /= 10
+                    index += 1
+                    digits += 1
+                }
+                guard digits > 0 else { return nil }
+            }
+            if expect(90) {
+                offset = 0
+            } else if index < bytes.count {
+                let sign: Int64
+                if expect(43) {
+                    sign = 1
+                } else if expect(45) {
+                    sign = -1
+                } else {
+                    return nil
+                }
+                guard let hours = number(minDigits: 2, maxDigits: 2) else { return nil }
+                var minutes: Int64 = 0
+                var seconds: Int64 = 0
+                if expect(58) {
+                    guard let value = number(minDigits: 2, maxDigits: 2) else { return nil }
+                    minutes = value
+                    if expect(58) {
+                        guard let value = number(minDigits: 2, maxDigits: 2) else { return nil }
+                        seconds = value
+                    }
+                }
+                offset = sign * (hours * 3600 + minutes * 60 + seconds)
+            }
+            guard index == bytes.count else { return nil }
+        }
+        let days = days(fromCivil: year, month, day)
+        let unixSeconds = days * 86_400 + secondOfDay - offset
+        let referenceSeconds = unixSeconds - unixToReferenceSeconds
+        return Date(timeIntervalSinceReferenceDate: Double(referenceSeconds) + Double(micros) / 1_000_000)
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (year 0 is 1 BC).
+    static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// The proleptic Gregorian date of a day count since 1970-01-01.
+    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    private static func floorDivide(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {
+        let quotient = value >= 0 ? value / divisor : -((-value + divisor - 1) / divisor)
+        return (quotient, value - quotient * divisor)
+    }
+
+    private static func pad(_ value: Int64, _ width: Int) -> String {
+        let digits = String(value)
+        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+    }
+}
