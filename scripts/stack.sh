@@ -81,6 +81,25 @@ make_test_certificates() { # dir: a throwaway CA and a server certificate for lo
     chmod 644 "$t"/*
 }
 
+rabbit_configure() { # choose ports and write the node's configuration
+    local rd=$ASTRO_STACK_DIR/rabbit rport epmd tport
+    rport=$(free_port); epmd=$(free_port); tport=$(free_port)
+    echo "$rport" > "$rd/port"; echo "$epmd" > "$rd/epmd_port"; echo "$tport" > "$rd/tls_port"
+    cat > "$rd/rabbitmq.conf" <<EOF
+listeners.tcp.default = 127.0.0.1:$rport
+listeners.ssl.default = 127.0.0.1:$tport
+ssl_options.cacertfile = $rd/tls/ca.pem
+ssl_options.certfile = $rd/tls/server.pem
+ssl_options.keyfile = $rd/tls/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+default_user = astro
+default_pass = astro
+default_vhost = /
+loopback_users = none
+EOF
+}
+
 rabbit_env() {
     local d=$ASTRO_STACK_DIR/rabbit
     local port epmd
@@ -109,13 +128,14 @@ rabbit_start() {
     # The AMQP listener opens only once the broker has booted completely.
     if ! wait_tcp 127.0.0.1 "$port" 90; then
         tail -20 "$d/server.out" >&2 || true
-        die "RabbitMQ did not open port $port within 90 s (log: $d/log)"
+        log "RabbitMQ did not open port $port within 90 s (log: $d/log)"
+        return 1
     fi
     # The listener opens a moment before the default user exists; wait for a login to work.
     local deadline=$((SECONDS + 30))
     until amqp-declare-queue --url="amqp://astro:astro@127.0.0.1:$port/%2F" -q astro.stack.probe -d \
         >/dev/null 2>&1; do
-        [ $SECONDS -lt $deadline ] || die "RabbitMQ on port $port refuses the astro login"
+        [ $SECONDS -lt $deadline ] || { log "RabbitMQ on port $port refuses the astro login"; return 1; }
         sleep 0.3
     done
     amqp-delete-queue --url="amqp://astro:astro@127.0.0.1:$port/%2F" -q astro.stack.probe >/dev/null 2>&1 || true
@@ -171,23 +191,8 @@ start_all() {
     mkdir -p "$rd/mnesia" "$rd/log"
     : > "$rd/env.conf"
     echo '[].' > "$rd/enabled_plugins"
-    local rport epmd tport
-    rport=$(free_port); epmd=$(free_port); tport=$(free_port)
-    echo "$rport" > "$rd/port"; echo "$epmd" > "$rd/epmd_port"; echo "$tport" > "$rd/tls_port"
     make_test_certificates "$rd/tls"
-    cat > "$rd/rabbitmq.conf" <<EOF
-listeners.tcp.default = 127.0.0.1:$rport
-listeners.ssl.default = 127.0.0.1:$tport
-ssl_options.cacertfile = $rd/tls/ca.pem
-ssl_options.certfile = $rd/tls/server.pem
-ssl_options.keyfile = $rd/tls/server.key
-ssl_options.verify = verify_none
-ssl_options.fail_if_no_peer_cert = false
-default_user = astro
-default_pass = astro
-default_vhost = /
-loopback_users = none
-EOF
+    rabbit_configure
 
     # PostgreSQL refuses to run as root: it runs as the postgres user in its own folder.
     local pd=$ASTRO_STACK_DIR/pg pport
@@ -196,13 +201,25 @@ EOF
     runuser -u postgres -- "$PGBIN/initdb" -D "$pd/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \
         --no-sync >"$pd/initdb.log" 2>&1 || { cat "$pd/initdb.log" >&2; die "initdb failed"; }
 
-    log "starting PostgreSQL on 127.0.0.1:$pport and RabbitMQ on 127.0.0.1:$rport (folder $ASTRO_STACK_DIR)"
+    log "starting PostgreSQL on 127.0.0.1:$pport and RabbitMQ on 127.0.0.1:$(cat "$rd/port") (folder $ASTRO_STACK_DIR)"
     pg_start
-    rabbit_start &
+    (
+        # A free port can be taken by someone else between choosing it and binding it: then
+        # start again on other ports.
+        for attempt in 1 2 3; do
+            rabbit_start && exit 0
+            log "RabbitMQ start attempt $attempt failed; retrying on other ports"
+            rabbit_stop; epmd_stop; rm -rf "$rd/mnesia" "$rd/log"; mkdir -p "$rd/mnesia" "$rd/log"
+            rabbit_configure
+        done
+        exit 1
+    ) &
     local rabbit_job=$!
     psql -q -h 127.0.0.1 -p "$pport" -U postgres -v ON_ERROR_STOP=1 \
         -c "CREATE ROLE astro LOGIN SUPERUSER PASSWORD 'astro'" -c "CREATE DATABASE astro OWNER astro" >/dev/null
     wait "$rabbit_job" || die "RabbitMQ failed to start"
+    local rport tport
+    rport=$(cat "$rd/port"); tport=$(cat "$rd/tls_port")
 
     export AMQP_URL="amqp://astro:astro@127.0.0.1:$rport/%2F"
     export AMQPS_URL="amqps://astro:astro@localhost:$tport/%2F"

@@ -16,6 +16,7 @@ public final class Worker: Sendable {
     public let metrics: WorkerMetrics
     private let queues: [String]
     private let handlers: [AnyJobHandler]
+    private let databaseSetup: DatabaseSetup?
     private let logger: Logger
     private let readiness = ReadinessState()
     private let shutdownTrigger = Mutex<ServiceGroup?>(nil)
@@ -33,13 +34,17 @@ public final class Worker: Sendable {
     ///   - name: the worker's name (logs, connection names), e.g. `chart-worker`.
     ///   - queues: the job queues whose topology it declares.
     ///   - handlers: the job handlers; the worker consumes exactly the queues that have one.
+    ///   - databaseSetup: runs once after migrations, before consuming (e.g. a handler's own
+    ///     tables or caches).
     public init(
         name: String,
         configuration: WorkerConfiguration,
         queues: [JobType],
         handlers: [any JobHandler] = [],
+        databaseSetup: DatabaseSetup? = nil,
         logger: Logger
     ) {
+        self.databaseSetup = databaseSetup
         self.name = name
         self.configuration = configuration
         self.queues = queues.map(\.rawValue)
@@ -97,6 +102,7 @@ public final class Worker: Sendable {
                     .migrate(pool: pool)
                 logger.info("schema up to date", metadata: ["migrations.applied": "\(applied.map(\.version))"])
             }
+            try await databaseSetup?(pool)
         } catch {
             await pool.close()
             throw error
@@ -268,6 +274,9 @@ public final class Worker: Sendable {
         }
     }
 }
+
+/// Work a worker does on its database once at start-up, after migrations.
+public typealias DatabaseSetup = @Sendable (PostgresPool) async throws -> Void
 
 /// The readiness snapshot, shared by the monitor (writer) and the health thread (reader).
 final class ReadinessState: Sendable {

@@ -11,6 +11,7 @@ public enum WorkerMain {
         defaultHTTPPort: Int,
         queues: [JobType],
         environment: [String: String] = ProcessInfo.processInfo.environment,
+        databaseSetup: DatabaseSetup? = nil,
         handlers: (WorkerConfiguration, Logger) throws -> [any JobHandler]
     ) async -> Int32 {
         let configuration: WorkerConfiguration
@@ -28,6 +29,7 @@ public enum WorkerMain {
                 configuration: configuration,
                 queues: queues,
                 handlers: try handlers(configuration, logger),
+                databaseSetup: databaseSetup,
                 logger: logger
             )
             try await worker.run()

@@ -8,7 +8,12 @@ import WorkerRuntime
 // (graceful shutdown under SIGTERM) and for trying out retries and dead letters by hand.
 // SAMPLE_QUEUE names its queue (default sample.work); other settings as for every worker.
 let queue = ProcessInfo.processInfo.environment["SAMPLE_QUEUE"] ?? "sample.work"
-let status = await WorkerMain.run(name: "sample-worker", defaultHTTPPort: 8089, queues: [.init(rawValue: queue)]) {
+let status = await WorkerMain.run(
+    name: "sample-worker",
+    defaultHTTPPort: 8089,
+    queues: [.init(rawValue: queue)],
+    databaseSetup: { pool in try await pool.withConnection { try $0.executeScript(SampleJobHandler.createTableSQL) } }
+) {
     configuration,
     logger in
     [SampleJobHandler(queue: queue)]

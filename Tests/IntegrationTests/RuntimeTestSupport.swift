@@ -3,6 +3,7 @@ import AstroDomain
 import Foundation
 import Logging
 import Postgres
+import SampleJobs
 import Schema
 import Testing
 import WorkerRuntime
@@ -52,7 +53,7 @@ enum RuntimeTestEnvironment {
             let configuration = try await RuntimeTestEnvironment.freshDatabase()
             let pool = PostgresPool(configuration: configuration, options: .init(maxConnections: 1), logger: logger)
             _ = try await Migrator(migrations: try AstroSchema.migrations(), logger: logger).migrate(pool: pool)
-            try await pool.withConnection { try $0.executeScript(SampleJobsSQL.create) }
+            try await pool.withConnection { try $0.executeScript(SampleJobHandler.createTableSQL) }
             await pool.close()
             ready = configuration
             return configuration
@@ -72,17 +73,6 @@ enum RuntimeTestEnvironment {
         }
         throw RuntimeTestError("timed out waiting for: \(what)")
     }
-}
-
-enum SampleJobsSQL {
-    static let create = SQL(
-        unsafeSQL: """
-            CREATE TABLE IF NOT EXISTS sample_effects (
-                job_id uuid PRIMARY KEY, queue text NOT NULL, note text NOT NULL,
-                attempt integer NOT NULL, created_at timestamptz NOT NULL DEFAULT now()
-            )
-            """
-    )
 }
 
 struct RuntimeTestError: Error, CustomStringConvertible {
