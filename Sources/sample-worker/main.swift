@@ -12,10 +12,9 @@ let status = await WorkerMain.run(
     name: "sample-worker",
     defaultHTTPPort: 8089,
     queues: [.init(rawValue: queue)],
-    databaseSetup: { pool in try await pool.withConnection { try $0.executeScript(SampleJobHandler.createTableSQL) } }
-) {
-    configuration,
-    logger in
-    [SampleJobHandler(queue: queue)]
-}
+    databaseSetup: { pool in
+        try await pool.withConnection { try $0.executeScript(SampleJobHandler.createTableSQL) }
+    },
+    handlers: { _, _ in [SampleJobHandler(queue: queue)] }
+)
 exit(status)
