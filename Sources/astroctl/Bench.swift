@@ -215,7 +215,15 @@ struct BenchPostgres: AsyncParsableCommand {
                 let rate = try await poolRate(configuration: configuration, schema: schema, clients: clientCount)
                 var line = String(format: "  %d callers: pool %8.0f tx/s", clientCount, rate)
                 if !noPgbench {
-                    let bench = try pgbenchRate(configuration: configuration, schema: schema, clients: clientCount)
+                    // pgbench's -T relies on SIGALRM, which a child of a Swift process may
+                    // inherit blocked; a transaction count sized to the same duration is used.
+                    let perClient = max(100, Int(rate * Double(seconds)) / clientCount)
+                    let bench = try pgbenchRate(
+                        configuration: configuration,
+                        schema: schema,
+                        clients: clientCount,
+                        transactionsPerClient: perClient
+                    )
                     line += String(format: "   pgbench %8.0f tx/s   (%.0f%%)", bench, 100 * rate / max(bench, 1))
                 }
                 print(line)
@@ -263,7 +271,12 @@ struct BenchPostgres: AsyncParsableCommand {
         return Double(total) / elapsed
     }
 
-    private func pgbenchRate(configuration: PostgresConfiguration, schema: String, clients: Int) throws -> Double {
+    private func pgbenchRate(
+        configuration: PostgresConfiguration,
+        schema: String,
+        clients: Int,
+        transactionsPerClient: Int
+    ) throws -> Double {
         let script = FileManager.default.temporaryDirectory.appendingPathComponent("\(schema).sql")
         try """
         BEGIN;
@@ -276,7 +289,8 @@ struct BenchPostgres: AsyncParsableCommand {
         let output = try runProcess(
             pgbench,
             [
-                "-n", "-M", "extended", "-c", "\(clients)", "-j", "\(min(clients, 2))", "-T", "\(seconds)", "-f",
+                "-n", "-M", "extended", "-c", "\(clients)", "-j", "\(min(clients, 2))", "-t",
+                "\(transactionsPerClient)", "-f",
                 script.path, "-h", configuration.host, "-p", "\(configuration.port)", "-U", configuration.user,
                 configuration.database,
             ],
