@@ -1,0 +1,578 @@
+import CRabbitMQ
+import Foundation
+
+/// Owns one librabbitmq connection (`amqp_connection_state_t`) with one channel.
+///
+/// - Important: Confined to the loop thread that opened it: librabbitmq connections are not
+///   thread-safe, and heartbeats are only answered from inside library calls on that thread. Every
+///   method must be called on that thread; `deinit` frees the connection.
+final class ConnectionHandle {
+    /// The channel every operation uses.
+    let channel: amqp_channel_t = 1
+    /// The socket, for `poll()`.
+    let socketFD: Int32
+    /// The negotiated heartbeat in seconds (0: none).
+    let heartbeatSeconds: Int
+    /// Pool for outgoing tables and properties; recycle after each use.
+    let scratch = ScratchPool()
+
+    /// Whether the connection may still be used (false after a socket error or connection.close).
+    private(set) var isAlive = true
+    /// Whether `channel` is open (false after the broker closed it, until `reopenChannel()`).
+    private(set) var isChannelOpen = false
+
+    private let state: amqp_connection_state_t
+    private var destroyed = false
+
+    /// Opens the socket (TCP or TLS), logs in and opens the channel.
+    /// - Throws: `.connectionFailed`, `.tls`, `.authenticationFailed` or `.timeout`, naming the broker.
+    init(configuration: AMQPConfiguration) throws(AMQPError) {
+        guard let state = amqp_new_connection() else {
+            throw AMQPError(kind: .connectionFailed, message: "librabbitmq could not allocate a connection")
+        }
+        self.state = state
+        let target = "\(configuration.host):\(configuration.port)"
+        do throws(AMQPError) {
+            let socket = try Self.makeSocket(state: state, configuration: configuration)
+            var timeout = timeval(duration: configuration.connectTimeout)
+            let status = configuration.host.withCString { host in
+                amqp_socket_open_noblock(socket, host, Int32(configuration.port), &timeout)
+            }
+            if status != AMQP_STATUS_OK.rawValue {
+                throw Self.connectError(status: status, target: target)
+            }
+            _ = amqp_set_handshake_timeout(state, &timeout)
+            var rpcTimeout = timeval(duration: max(configuration.connectTimeout, .seconds(30)))
+            _ = amqp_set_rpc_timeout(state, &rpcTimeout)
+
+            let heartbeat = Self.heartbeatSeconds(configuration.heartbeat)
+            let reply = try Self.login(state: state, configuration: configuration, heartbeat: heartbeat)
+            if reply.reply_type != AMQP_RESPONSE_NORMAL {
+                throw Self.loginError(reply: reply, state: state, configuration: configuration, target: target)
+            }
+            socketFD = amqp_get_sockfd(state)
+            heartbeatSeconds = Int(amqp_get_heartbeat(state))
+            try openChannel()
+        } catch {
+            amqp_destroy_connection(state)
+            destroyed = true
+            throw error
+        }
+    }
+
+    deinit {
+        if !destroyed {
+            amqp_destroy_connection(state)
+        }
+    }
+
+    // MARK: - Opening
+
+    private static func makeSocket(
+        state: amqp_connection_state_t,
+        configuration: AMQPConfiguration
+    ) throws(AMQPError) -> OpaquePointer {
+        guard let tls = configuration.tls else {
+            guard let socket = amqp_tcp_socket_new(state) else {
+                throw AMQPError(kind: .connectionFailed, message: "librabbitmq could not create a TCP socket")
+            }
+            return socket
+        }
+        guard let socket = amqp_ssl_socket_new(state) else {
+            throw AMQPError(kind: .tls, message: "librabbitmq could not create a TLS socket (OpenSSL setup failed)")
+        }
+        if let ca = tls.caCertificatePath {
+            let status = ca.withCString { amqp_ssl_socket_set_cacert(socket, $0) }
+            if status != AMQP_STATUS_OK.rawValue {
+                throw AMQPError(
+                    kind: .tls,
+                    message: "cannot load the CA certificate file '\(ca)': \(statusText(status)); check the path "
+                        + "(cacertfile) and that it holds PEM certificates"
+                )
+            }
+        }
+        if let cert = tls.clientCertificatePath {
+            guard let key = tls.clientKeyPath else {
+                throw AMQPError(kind: .invalidConfiguration, message: "a TLS client certificate needs a key (keyfile)")
+            }
+            let status = cert.withCString { certC in
+                key.withCString { keyC in amqp_ssl_socket_set_key(socket, certC, keyC) }
+            }
+            if status != AMQP_STATUS_OK.rawValue {
+                throw AMQPError(
+                    kind: .tls,
+                    message: "cannot load the client certificate '\(cert)' or key '\(key)': \(statusText(status))"
+                )
+            }
+        }
+        amqp_ssl_socket_set_verify_peer(socket, tls.verifyPeer ? 1 : 0)
+        amqp_ssl_socket_set_verify_hostname(socket, tls.verifyHostname ? 1 : 0)
+        return socket
+    }
+
+    private static func heartbeatSeconds(_ heartbeat: Duration) -> Int32 {
+        let seconds = heartbeat.seconds
+        if seconds <= 0 { return 0 }
+        return Int32(min(max(seconds.rounded(.up), 1), 65535))
+    }
+
+    private static func login(
+        state: amqp_connection_state_t,
+        configuration: AMQPConfiguration,
+        heartbeat: Int32
+    ) throws(AMQPError) -> amqp_rpc_reply_t {
+        let pool = ScratchPool()
+        let clientProperties: AMQPTable = [
+            "connection_name": .string(configuration.connectionName),
+            "product": "astrosvitla AMQP (librabbitmq)",
+            "capabilities": .table([
+                "consumer_cancel_notify": true,
+                "authentication_failure_close": true,
+                "connection.blocked": true,
+                "publisher_confirms": true,
+                "basic.nack": true,
+            ]),
+        ]
+        var properties = pool.table(clientProperties)
+        return configuration.virtualHost.withCString { vhost in
+            configuration.user.withCString { user in
+                configuration.password.withCString { password in
+                    crabbitmq_login_plain(
+                        state,
+                        vhost,
+                        0,
+                        Int32(AMQP_DEFAULT_FRAME_SIZE),
+                        heartbeat,
+                        &properties,
+                        user,
+                        password
+                    )
+                }
+            }
+        }
+    }
+
+    private static func connectError(status: Int32, target: String) -> AMQPError {
+        let text = statusText(status)
+        switch status {
+        case AMQP_STATUS_SSL_ERROR.rawValue, AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED.rawValue,
+            AMQP_STATUS_SSL_PEER_VERIFY_FAILED.rawValue, AMQP_STATUS_SSL_CONNECTION_FAILED.rawValue,
+            AMQP_STATUS_SSL_SET_ENGINE_FAILED.rawValue:
+            return AMQPError(
+                kind: .tls,
+                message: "TLS handshake with \(target) failed: \(text); check the CA file (cacertfile), the "
+                    + "broker's certificate and that its name matches the host"
+            )
+        case AMQP_STATUS_TIMEOUT.rawValue:
+            return AMQPError(kind: .connectionFailed, message: "connecting to \(target) timed out")
+        case AMQP_STATUS_HOSTNAME_RESOLUTION_FAILED.rawValue:
+            return AMQPError(kind: .connectionFailed, message: "cannot resolve the broker host of \(target)")
+        default:
+            return AMQPError(
+                kind: .connectionFailed,
+                message: "cannot connect to \(target): \(text); is RabbitMQ running and listening there?"
+            )
+        }
+    }
+
+    private static func loginError(
+        reply: amqp_rpc_reply_t,
+        state: amqp_connection_state_t,
+        configuration: AMQPConfiguration,
+        target: String
+    ) -> AMQPError {
+        switch reply.reply_type {
+        case AMQP_RESPONSE_SERVER_EXCEPTION:
+            if reply.reply.id == CRABBITMQ_CONNECTION_CLOSE_METHOD, let decoded = reply.reply.decoded {
+                let close = decoded.assumingMemoryBound(to: amqp_connection_close_t.self).pointee
+                var ok = amqp_connection_close_ok_t()
+                _ = amqp_send_method(state, 0, CRABBITMQ_CONNECTION_CLOSE_OK_METHOD, &ok)
+                let text = close.reply_text.string
+                if close.reply_code == 403 {
+                    return AMQPError(
+                        kind: .authenticationFailed,
+                        message: "\(target) refused the login of user '\(configuration.user)': \(text)",
+                        replyCode: close.reply_code
+                    )
+                }
+                return AMQPError(
+                    kind: .connectionFailed,
+                    message: "\(target) refused the connection to vhost '\(configuration.virtualHost)': \(text)",
+                    replyCode: close.reply_code
+                )
+            }
+            return AMQPError(kind: .protocolError, message: "unexpected reply from \(target) during login")
+        case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+            let status = reply.library_error
+            if status == AMQP_STATUS_CONNECTION_CLOSED.rawValue || status == AMQP_STATUS_SOCKET_ERROR.rawValue {
+                return AMQPError(
+                    kind: .connectionFailed,
+                    message: "\(target) closed the connection during login (\(statusText(status))): check the "
+                        + "user, password and vhost '\(configuration.virtualHost)'"
+                )
+            }
+            if status == AMQP_STATUS_TIMEOUT.rawValue {
+                return AMQPError(kind: .connectionFailed, message: "the login handshake with \(target) timed out")
+            }
+            return connectError(status: status, target: target)
+        default:
+            return AMQPError(kind: .protocolError, message: "no reply from \(target) during login")
+        }
+    }
+
+    // MARK: - Channel
+
+    /// Opens `channel` (after connecting, or after the broker closed it).
+    func openChannel() throws(AMQPError) {
+        _ = amqp_channel_open(state, channel)
+        try check(amqp_get_rpc_reply(state), "channel.open")
+        isChannelOpen = true
+    }
+
+    /// Turns on publisher confirms on `channel`: delivery tags of confirms count from 1 again.
+    func confirmSelect() throws(AMQPError) {
+        _ = amqp_confirm_select(state, channel)
+        try check(amqp_get_rpc_reply(state), "confirm.select")
+    }
+
+    // MARK: - Declarations and queries (RPCs; frames for other work that arrive meanwhile are queued)
+
+    /// Declares exchanges, then queues, then bindings.
+    func declare(_ topology: Topology) throws(AMQPError) {
+        defer { scratch.recycle() }
+        for exchange in topology.exchanges {
+            _ = amqp_exchange_declare(
+                state,
+                channel,
+                scratch.bytes(exchange.name),
+                scratch.bytes(exchange.kind.rawValue),
+                0,
+                exchange.durable ? 1 : 0,
+                exchange.autoDelete ? 1 : 0,
+                0,
+                scratch.table(exchange.arguments)
+            )
+            try check(amqp_get_rpc_reply(state), "declaring exchange '\(exchange.name)'")
+        }
+        for queue in topology.queues {
+            _ = amqp_queue_declare(
+                state,
+                channel,
+                scratch.bytes(queue.name),
+                0,
+                queue.durable ? 1 : 0,
+                queue.exclusive ? 1 : 0,
+                queue.autoDelete ? 1 : 0,
+                scratch.table(queue.arguments)
+            )
+            try check(amqp_get_rpc_reply(state), "declaring queue '\(queue.name)'")
+        }
+        for binding in topology.bindings {
+            _ = amqp_queue_bind(
+                state,
+                channel,
+                scratch.bytes(binding.queue),
+                scratch.bytes(binding.exchange),
+                scratch.bytes(binding.routingKey),
+                scratch.table(binding.arguments)
+            )
+            try check(
+                amqp_get_rpc_reply(state),
+                "binding queue '\(binding.queue)' to exchange '\(binding.exchange)'"
+            )
+        }
+    }
+
+    /// Passive queue.declare: the queue's depth and consumer count.
+    func queueState(_ queue: String) throws(AMQPError) -> (messages: UInt32, consumers: UInt32) {
+        defer { scratch.recycle() }
+        let ok = amqp_queue_declare(state, channel, scratch.bytes(queue), 1, 0, 0, 0, amqp_empty_table)
+        try check(amqp_get_rpc_reply(state), "inspecting queue '\(queue)'")
+        guard let ok else { throw AMQPError(kind: .protocolError, message: "queue.declare-ok without fields") }
+        return (ok.pointee.message_count, ok.pointee.consumer_count)
+    }
+
+    /// Purges a queue, returning how many messages it removed.
+    func purge(_ queue: String) throws(AMQPError) -> UInt32 {
+        defer { scratch.recycle() }
+        let ok = amqp_queue_purge(state, channel, scratch.bytes(queue))
+        try check(amqp_get_rpc_reply(state), "purging queue '\(queue)'")
+        return ok?.pointee.message_count ?? 0
+    }
+
+    /// Deletes a queue (and the messages in it).
+    func deleteQueue(_ queue: String) throws(AMQPError) {
+        defer { scratch.recycle() }
+        _ = amqp_queue_delete(state, channel, scratch.bytes(queue), 0, 0)
+        try check(amqp_get_rpc_reply(state), "deleting queue '\(queue)'")
+    }
+
+    /// Deletes an exchange.
+    func deleteExchange(_ exchange: String) throws(AMQPError) {
+        defer { scratch.recycle() }
+        _ = amqp_exchange_delete(state, channel, scratch.bytes(exchange), 0)
+        try check(amqp_get_rpc_reply(state), "deleting exchange '\(exchange)'")
+    }
+
+    /// basic.qos with a per-consumer prefetch count.
+    func qos(prefetch: UInt16) throws(AMQPError) {
+        _ = amqp_basic_qos(state, channel, 0, prefetch, 0)
+        try check(amqp_get_rpc_reply(state), "setting prefetch")
+    }
+
+    /// basic.consume with manual acks; returns the broker-assigned consumer tag.
+    func consume(queue: String) throws(AMQPError) -> String {
+        defer { scratch.recycle() }
+        let ok = amqp_basic_consume(state, channel, scratch.bytes(queue), amqp_empty_bytes, 0, 0, 0, amqp_empty_table)
+        try check(amqp_get_rpc_reply(state), "consuming from queue '\(queue)'")
+        guard let ok else { throw AMQPError(kind: .protocolError, message: "basic.consume-ok without fields") }
+        return ok.pointee.consumer_tag.string
+    }
+
+    /// basic.cancel of one consumer.
+    func cancel(consumerTag: String) throws(AMQPError) {
+        defer { scratch.recycle() }
+        _ = amqp_basic_cancel(state, channel, scratch.bytes(consumerTag))
+        try check(amqp_get_rpc_reply(state), "cancelling consumer '\(consumerTag)'")
+    }
+
+    // MARK: - Publishing and acknowledging (no round trip)
+
+    /// Sends basic.publish with header and body frames. Returns a librabbitmq status.
+    func publish(_ message: OutgoingMessage) -> Int32 {
+        guard isAlive else { return AMQP_STATUS_CONNECTION_CLOSED.rawValue }
+        defer { scratch.recycle() }
+        var properties = scratch.basicProperties(message.properties)
+        let exchange = scratch.bytes(message.exchange)
+        let routingKey = scratch.bytes(message.routingKey)
+        return message.body.withUnsafeBytes { body in
+            amqp_basic_publish(
+                state,
+                channel,
+                exchange,
+                routingKey,
+                message.mandatory ? 1 : 0,
+                0,
+                &properties,
+                amqp_bytes_t(len: body.count, bytes: UnsafeMutableRawPointer(mutating: body.baseAddress))
+            )
+        }
+    }
+
+    /// Sends basic.ack. Returns a librabbitmq status.
+    func ack(_ tag: UInt64, multiple: Bool) -> Int32 {
+        guard isAlive else { return AMQP_STATUS_CONNECTION_CLOSED.rawValue }
+        return amqp_basic_ack(state, channel, tag, multiple ? 1 : 0)
+    }
+
+    /// Sends basic.nack. Returns a librabbitmq status.
+    func nack(_ tag: UInt64, multiple: Bool, requeue: Bool) -> Int32 {
+        guard isAlive else { return AMQP_STATUS_CONNECTION_CLOSED.rawValue }
+        return amqp_basic_nack(state, channel, tag, multiple ? 1 : 0, requeue ? 1 : 0)
+    }
+
+    /// Sends basic.reject. Returns a librabbitmq status.
+    func reject(_ tag: UInt64, requeue: Bool) -> Int32 {
+        guard isAlive else { return AMQP_STATUS_CONNECTION_CLOSED.rawValue }
+        return amqp_basic_reject(state, channel, tag, requeue ? 1 : 0)
+    }
+
+    // MARK: - Reading frames
+
+    /// Whether librabbitmq holds frames or bytes not yet returned (then do not wait in `poll`).
+    var hasBufferedInput: Bool {
+        isAlive && (amqp_frames_enqueued(state) != 0 || amqp_data_in_buffer(state) != 0)
+    }
+
+    /// Whether librabbitmq holds decoded frames queued during an RPC.
+    var hasQueuedFrames: Bool {
+        isAlive && amqp_frames_enqueued(state) != 0
+    }
+
+    /// Reads the next frame without waiting for the socket (`timeout` nil) or waiting at most `timeout`.
+    /// Sends a heartbeat if one is due. Returns `AMQP_STATUS_TIMEOUT` when nothing is there.
+    func nextFrame(_ frame: inout amqp_frame_t, timeout: Duration? = nil) -> Int32 {
+        guard isAlive else { return AMQP_STATUS_CONNECTION_CLOSED.rawValue }
+        var tv = timeout.map { timeval(duration: $0) } ?? timeval(tv_sec: 0, tv_usec: 0)
+        return amqp_simple_wait_frame_noblock(state, &frame, &tv)
+    }
+
+    /// Reads the header and body frames that follow a basic.deliver or basic.return.
+    func readContent() throws(AMQPError) -> (MessageProperties, Data) {
+        var frame = amqp_frame_t()
+        try readContentFrame(&frame)
+        guard frame.frame_type == CRABBITMQ_FRAME_HEADER else {
+            throw AMQPError(
+                kind: .protocolError,
+                message: "expected a content header frame, got type \(frame.frame_type)"
+            )
+        }
+        guard let decoded = frame.payload.properties.decoded else {
+            throw AMQPError(kind: .protocolError, message: "content header without properties")
+        }
+        let properties = FieldTableDecoder.properties(decoded.assumingMemoryBound(to: amqp_basic_properties_t.self))
+        let size = Int(frame.payload.properties.body_size)
+        guard size > 0 else { return (properties, Data()) }
+        var body = Data(capacity: size)
+        while body.count < size {
+            try readContentFrame(&frame)
+            guard frame.frame_type == CRABBITMQ_FRAME_BODY else {
+                throw AMQPError(
+                    kind: .protocolError,
+                    message: "expected a content body frame, got type \(frame.frame_type)"
+                )
+            }
+            let fragment = frame.payload.body_fragment
+            if let bytes = fragment.bytes, fragment.len > 0 {
+                body.append(bytes.assumingMemoryBound(to: UInt8.self), count: fragment.len)
+            }
+        }
+        return (properties, body)
+    }
+
+    private func readContentFrame(_ frame: inout amqp_frame_t) throws(AMQPError) {
+        let status = nextFrame(&frame, timeout: .seconds(30))
+        guard status == AMQP_STATUS_OK.rawValue else {
+            throw lost(status: status, "reading message content")
+        }
+        if frame.frame_type == CRABBITMQ_FRAME_METHOD {
+            if frame.payload.method.id == CRABBITMQ_CHANNEL_CLOSE_METHOD {
+                throw channelClosedByBroker(frame.payload.method)
+            }
+            if frame.payload.method.id == CRABBITMQ_CONNECTION_CLOSE_METHOD {
+                throw connectionClosedByBroker(frame.payload.method)
+            }
+        }
+    }
+
+    /// Releases librabbitmq's per-channel buffers if no frames are queued; call after processing frames.
+    func releaseBuffers() {
+        guard isAlive else { return }
+        amqp_maybe_release_buffers(state)
+    }
+
+    // MARK: - Errors and closes
+
+    /// Marks the connection dead and describes the library error `status`.
+    func lost(status: Int32, _ what: String) -> AMQPError {
+        isAlive = false
+        isChannelOpen = false
+        if status == AMQP_STATUS_HEARTBEAT_TIMEOUT.rawValue {
+            return AMQPError(kind: .connectionLost, message: "\(what): heartbeat timeout, the broker stopped answering")
+        }
+        if status == AMQP_STATUS_TIMEOUT.rawValue {
+            return AMQPError(kind: .timeout, message: "\(what): timed out waiting for the broker")
+        }
+        return AMQPError(kind: .connectionLost, message: "\(what): \(statusText(status))")
+    }
+
+    /// Marks the connection dead after the broker went silent for too long (no heartbeat).
+    func heartbeatTimedOut() -> AMQPError {
+        isAlive = false
+        isChannelOpen = false
+        return AMQPError(
+            kind: .connectionLost,
+            message: "heartbeat timeout: nothing received from the broker for two heartbeat intervals"
+        )
+    }
+
+    /// Answers the broker's channel.close with close-ok and describes it.
+    func channelClosedByBroker(_ method: amqp_method_t) -> AMQPError {
+        isChannelOpen = false
+        var ok = amqp_channel_close_ok_t()
+        let status = amqp_send_method(state, channel, CRABBITMQ_CHANNEL_CLOSE_OK_METHOD, &ok)
+        if status != AMQP_STATUS_OK.rawValue {
+            isAlive = false
+        }
+        guard let decoded = method.decoded else {
+            return AMQPError(kind: .channelClosed, message: "the broker closed the channel")
+        }
+        let close = decoded.assumingMemoryBound(to: amqp_channel_close_t.self).pointee
+        let text = close.reply_text.string
+        let kind: AMQPError.Kind
+        switch close.reply_code {
+        case 404: kind = .notFound
+        case 406: kind = .preconditionFailed
+        default: kind = .channelClosed
+        }
+        return AMQPError(kind: kind, message: text, replyCode: close.reply_code)
+    }
+
+    /// Answers the broker's connection.close with close-ok, marks the connection dead and describes it.
+    func connectionClosedByBroker(_ method: amqp_method_t) -> AMQPError {
+        var ok = amqp_connection_close_ok_t()
+        _ = amqp_send_method(state, 0, CRABBITMQ_CONNECTION_CLOSE_OK_METHOD, &ok)
+        isAlive = false
+        isChannelOpen = false
+        guard let decoded = method.decoded else {
+            return AMQPError(kind: .connectionClosed, message: "the broker closed the connection")
+        }
+        let close = decoded.assumingMemoryBound(to: amqp_connection_close_t.self).pointee
+        return AMQPError(
+            kind: .connectionClosed,
+            message: "the broker closed the connection: \(close.reply_text.string)",
+            replyCode: close.reply_code
+        )
+    }
+
+    /// Checks an RPC reply; on a channel or connection close, answers it and throws its error.
+    private func check(_ reply: amqp_rpc_reply_t, _ what: @autoclosure () -> String) throws(AMQPError) {
+        switch reply.reply_type {
+        case AMQP_RESPONSE_NORMAL:
+            return
+        case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+            throw lost(status: reply.library_error, what())
+        case AMQP_RESPONSE_SERVER_EXCEPTION:
+            if reply.reply.id == CRABBITMQ_CHANNEL_CLOSE_METHOD {
+                var error = channelClosedByBroker(reply.reply)
+                error.message = "\(what()): \(error.message)"
+                throw error
+            }
+            if reply.reply.id == CRABBITMQ_CONNECTION_CLOSE_METHOD {
+                var error = connectionClosedByBroker(reply.reply)
+                error.message = "\(what()): \(error.message)"
+                throw error
+            }
+            throw AMQPError(kind: .protocolError, message: "\(what()): unexpected method \(reply.reply.id)")
+        default:
+            isAlive = false
+            throw AMQPError(kind: .protocolError, message: "\(what()): no reply from the broker")
+        }
+    }
+
+    /// Closes the channel and the connection politely (unacked deliveries return to their queues),
+    /// then frees the connection. Safe to call on a dead connection.
+    func close() {
+        guard !destroyed else { return }
+        if isAlive {
+            if isChannelOpen {
+                let reply = amqp_channel_close(state, channel, CRABBITMQ_REPLY_SUCCESS)
+                isChannelOpen = false
+                if reply.reply_type != AMQP_RESPONSE_NORMAL { isAlive = false }
+            }
+            if isAlive {
+                _ = amqp_connection_close(state, CRABBITMQ_REPLY_SUCCESS)
+            }
+        }
+        isAlive = false
+        amqp_destroy_connection(state)
+        destroyed = true
+    }
+
+    /// Gives the connection up without a close handshake (after the socket failed): no further library
+    /// calls are made except freeing it, which `deinit` does once the loop drops its last reference (so a
+    /// caller further up the stack may still hold the handle safely).
+    func abort() {
+        isAlive = false
+        isChannelOpen = false
+    }
+}
+
+extension timeval {
+    init(duration: Duration) {
+        let c = duration.components
+        let seconds = max(c.seconds, 0)
+        let micros = max(c.attoseconds / 1_000_000_000_000, 0)
+        self.init(tv_sec: Int(seconds), tv_usec: Int(micros))
+    }
+}

@@ -1,0 +1,114 @@
+import CRabbitMQ
+import Foundation
+import Logging
+
+/// The metadata keys this module logs with, defined once.
+enum LogKey {
+    static let url = "amqp.url"
+    static let role = "amqp.role"
+    static let generation = "amqp.generation"
+    static let queue = "amqp.queue"
+    static let queues = "amqp.queues"
+    static let error = "amqp.error"
+    static let attempt = "amqp.attempt"
+    static let delayMilliseconds = "amqp.delay_ms"
+    static let replyCode = "amqp.reply_code"
+    static let count = "amqp.count"
+    static let heartbeat = "amqp.heartbeat_s"
+}
+
+/// Monotonic time in nanoseconds (CLOCK_MONOTONIC; cheap, through the vDSO).
+func monotonicNow() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// `now + duration`, saturating, in monotonic nanoseconds.
+func deadline(after duration: Duration, from now: UInt64 = monotonicNow()) -> UInt64 {
+    let nanos = duration.nanoseconds
+    if nanos <= 0 { return now }
+    let (sum, overflow) = now.addingReportingOverflow(UInt64(nanos))
+    return overflow ? .max : sum
+}
+
+/// The wake-up descriptor (an eventfd) of a connection loop: callers signal it after queueing a
+/// command, and the loop polls it together with the socket.
+final class Waker: Sendable {
+    let fd: Int32
+
+    init() {
+        // EFD_NONBLOCK | EFD_CLOEXEC
+        let fd = eventfd(0, Int32(0o4000 | 0o2000000))
+        precondition(fd >= 0, "eventfd failed: errno \(errno)")
+        self.fd = fd
+    }
+
+    deinit {
+        close(fd)
+    }
+
+    /// Makes the next (or current) `poll` of the loop return.
+    func signal() {
+        var one: UInt64 = 1
+        _ = write(fd, &one, MemoryLayout<UInt64>.size)
+    }
+
+    /// Resets the counter after `poll` reported the descriptor readable.
+    func clear() {
+        var value: UInt64 = 0
+        _ = read(fd, &value, MemoryLayout<UInt64>.size)
+    }
+}
+
+/// `poll()` on a connection's socket and its waker, without allocating per call.
+///
+/// - Important: Owned and used by one loop thread.
+final class Poller {
+    private let fds = UnsafeMutablePointer<pollfd>.allocate(capacity: 2)
+
+    deinit {
+        fds.deallocate()
+    }
+
+    /// Waits until the waker or the socket is readable, or `timeoutMilliseconds` passed.
+    /// - Returns: Whether the socket and the waker were readable (or in error, for the socket).
+    func wait(waker: Waker, socketFD: Int32?, timeoutMilliseconds: Int32) -> (socket: Bool, wake: Bool) {
+        fds[0] = pollfd(fd: waker.fd, events: Int16(POLLIN), revents: 0)
+        var count: nfds_t = 1
+        if let socketFD, socketFD >= 0 {
+            fds[1] = pollfd(fd: socketFD, events: Int16(POLLIN), revents: 0)
+            count = 2
+        }
+        let result = poll(fds, count, timeoutMilliseconds)
+        guard result > 0 else { return (false, false) }
+        let wake = fds[0].revents != 0
+        let socket = count == 2 && fds[1].revents != 0
+        if wake { waker.clear() }
+        return (socket, wake)
+    }
+}
+
+/// How long a loop may sleep in `poll` before it must call into librabbitmq again: at most a quarter
+/// of the heartbeat (heartbeats are sent and checked only inside library calls), at most 1 s.
+func pollInterval(heartbeatSeconds: Int) -> UInt64 {
+    let milliseconds = heartbeatSeconds > 0 ? min(max(heartbeatSeconds * 1000 / 4, 50), 1000) : 1000
+    return UInt64(milliseconds) * 1_000_000
+}
+
+/// Milliseconds from `now` until `deadline`, for `poll`, clamped to `0...maximum`.
+func millisecondsUntil(_ deadline: UInt64, now: UInt64, maximum: UInt64) -> Int32 {
+    guard deadline > now else { return 0 }
+    let nanos = min(deadline - now, maximum)
+    return Int32((nanos + 999_999) / 1_000_000)
+}
+
+/// Starts a dedicated thread (never the Swift concurrency pool) for one connection loop.
+func startLoopThread(name: String, _ body: @escaping @Sendable () -> Void) {
+    let thread = Thread {
+        _ = crabbitmq_set_thread_name(name)  // shown by top -H, perf, gdb (15 characters at most)
+        body()
+    }
+    thread.name = name
+    thread.start()
+}
