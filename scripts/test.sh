@@ -29,4 +29,5 @@ step "unit tests (no servers)"
 swift test --skip-build --skip IntegrationTests
 
 step "integration tests (real RabbitMQ and PostgreSQL)"
-bash scripts/stack.sh run -- swift test --skip-build --filter IntegrationTests
+# Serially: some tests restart RabbitMQ or PostgreSQL, which would disturb tests running beside them.
+bash scripts/stack.sh run -- swift test --skip-build --no-parallel --filter IntegrationTests
