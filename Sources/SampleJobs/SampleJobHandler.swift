@@ -7,7 +7,9 @@ import WorkerRuntime
 /// letters, load): it can sleep, fail transiently for its first attempts, or be rejected, and
 /// its effect is one row in `sample_effects`, so "exactly one effect" is countable.
 ///
-/// Body: `{"jobId": uuid, "note": string, "sleepMs"?: int, "failUntilAttempt"?: int, "reject"?: code}`.
+/// Body: `{"jobId": uuid, "note": string, "sleepMs"?: int, "failUntilAttempt"?: int, "reject"?: code,
+/// "rejectInCommit"?: code}` (the last rejects from inside the job's transaction, as a handler
+/// does when a constraint shows the input is invalid).
 public struct SampleJobHandler: JobHandler {
     public let jobType: JobType
 
@@ -32,6 +34,7 @@ public struct SampleJobHandler: JobHandler {
         public var sleepMs: Int?
         public var failUntilAttempt: Int?
         public var reject: String?
+        public var rejectInCommit: String?
     }
 
     /// A failure the handler pretends is transient (like a timeout of a remote service).
@@ -56,6 +59,9 @@ public struct SampleJobHandler: JobHandler {
     }
 
     public func commit(_ payload: Payload, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
+        if let code = payload.rejectInCommit {
+            throw JobRejection(code: code, message: "rejected inside the transaction on request")
+        }
         try database.execute(
             "INSERT INTO sample_effects (job_id, queue, note, attempt) VALUES ($1, $2, $3, $4)",
             [job.jobID.uuid, jobType.rawValue, payload.note, job.attempt]

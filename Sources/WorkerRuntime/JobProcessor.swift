@@ -50,6 +50,7 @@ final class JobProcessor: Sendable {
     private let metrics: WorkerMetrics
     private let logger: Logger
     private let outboxSignal: WakeSignal
+    private let batcher: CommitBatcher
 
     init(
         handlers: [AnyJobHandler],
@@ -58,8 +59,11 @@ final class JobProcessor: Sendable {
         retry: RetryPolicy,
         metrics: WorkerMetrics,
         logger: Logger,
-        outboxSignal: WakeSignal
+        outboxSignal: WakeSignal,
+        commitBatchSize: Int = 32,
+        committers: Int = 2
     ) {
+        self.batcher = CommitBatcher(pool: pool, maxBatch: commitBatchSize, maxCommitters: committers, metrics: metrics)
         self.handlers = Dictionary(handlers.map { ($0.jobType.rawValue, $0) }, uniquingKeysWith: { first, _ in first })
         self.pool = pool
         self.publisher = publisher
@@ -117,8 +121,12 @@ final class JobProcessor: Sendable {
         )
 
         do {
-            // 2. Done before? Then acknowledge without running again.
-            if let status = try await pool.withConnection({ try JobStore.status(of: head.jobID, database: $0) }),
+            // 2. A redelivery or retry may belong to a job that is already done: then acknowledge
+            //    without running again. (A first delivery skips the look-up; should its jobId be a
+            //    duplicate all the same, the job's transaction finds the finished row and writes
+            //    nothing.)
+            if delivery.redelivered || attempt > 1,
+                let status = try await pool.withConnection({ try JobStore.status(of: head.jobID, database: $0) }),
                 status.isTerminal
             {
                 logger.debug("job already finished; duplicate acknowledged", metadata: [LogKey.status: "\(status)"])
@@ -130,40 +138,9 @@ final class JobProcessor: Sendable {
             // 3. The handler's slow part, outside any transaction.
             let prepared = try await handler.prepare(job)
 
-            // 4. The work, the job's row and its outbox messages: one transaction.
-            let userID = head.userID
-            let result = try await pool.withTransaction { database -> CommitResult in
-                switch try JobStore.claim(jobID: job.jobID, kind: job.type, attempt: attempt, database: database) {
-                case .alreadyFinished(let status):
-                    return .duplicate(status)
-                case .kindMismatch(let existing):
-                    throw JobRejection(
-                        code: "job-id-reused",
-                        message: "jobId \(job.jobID) was already used for a \(existing) job"
-                    )
-                case .claimed:
-                    break
-                }
-                let outcome = try handler.commit(prepared, job, database)
-                let status: JobStatus
-                let error: JobError?
-                switch outcome.status {
-                case .succeeded: (status, error) = (.succeeded, nil)
-                case .failed(let failure): (status, error) = (.failed, failure)
-                }
-                try JobStore.finish(
-                    jobID: job.jobID,
-                    kind: job.type,
-                    status: status,
-                    attempts: attempt,
-                    result: outcome.result,
-                    error: error,
-                    userID: userID,
-                    database: database
-                )
-                try JobStore.enqueue(outcome.messages, jobID: job.jobID, database: database)
-                return .committed(status, messageCount: outcome.messages.count)
-            }
+            // 4. The work, the job's row and its outbox messages: one transaction, shared with
+            //    other jobs ready at the same moment (group commit).
+            let result = try await batcher.commit(job: job, handler: handler, prepared: prepared, userID: head.userID)
             switch result {
             case .duplicate(let status):
                 logger.debug(
@@ -195,11 +172,6 @@ final class JobProcessor: Sendable {
             }
             await retryOrDeadLetter(delivery, job: job, error: error, acknowledger: acknowledger, logger: logger)
         }
-    }
-
-    private enum CommitResult: Sendable {
-        case duplicate(JobStatus)
-        case committed(JobStatus, messageCount: Int)
     }
 
     // MARK: - Failures

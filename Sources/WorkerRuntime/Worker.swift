@@ -158,7 +158,9 @@ public final class Worker: Sendable {
                 retry: configuration.retryPolicy,
                 metrics: metrics,
                 logger: logger,
-                outboxSignal: signal
+                outboxSignal: signal,
+                commitBatchSize: configuration.commitBatchSize,
+                committers: configuration.committers
             )
             consumerService = ConsumerService(
                 consumer: amqpConsumer,

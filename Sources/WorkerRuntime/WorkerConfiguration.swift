@@ -38,6 +38,11 @@ public struct WorkerConfiguration: Sendable {
     public var queueType: QueueSpec.QueueType = .classic
     /// Apply pending migrations at start-up (`MIGRATE_ON_START`).
     public var migrateOnStart: Bool = true
+    /// Jobs committed together in one transaction at most (`COMMIT_BATCH_SIZE`; 1 turns group
+    /// commit off).
+    public var commitBatchSize: Int = 32
+    /// Job transactions under way at once per process (`COMMITTERS`).
+    public var committers: Int = 2
     /// Outbox rows published per batch (`OUTBOX_BATCH_SIZE`).
     public var outboxBatchSize: Int = 200
     /// How often the outbox is polled for rows other processes left behind (`OUTBOX_POLL_MS`).
@@ -94,6 +99,8 @@ public struct WorkerConfiguration: Sendable {
         ),
         .init(name: "QUEUE_TYPE", defaultValue: "classic", meaning: "classic or quorum (declared queues)"),
         .init(name: "MIGRATE_ON_START", defaultValue: "true", meaning: "apply pending migrations at start-up"),
+        .init(name: "COMMIT_BATCH_SIZE", defaultValue: "32", meaning: "jobs committed together at most (group commit)"),
+        .init(name: "COMMITTERS", defaultValue: "2", meaning: "job transactions under way at once per process"),
         .init(name: "OUTBOX_BATCH_SIZE", defaultValue: "200", meaning: "outbox rows published per batch"),
         .init(name: "OUTBOX_POLL_MS", defaultValue: "1000", meaning: "outbox poll interval for rows left by others"),
     ]
@@ -153,6 +160,15 @@ public struct WorkerConfiguration: Sendable {
         )
         configuration.queueType = try reader.choice("QUEUE_TYPE", default: .classic, [.classic, .quorum])
         configuration.migrateOnStart = try reader.bool("MIGRATE_ON_START", default: true)
+        configuration.commitBatchSize = try reader.int("COMMIT_BATCH_SIZE", default: 32, range: 1...1000)
+        configuration.committers = try reader.int("COMMITTERS", default: 2, range: 1...64)
+        guard configuration.committers < configuration.databasePoolSize else {
+            throw ConfigurationError(
+                variable: "COMMITTERS",
+                problem:
+                    "must be smaller than DB_POOL_SIZE (\(configuration.databasePoolSize)) so look-ups and the outbox relay keep a connection"
+            )
+        }
         configuration.outboxBatchSize = try reader.int("OUTBOX_BATCH_SIZE", default: 200, range: 1...10000)
         configuration.outboxPollInterval = .milliseconds(
             try reader.int("OUTBOX_POLL_MS", default: 1000, range: 10...600_000)

@@ -81,6 +81,13 @@ public final class WorkerMetrics: Sendable {
         Gauge(label: "astro_jobs_in_flight", dimensions: [("queue", queue)], factory: factory).record(value)
     }
 
+    /// Counts a shared job transaction and the jobs in it (`astro_commit_batches_total`,
+    /// `astro_commit_batch_jobs_total`: their ratio is the mean batch size).
+    public func recordCommitBatch(jobs: Int) {
+        Counter(label: "astro_commit_batches_total", factory: factory).increment()
+        Counter(label: "astro_commit_batch_jobs_total", factory: factory).increment(by: jobs)
+    }
+
     /// Counts outbox messages published (`astro_outbox_published_total`) and failures.
     public func recordOutbox(published: Int, failed: Int) {
         if published > 0 {

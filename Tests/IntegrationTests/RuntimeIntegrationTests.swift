@@ -236,3 +236,44 @@ enum ProcessRunner {
         }
     }
 }
+
+/// Group commit: many jobs share a transaction, and one bad job does not fail the others.
+@Suite(.timeLimit(.minutes(2)))
+struct GroupCommitTests {
+    @Test func aRejectionInsideASharedTransactionFailsOnlyItsJob() async throws {
+        let running = try await RunningWorker.start(handlers: { [SampleJobHandler(queue: $0)] }, prefetch: 64)
+        let ids = (0..<60).map { _ in JobID.random() }
+        let bad = ids[17]
+        var messages: [OutgoingMessage] = []
+        for id in ids {
+            let extra = id == bad ? #","rejectInCommit":"bad-row""# : ""
+            messages.append(
+                OutgoingMessage(
+                    exchange: BrokerNames.jobsExchange,
+                    routingKey: running.queue,
+                    body: Data(#"{"jobId":"\#(id)","note":"batch"\#(extra)}"#.utf8)
+                )
+            )
+        }
+        try await running.publisher.publish(messages)
+        for id in ids where id != bad { try await running.waitForStatus(id, "succeeded") }
+        try await running.waitForStatus(bad, "dead")
+        #expect(try await running.jobRow(bad)?.errorCode == "bad-row")
+        #expect(try await running.effects(bad).isEmpty)
+        for id in ids where id != bad { #expect(try await running.effects(id).count == 1) }
+        // Under this burst, jobs shared transactions: fewer transactions than jobs.
+        let text = running.worker.metrics.render()
+        let batches = Self.value(of: "astro_commit_batches_total", in: text)
+        let batchedJobs = Self.value(of: "astro_commit_batch_jobs_total", in: text)
+        #expect(batches > 0)
+        #expect(batchedJobs > batches)
+        try await running.stop()
+    }
+
+    static func value(of metric: String, in text: String) -> Double {
+        for line in text.split(separator: "\n") where line.hasPrefix(metric + " ") {
+            return Double(line.split(separator: " ").last ?? "") ?? 0
+        }
+        return 0
+    }
+}
