@@ -8,7 +8,7 @@ import Synchronization
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure throughput against the running servers and print the figures.",
-        subcommands: [BenchAMQP.self, BenchPostgres.self]
+        subcommands: [BenchAMQP.self, BenchPostgres.self, BenchE2E.self]
     )
 }
 
@@ -41,9 +41,7 @@ struct BenchAMQP: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try connection.amqpConfiguration()
-        let url =
-            connection.amqpURL ?? ProcessInfo.processInfo.environment["AMQP_URL"]
-            ?? "amqp://guest:guest@127.0.0.1:5672/%2F"
+        let url = connection.resolvedAMQPURL
         let rawPath = rawBench ?? Self.sibling("amqp-raw-bench")
         guard FileManager.default.isExecutableFile(atPath: rawPath) else {
             throw CommandFailure(

@@ -30,8 +30,19 @@ struct ConnectionOptions: ParsableArguments {
         return logger
     }
 
+    /// The broker URL in effect: --amqp-url, else $AMQP_URL, else the local default.
+    var resolvedAMQPURL: String {
+        amqpURL ?? ProcessInfo.processInfo.environment["AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:5672/%2F"
+    }
+
+    /// The database URL in effect: --database-url, else $DATABASE_URL, else the local default.
+    var resolvedDatabaseURL: String {
+        databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"]
+            ?? "postgres://astro:astro@127.0.0.1:5432/astro"
+    }
+
     func amqpConfiguration() throws -> AMQPConfiguration {
-        let url = amqpURL ?? ProcessInfo.processInfo.environment["AMQP_URL"] ?? "amqp://guest:guest@127.0.0.1:5672/%2F"
+        let url = resolvedAMQPURL
         do {
             var configuration = try AMQPConfiguration(url: url)
             configuration.connectionName = "astroctl"
@@ -42,9 +53,7 @@ struct ConnectionOptions: ParsableArguments {
     }
 
     func databaseConfiguration() throws -> PostgresConfiguration {
-        let url =
-            databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"]
-            ?? "postgres://astro:astro@127.0.0.1:5432/astro"
+        let url = resolvedDatabaseURL
         do {
             var configuration = try PostgresConfiguration(url: url)
             configuration.applicationName = "astroctl"

@@ -1,0 +1,404 @@
+import AMQP
+import ArgumentParser
+import AstroDomain
+import Foundation
+import Postgres
+import Schema
+import Synchronization
+import WorkerRuntime
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct BenchE2E: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "e2e",
+        abstract: "Jobs per second from publish to committed result, through real workers, broker and database.",
+        discussion: """
+            For each worker count in --workers, starts that many worker processes (the binaries beside
+            astroctl), publishes --count jobs with confirms, and times each job from its publish to the
+            event its worker's transaction committed (chart.calculated, sample.done, …). Prints the
+            throughput, p50/p95/p99 latency, and the workers' peak resident memory, with a progress bar
+            on standard error while it runs. Needs a migrated database and the broker (astroctl migrate).
+
+            Examples:
+              astroctl bench e2e --type chart --count 20000 --workers 1 --workers 2
+              astroctl bench e2e --type sample --count 5000
+            """
+    )
+
+    enum Kind: String, ExpressibleByArgument, CaseIterable {
+        case chart, sample
+    }
+
+    @Option(help: "Job type to drive: \(Kind.allCases.map(\.rawValue).joined(separator: ", ")).") var type: Kind =
+        .chart
+    @Option(help: "Jobs per measurement.") var count = 20000
+    @Option(help: "Worker processes (repeatable: one measurement each).") var workers: [Int] = [1, 2]
+    @Option(help: "Worker PREFETCH.") var prefetch = 64
+    @Option(help: "Jobs per confirmed publish batch.") var window = 200
+    @Option(help: "Give up after this many seconds per measurement.") var timeout = 300
+    @Option(name: .customLong("worker-env"), help: "Extra KEY=VALUE for the workers (repeatable).")
+    var workerEnvironment: [String] = []
+    @OptionGroup var connection: ConnectionOptions
+
+    func validate() throws {
+        guard count > 0, window > 0, timeout > 0, !workers.isEmpty, workers.allSatisfy({ $0 > 0 && $0 <= 16 }) else {
+            throw ValidationError("--count, --window, --timeout must be positive; --workers between 1 and 16")
+        }
+        for item in workerEnvironment where !item.contains("=") {
+            throw ValidationError("--worker-env takes KEY=VALUE, got \(item.debugDescription)")
+        }
+    }
+
+    private var workerBinary: String { type == .chart ? "chart-worker" : "sample-worker" }
+    private var queue: String { type == .chart ? JobType.chartCalculate.rawValue : "bench.sample" }
+    private var doneEvents: [String] {
+        type == .chart ? ["chart.calculated", "chart.failed"] : ["sample.done", "bench.sample.failed"]
+    }
+
+    func run() async throws {
+        let logger = connection.logger
+        let amqp = try connection.amqpConfiguration()
+        let database = try connection.databaseConfiguration()
+        let binary = BenchAMQP.sibling(workerBinary)
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw CommandFailure("\(workerBinary) not found beside astroctl at \(binary): build it first")
+        }
+        try await connection.withPool { pool in
+            _ = try await Migrator(migrations: try AstroSchema.migrations(), logger: logger).migrate(pool: pool)
+        }
+        print("bench e2e: \(count) \(queue) jobs per measurement, prefetch \(prefetch), publish window \(window)")
+        var summaries: [String] = []
+        for workerCount in workers {
+            let result = try await measure(workers: workerCount, amqp: amqp, database: database, binary: binary)
+            summaries.append(result)
+            print(result)
+        }
+        if summaries.count > 1 {
+            print("summary:")
+            for line in summaries { print("  " + line) }
+        }
+    }
+
+    private func measure(
+        workers workerCount: Int,
+        amqp: AMQPConfiguration,
+        database: PostgresConfiguration,
+        binary: String
+    )
+        async throws -> String
+    {
+        let logger = connection.logger
+        let publisher = AMQPPublisher(configuration: amqp, logger: logger)
+        try await publisher.connect()
+        let retry = RetryPolicy(maxAttempts: 5, initialDelay: .seconds(1), maxDelay: .seconds(60))
+        try await publisher.declare(WorkerTopology.topology(queues: [queue], retry: retry))
+        _ = try await publisher.purgeQueue(queue)
+
+        // Events of this run: a private queue bound to the done events.
+        let eventQueue = "bench.e2e.events.\(UUID().uuidString.prefix(8).lowercased())"
+        try await publisher.declare(
+            Topology(
+                queues: [QueueSpec(name: eventQueue, durable: false, exclusive: false, autoDelete: false)],
+                bindings: doneEvents.map {
+                    BindingSpec(queue: eventQueue, exchange: BrokerNames.eventsExchange, routingKey: $0)
+                }
+            )
+        )
+
+        var environment = ProcessInfo.processInfo.environment
+        environment["AMQP_URL"] = connection.resolvedAMQPURL
+        environment["DATABASE_URL"] = connection.resolvedDatabaseURL
+        environment["HTTP_PORT"] = "0"
+        environment["HTTP_HOST"] = "127.0.0.1"
+        environment["LOG_LEVEL"] = "warning"
+        environment["MIGRATE_ON_START"] = "false"
+        environment["PREFETCH"] = String(prefetch)
+        environment["SAMPLE_QUEUE"] = queue
+        for item in workerEnvironment {
+            let parts = item.split(separator: "=", maxSplits: 1)
+            environment[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+        }
+        var processes: [Process] = []
+        for _ in 0..<workerCount {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.environment = environment
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.standardError
+            try process.run()
+            processes.append(process)
+        }
+        defer {
+            for process in processes where process.isRunning { process.terminate() }
+        }
+        let started = ContinuousClock.now
+        while (try await publisher.queueState(queue)).consumerCount < workerCount {
+            guard ContinuousClock.now - started < .seconds(60) else {
+                throw CommandFailure("the \(workerBinary) processes did not start consuming within 60 s")
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+
+        let times = BenchTimes(count: count)
+        let consumer = AMQPConsumer(
+            configuration: amqp,
+            topology: .empty,
+            queues: [eventQueue],
+            prefetch: 500,
+            logger: logger
+        )
+        try await consumer.start()
+        let collector = Task {
+            for await delivery in consumer.deliveries {
+                let now = ContinuousClock.now
+                try? await consumer.ack(delivery)
+                if let object = try? JSONDecoder().decode(JSONValue.self, from: delivery.body),
+                    let id = object["jobId"]?.stringValue, let jobID = JobID(id)
+                {
+                    if times.finish(jobID, at: now, failed: object["error"] != nil) >= count { break }
+                }
+            }
+        }
+        let peakMemory = PeakMemory(pids: processes.map(\.processIdentifier))
+        let sampler = Task {
+            while !Task.isCancelled {
+                peakMemory.sample()
+                try? await Task.sleep(for: .milliseconds(200))
+            }
+        }
+        let progress = Task {
+            while !Task.isCancelled {
+                Self.drawProgress(done: times.finishedCount, total: count, since: times.firstPublish)
+                try? await Task.sleep(for: .milliseconds(250))
+            }
+        }
+
+        var generator = JobBodyGenerator(kind: type)
+        var published = 0
+        while published < count {
+            let size = min(window, count - published)
+            var messages: [OutgoingMessage] = []
+            var ids: [JobID] = []
+            for _ in 0..<size {
+                let id = JobID.random()
+                ids.append(id)
+                var properties = MessageProperties(contentType: "application/json")
+                properties.messageID = id.description
+                messages.append(
+                    OutgoingMessage(
+                        exchange: BrokerNames.jobsExchange,
+                        routingKey: queue,
+                        body: generator.body(jobID: id),
+                        properties: properties
+                    )
+                )
+            }
+            times.published(ids, at: ContinuousClock.now)
+            try await publisher.publish(messages, timeout: .seconds(60))
+            published += size
+        }
+
+        let deadline = ContinuousClock.now + .seconds(timeout)
+        while times.finishedCount < count, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        progress.cancel()
+        sampler.cancel()
+        Self.drawProgress(done: times.finishedCount, total: count, since: times.firstPublish)
+        FileHandle.standardError.write(Data("\n".utf8))
+        await consumer.close()
+        collector.cancel()
+        for process in processes where process.isRunning { process.terminate() }
+        for process in processes { process.waitUntilExit() }
+        try? await publisher.deleteQueue(eventQueue)
+        await publisher.close()
+
+        let report = times.report()
+        guard report.finished == count else {
+            throw CommandFailure("only \(report.finished) of \(count) jobs finished within \(timeout) s")
+        }
+        return String(
+            format:
+                "%d worker%@: %7.0f jobs/s  p50 %6.1f ms  p95 %6.1f ms  p99 %6.1f ms  failed %d  worker peak RSS %.1f MB",
+            workerCount,
+            workerCount == 1 ? "" : "s",
+            report.throughput,
+            report.p50 * 1000,
+            report.p95 * 1000,
+            report.p99 * 1000,
+            report.failed,
+            Double(peakMemory.peakKilobytes) / 1024
+        )
+    }
+
+    static func drawProgress(done: Int, total: Int, since start: ContinuousClock.Instant?) {
+        let width = 30
+        let filled = total == 0 ? width : min(width, done * width / total)
+        var rate = 0.0
+        if let start {
+            let elapsed = (ContinuousClock.now - start).benchSeconds
+            if elapsed > 0 { rate = Double(done) / elapsed }
+        }
+        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+        let line = String(format: "\r  [%@] %d/%d  %.0f jobs/s ", bar, done, total, rate)
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+}
+
+/// Publish and finish times of every job of one measurement.
+final class BenchTimes: Sendable {
+    private struct State {
+        var published: [JobID: ContinuousClock.Instant] = [:]
+        var latencies: [Double] = []
+        var firstPublish: ContinuousClock.Instant?
+        var lastFinish: ContinuousClock.Instant?
+        var failed = 0
+        var seen: Set<JobID> = []
+    }
+    private let state: Mutex<State>
+
+    init(count: Int) {
+        var initial = State()
+        initial.published.reserveCapacity(count)
+        initial.latencies.reserveCapacity(count)
+        state = Mutex(initial)
+    }
+
+    func published(_ ids: [JobID], at instant: ContinuousClock.Instant) {
+        state.withLock { state in
+            if state.firstPublish == nil { state.firstPublish = instant }
+            for id in ids { state.published[id] = instant }
+        }
+    }
+
+    /// Records a finished job once; returns how many have finished.
+    func finish(_ id: JobID, at instant: ContinuousClock.Instant, failed: Bool) -> Int {
+        state.withLock { state in
+            guard let start = state.published[id], state.seen.insert(id).inserted else { return state.seen.count }
+            state.latencies.append((instant - start).benchSeconds)
+            state.lastFinish = instant
+            if failed { state.failed += 1 }
+            return state.seen.count
+        }
+    }
+
+    var finishedCount: Int { state.withLock { $0.seen.count } }
+    var firstPublish: ContinuousClock.Instant? { state.withLock { $0.firstPublish } }
+
+    struct Report {
+        var finished: Int
+        var failed: Int
+        var throughput: Double
+        var p50: Double
+        var p95: Double
+        var p99: Double
+    }
+
+    func report() -> Report {
+        state.withLock { state in
+            let sorted = state.latencies.sorted()
+            func percentile(_ p: Double) -> Double {
+                guard !sorted.isEmpty else { return 0 }
+                return sorted[min(sorted.count - 1, Int((p * Double(sorted.count)).rounded(.up)) - 1)]
+            }
+            var throughput = 0.0
+            if let first = state.firstPublish, let last = state.lastFinish {
+                throughput = Double(sorted.count) / max((last - first).benchSeconds, 1e-9)
+            }
+            return Report(
+                finished: sorted.count,
+                failed: state.failed,
+                throughput: throughput,
+                p50: percentile(0.50),
+                p95: percentile(0.95),
+                p99: percentile(0.99)
+            )
+        }
+    }
+}
+
+/// The peak resident memory of a set of processes, sampled from /proc.
+final class PeakMemory: Sendable {
+    private let pids: [Int32]
+    private let peak = Mutex(0)
+
+    init(pids: [Int32]) { self.pids = pids }
+
+    /// The largest VmRSS (kB) any of the processes had at a sample.
+    var peakKilobytes: Int { peak.withLock { $0 } }
+
+    func sample() {
+        for pid in pids {
+            guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { continue }
+            for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+                let kilobytes =
+                    Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
+                peak.withLock { $0 = max($0, kilobytes) }
+            }
+        }
+    }
+}
+
+/// Job bodies for the benchmark: valid, varied, reproducible.
+struct JobBodyGenerator {
+    let kind: BenchE2E.Kind
+    private var random = SplitMix64(seed: 0x5EED)
+    private let userID = UUID()
+    private var sequence = 0
+
+    init(kind: BenchE2E.Kind) { self.kind = kind }
+
+    private static let places: [(String, Double, Double, String)] = [
+        ("Europe/Kyiv", 50.4501, 30.5234, "Kyiv, Ukraine"), ("Europe/London", 51.5072, -0.1276, "London, UK"),
+        ("America/New_York", 40.7128, -74.0060, "New York, USA"),
+        ("Asia/Kathmandu", 27.7172, 85.3240, "Kathmandu, Nepal"),
+        ("Australia/Sydney", -33.8688, 151.2093, "Sydney, Australia"),
+        ("America/Sao_Paulo", -23.5505, -46.6333, "São Paulo, Brazil"),
+        ("Asia/Tokyo", 35.6762, 139.6503, "Tokyo, Japan"), ("Africa/Nairobi", -1.2921, 36.8219, "Nairobi, Kenya"),
+    ]
+
+    mutating func body(jobID: JobID) -> Data {
+        sequence += 1
+        switch kind {
+        case .sample:
+            return Data(#"{"jobId":"\#(jobID)","note":"bench \#(sequence)"}"#.utf8)
+        case .chart:
+            let place = Self.places[Int(random.next() % UInt64(Self.places.count))]
+            let year = 1950 + Int(random.next() % 60)
+            let month = 1 + Int(random.next() % 12)
+            let day = 1 + Int(random.next() % 28)
+            // Whole hours at :15 and :45 avoid DST gaps and overlaps in these zones' histories.
+            let hour = 6 + Int(random.next() % 12)
+            let minute = random.next() % 2 == 0 ? 15 : 45
+            let date = String(format: "%04d-%02d-%02d", year, month, day)
+            let time = String(format: "%02d:%02d", hour, minute)
+            let body: JSONValue = [
+                "jobId": .string(jobID.description),
+                "userId": .string(userID.uuidString.lowercased()),
+                "profile": [
+                    "name": .string("Bench \(sequence)"), "birthDate": .string(date), "birthTime": .string(time),
+                    "timezone": .string(place.0), "latitude": .number(place.1), "longitude": .number(place.2),
+                    "locationName": .string(place.3),
+                ],
+                "houseSystem": "placidus",
+            ]
+            return (try? JSONCoding.encoder.encode(body)) ?? Data()
+        }
+    }
+}
+
+/// A small deterministic generator (so benchmark inputs are the same every run).
+struct SplitMix64 {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
