@@ -34,7 +34,9 @@ final class ConsumerService: Service, Sendable {
         let processor = self.processor
         let draining = DrainFlag()
 
-        await withTaskGroup(of: Void.self) { group in
+        // A discarding group: a long-lived group that never awaits its children would otherwise
+        // keep every finished child until the group ends (memory grows with every job).
+        await withDiscardingTaskGroup { group in
             await withGracefulShutdownHandler {
                 for await delivery in consumer.deliveries {
                     // A delivery that raced the cancel stays unacknowledged: the broker requeues
@@ -53,7 +55,6 @@ final class ConsumerService: Service, Sendable {
             // Jobs still running past the drain deadline are cancelled; their deliveries were
             // never acknowledged, so the broker hands them to another worker.
             if draining.isSet { group.cancelAll() }
-            await group.waitForAll()
         }
         logger.info("consumer stopped")
     }

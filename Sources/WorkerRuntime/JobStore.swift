@@ -24,23 +24,26 @@ enum JobStore {
         case kindMismatch(existing: String)
     }
 
-    /// Inserts the job's row if missing, then locks it (`FOR UPDATE`), so two deliveries of one
-    /// jobId serialize: the second waits for the first to commit and then sees it finished.
+    /// Inserts the job's row, or takes over the row an unfinished earlier attempt left, in one
+    /// statement that also locks it: two deliveries of one jobId serialize on the row, and the
+    /// second, once the first has committed, finds it finished and writes nothing.
     /// - Important: call inside the job's transaction.
     static func claim(jobID: JobID, kind: JobType, attempt: Int, database: PostgresConnection) throws -> Claim {
-        try database.execute(
+        let rows = try database.query(
             """
             INSERT INTO jobs (id, kind, status, attempts) VALUES ($1, $2, 'running', $3)
-            ON CONFLICT (id) DO NOTHING
+            ON CONFLICT (id) DO UPDATE SET status = 'running', attempts = EXCLUDED.attempts, updated_at = now()
+                WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead')
+            RETURNING kind
             """,
             [jobID.uuid, kind.rawValue, attempt]
         )
-        let rows = try database.query("SELECT kind, status FROM jobs WHERE id = $1 FOR UPDATE", [jobID.uuid])
-        guard let row = rows.first else { return .claimed }
-        let existingKind = try row.decode(String.self, "kind")
-        if let status = JobStatus(rawValue: try row.decode(String.self, "status")), status.isTerminal {
+        guard let row = rows.first else {
+            // Nothing claimed: the row exists in a terminal state.
+            let status = try Self.status(of: jobID, database: database) ?? .succeeded
             return .alreadyFinished(status)
         }
+        let existingKind = try row.decode(String.self, "kind")
         if existingKind != kind.rawValue { return .kindMismatch(existing: existingKind) }
         return .claimed
     }
