@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "AMQP", targets: ["AMQP"]),
         .library(name: "Postgres", targets: ["Postgres"]),
         .library(name: "AstroDomain", targets: ["AstroDomain"]),
+        .library(name: "Ephemeris", targets: ["Ephemeris"]),
         .library(name: "WorkerRuntime", targets: ["WorkerRuntime"]),
     ],
     dependencies: [
@@ -40,6 +41,7 @@ let package = Package(
             name: "Postgres",
             dependencies: ["CLibPQ", .product(name: "Logging", package: "swift-log")]
         ),
+        .target(name: "Ephemeris", dependencies: ["CSwissEph"]),
         // Schema v1 and later migrations, numbered SQL files shipped as resources.
         .target(name: "Schema", dependencies: ["Postgres"], resources: [.copy("Migrations")]),
 
@@ -80,6 +82,7 @@ let package = Package(
         .testTarget(name: "AMQPTests", dependencies: ["AMQP"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "AstroDomainTests", dependencies: ["AstroDomain"]),
+        .testTarget(name: "EphemerisTests", dependencies: ["Ephemeris"], resources: [.copy("Fixtures")]),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime"]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
