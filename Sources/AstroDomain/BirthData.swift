@@ -1,0 +1,299 @@
+import Foundation
+
+/// Everything a natal chart is computed from: the `profile` block of a `chart.calculate` job
+/// (without its id) plus the chart options (house system, DST policy, optional points, zodiac).
+///
+/// The memberwise initializer does not validate; `validated()` checks every rule of CONTRACT.md
+/// and returns the normalized value (name trimmed, points de-duplicated in canonical order).
+/// The chart engine validates again before computing, so an unvalidated value is never charted.
+public struct BirthData: Sendable, Hashable, Codable {
+    /// The person's name; 1–50 characters after trimming.
+    public var name: String
+    /// Local calendar date of birth, `yyyy-MM-dd`, 1900-01-01 … 2100-12-31.
+    public var birthDate: String
+    /// Local wall-clock time of birth, `HH:mm`, 24-hour.
+    public var birthTime: String
+    /// IANA time zone identifier of the birthplace, e.g. `Europe/Kyiv`.
+    public var timezone: String
+    /// Geographic latitude in degrees, north positive, −90…90.
+    public var latitude: Double
+    /// Geographic longitude in degrees, east positive, −180…180.
+    public var longitude: Double
+    /// The birthplace as people name it; free text, echoed in the chart.
+    public var locationName: String
+    /// The house system asked for (default Placidus).
+    public var houseSystem: ChartHouseSystem
+    /// How to read a local time in a DST gap or overlap; `nil` rejects such times.
+    public var dstPolicy: DSTPolicy?
+    /// Optional calculated points to add to the chart (empty: none, and no `points` key).
+    public var points: [ChartPoint]
+    /// Tropical (the contract's default) or sidereal longitudes.
+    public var zodiac: ZodiacSystem
+
+    public init(
+        name: String,
+        birthDate: String,
+        birthTime: String,
+        timezone: String,
+        latitude: Double,
+        longitude: Double,
+        locationName: String,
+        houseSystem: ChartHouseSystem = .placidus,
+        dstPolicy: DSTPolicy? = nil,
+        points: [ChartPoint] = [],
+        zodiac: ZodiacSystem = .tropical
+    ) {
+        self.name = name
+        self.birthDate = birthDate
+        self.birthTime = birthTime
+        self.timezone = timezone
+        self.latitude = latitude
+        self.longitude = longitude
+        self.locationName = locationName
+        self.houseSystem = houseSystem
+        self.dstPolicy = dstPolicy
+        self.points = points
+        self.zodiac = zodiac
+    }
+
+    /// The earliest accepted birth date.
+    public static let earliestDate = BirthDate(year: 1900, month: 1, day: 1)
+    /// The latest accepted birth date.
+    public static let latestDate = BirthDate(year: 2100, month: 12, day: 31)
+    /// The most characters a name may have after trimming.
+    public static let maximumNameLength = 50
+
+    /// Checks every rule and returns the normalized birth data.
+    ///
+    /// Rules, checked in this order (the first failure is reported): name 1–50 characters after
+    /// trimming whitespace; birth date a real `yyyy-MM-dd` date within 1900-01-01 … 2100-12-31;
+    /// birth time `HH:mm` 00:00 … 23:59; time zone an IANA identifier; latitude −90…90;
+    /// longitude −180…180. Whether the local time exists is a separate step, `resolveInstant()`.
+    /// - Returns: a copy with the name and location name trimmed and `points` de-duplicated in
+    ///   the order of `ChartPoint.allCases`.
+    /// - Throws: `ChartInputError` with the code and field of the first broken rule.
+    public func validated() throws(ChartInputError) -> BirthData {
+        var normalized = self
+        normalized.name = try Self.validateName(name)
+        _ = try Self.parseDate(birthDate)
+        _ = try Self.parseTime(birthTime)
+        _ = try Self.timeZone(named: timezone)
+        try Self.validateLatitude(latitude)
+        try Self.validateLongitude(longitude)
+        normalized.locationName = locationName.trimmingCharacters(in: .whitespacesAndNewlines)
+        normalized.points = ChartPoint.allCases.filter(points.contains)
+        return normalized
+    }
+
+    /// The name trimmed of surrounding whitespace, when it then has 1–50 characters.
+    /// - Throws: `invalid-name` on `profile.name`.
+    public static func validateName(_ name: String) throws(ChartInputError) -> String {
+        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...maximumNameLength).contains(trimmed.count) else {
+            throw ChartInputError(
+                .invalidName,
+                field: ChartField.name,
+                message: "\(ChartField.name): must be 1–\(maximumNameLength) characters after trimming, "
+                    + "got \(trimmed.count)"
+            )
+        }
+        return trimmed
+    }
+
+    /// Parses a `yyyy-MM-dd` birth date and checks its range.
+    /// - Throws: `invalid-birth-date` when it is not a real date in that exact form (2001-02-29,
+    ///   1990-1-7), `birth-date-out-of-range` when outside 1900-01-01 … 2100-12-31; both on
+    ///   `profile.birthDate`.
+    public static func parseDate(_ text: String) throws(ChartInputError) -> BirthDate {
+        guard let date = BirthDate(parsing: text) else {
+            throw ChartInputError(
+                .invalidBirthDate,
+                field: ChartField.birthDate,
+                message: "\(ChartField.birthDate): \(text.debugDescription) is not a calendar date "
+                    + "in the form yyyy-MM-dd"
+            )
+        }
+        guard (earliestDate...latestDate).contains(date) else {
+            throw ChartInputError(
+                .birthDateOutOfRange,
+                field: ChartField.birthDate,
+                message: "\(ChartField.birthDate): \(date) is outside \(earliestDate)…\(latestDate)"
+            )
+        }
+        return date
+    }
+
+    /// Parses an `HH:mm` 24-hour birth time (00:00 … 23:59).
+    /// - Throws: `invalid-birth-time` on `profile.birthTime`.
+    public static func parseTime(_ text: String) throws(ChartInputError) -> BirthTime {
+        guard let time = BirthTime(parsing: text) else {
+            throw ChartInputError(
+                .invalidBirthTime,
+                field: ChartField.birthTime,
+                message: "\(ChartField.birthTime): \(text.debugDescription) is not a 24-hour time "
+                    + "in the form HH:mm (00:00…23:59)"
+            )
+        }
+        return time
+    }
+
+    /// Identifiers of the time zone database without a `/` that are accepted; every other
+    /// accepted identifier has the `Area/Location` form. Abbreviations (`PST`, `IST`) and custom
+    /// offsets (`GMT+5`), which Foundation would also accept, are not IANA identifiers.
+    static let slashlessZoneIdentifiers: Set<String> = [
+        "UTC", "GMT", "UCT", "Universal", "Zulu", "Greenwich", "GMT0", "EST", "MST", "HST",
+        "EST5EDT", "CST6CDT", "MST7MDT", "PST8PDT", "CET", "EET", "MET", "WET",
+    ]
+
+    /// The time zone for an IANA identifier (case-sensitive, as in the database).
+    /// - Throws: `unknown-timezone` on `profile.timezone`.
+    public static func timeZone(named identifier: String) throws(ChartInputError) -> TimeZone {
+        let wellFormed = identifier.contains("/") || slashlessZoneIdentifiers.contains(identifier)
+        guard wellFormed, !identifier.hasPrefix("/"), let zone = TimeZone(identifier: identifier) else {
+            throw ChartInputError(
+                .unknownTimezone,
+                field: ChartField.timezone,
+                message: "\(ChartField.timezone): \(identifier.debugDescription) is not an IANA time zone "
+                    + "identifier (such as Europe/Kyiv)"
+            )
+        }
+        return zone
+    }
+
+    /// - Throws: `latitude-out-of-range` on `profile.latitude` unless −90 ≤ latitude ≤ 90.
+    public static func validateLatitude(_ latitude: Double) throws(ChartInputError) {
+        guard latitude.isFinite, (-90.0...90.0).contains(latitude) else {
+            throw ChartInputError(
+                .latitudeOutOfRange,
+                field: ChartField.latitude,
+                message: "\(ChartField.latitude): \(latitude) is outside −90…90"
+            )
+        }
+    }
+
+    /// - Throws: `longitude-out-of-range` on `profile.longitude` unless −180 ≤ longitude ≤ 180.
+    public static func validateLongitude(_ longitude: Double) throws(ChartInputError) {
+        guard longitude.isFinite, (-180.0...180.0).contains(longitude) else {
+            throw ChartInputError(
+                .longitudeOutOfRange,
+                field: ChartField.longitude,
+                message: "\(ChartField.longitude): \(longitude) is outside −180…180"
+            )
+        }
+    }
+}
+
+/// A proleptic Gregorian calendar date, printed and parsed as `yyyy-MM-dd`.
+public struct BirthDate: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var year: Int
+    public var month: Int
+    public var day: Int
+
+    /// A date from its parts; not checked (use `init(parsing:)` for checked input).
+    public init(year: Int, month: Int, day: Int) {
+        self.year = year
+        self.month = month
+        self.day = day
+    }
+
+    /// Parses exactly `yyyy-MM-dd` (four, two and two ASCII digits) naming a real date of the
+    /// Gregorian calendar; `nil` otherwise.
+    public init?(parsing text: String) {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 10, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
+            let year = decimal(bytes[0..<4]), let month = decimal(bytes[5..<7]), let day = decimal(bytes[8..<10]),
+            (1...12).contains(month), (1...Self.daysIn(month: month, year: year)).contains(day)
+        else { return nil }
+        self.init(year: year, month: month, day: day)
+    }
+
+    /// Whether `year` is a Gregorian leap year.
+    public static func isLeapYear(_ year: Int) -> Bool {
+        (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+    }
+
+    /// The number of days in a month of the Gregorian calendar.
+    public static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: isLeapYear(year) ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// Days from 1970-01-01 to this date (negative before it), in the proleptic Gregorian calendar.
+    public var daysSince1970: Int {
+        // Shift the year to start in March so the leap day is the last day of the shifted year.
+        let shiftedYear = month <= 2 ? year - 1 : year
+        let era = (shiftedYear >= 0 ? shiftedYear : shiftedYear - 399) / 400
+        let yearOfEra = shiftedYear - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// The date `days` days after 1970-01-01 (before it when negative).
+    public init(daysSince1970 days: Int) {
+        let shifted = days + 719_468
+        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
+        let dayOfEra = shifted - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shiftedMonth = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
+        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
+        self.init(year: yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month: month, day: day)
+    }
+
+    /// `yyyy-MM-dd`.
+    public var description: String { pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) }
+
+    public static func < (lhs: Self, rhs: Self) -> Bool {
+        (lhs.year, lhs.month, lhs.day) < (rhs.year, rhs.month, rhs.day)
+    }
+}
+
+/// A wall-clock time of day to the minute, printed and parsed as `HH:mm` (24-hour).
+public struct BirthTime: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var hour: Int
+    public var minute: Int
+
+    public init(hour: Int, minute: Int) {
+        self.hour = hour
+        self.minute = minute
+    }
+
+    /// Parses exactly `HH:mm` with 00 ≤ HH ≤ 23 and 00 ≤ mm ≤ 59; `nil` otherwise (`9:05`,
+    /// `24:00`, `15:00:00` are refused).
+    public init?(parsing text: String) {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 5, bytes[2] == UInt8(ascii: ":"), let hour = decimal(bytes[0..<2]),
+            let minute = decimal(bytes[3..<5]), (0...23).contains(hour), (0...59).contains(minute)
+        else { return nil }
+        self.init(hour: hour, minute: minute)
+    }
+
+    /// Seconds since midnight.
+    public var secondsSinceMidnight: Int { hour * 3600 + minute * 60 }
+
+    /// `HH:mm`.
+    public var description: String { pad(hour, 2) + ":" + pad(minute, 2) }
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { (lhs.hour, lhs.minute) < (rhs.hour, rhs.minute) }
+}
+
+/// The value of a run of ASCII digits; `nil` when any byte is not a digit.
+private func decimal(_ bytes: ArraySlice<UInt8>) -> Int? {
+    var value = 0
+    for byte in bytes {
+        guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
+        value = value * 10 + Int(byte - UInt8(ascii: "0"))
+    }
+    return value
+}
+
+/// A non-negative number left-padded with zeros to `width` digits.
+private func pad(_ value: Int, _ width: Int) -> String {
+    let digits = String(value)
+    return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
+}

@@ -1,0 +1,331 @@
+import AstroDomain
+import Ephemeris
+import Foundation
+
+/// Turns birth data into the NatalChart of CONTRACT.md.
+///
+/// Steps: validate the birth data; read the local birth time in its time zone (historical
+/// offsets, DST gaps and overlaps resolved only by `dstPolicy`); compute the Julian day of the
+/// UTC instant; ask the ephemeris for the ten planets, the requested points and the houses;
+/// place each body in a sign and a house (by longitude between cusps); find the aspects between
+/// the ten planets. Identical input gives identical charts apart from `calculatedAt`: element ids
+/// are derived from `inputDigest(_:)`.
+public struct ChartEngine: Sendable {
+    /// The version of the chart rules, in every chart (`engineVersion`) and in every input digest.
+    public static let version = "chart-engine/1"
+
+    /// The ephemeris library's version as charts record it (`ephemerisVersion`).
+    public static var ephemerisVersion: String { "swisseph/" + Ephemeris.libraryVersion }
+
+    /// The ephemeris the engine computes with.
+    public let ephemeris: Ephemeris
+
+    /// - Parameter ephemeris: a shared ephemeris (create one at startup).
+    public init(ephemeris: Ephemeris) {
+        self.ephemeris = ephemeris
+    }
+
+    /// Computes a natal chart; the ephemeris work runs on the ephemeris' own threads.
+    /// - Parameters:
+    ///   - birth: the birth data (validated here again).
+    ///   - calculatedAt: the chart's `calculatedAt`.
+    /// - Returns: the chart.
+    /// - Throws: `ChartError`: a validation code, `nonexistent-local-time` / `ambiguous-local-time`
+    ///   (no `dstPolicy`), `ephemeris-unavailable` or `calculation-failed`.
+    public func chart(for birth: BirthData, calculatedAt: Date = Date()) async throws(ChartError) -> NatalChart {
+        let input = try PreparedInput(birth)
+        let positions: ChartPositions
+        do {
+            positions = try await ephemeris.positions(
+                julianDayUT: input.julianDayUT,
+                latitude: input.birth.latitude,
+                longitude: input.birth.longitude,
+                bodies: input.bodies,
+                houseSystem: input.houseSystem,
+                zodiac: input.zodiac
+            )
+        } catch {
+            throw ChartError(error)
+        }
+        return try Self.assemble(input, positions: positions, calculatedAt: calculatedAt)
+    }
+
+    /// Computes a natal chart synchronously on the calling thread (benchmarks, dedicated threads).
+    /// - Parameters: as `chart(for:calculatedAt:)`.
+    /// - Returns: the chart.
+    /// - Throws: as `chart(for:calculatedAt:)`.
+    /// - Important: blocks the calling thread for the ephemeris computation: never call it from
+    ///   a task on the Swift concurrency pool (see `Ephemeris.positionsOnCurrentThread`).
+    public func chartOnCurrentThread(for birth: BirthData, calculatedAt: Date = Date()) throws(ChartError) -> NatalChart
+    {
+        let input = try PreparedInput(birth)
+        let positions: ChartPositions
+        do {
+            positions = try ephemeris.positionsOnCurrentThread(
+                julianDayUT: input.julianDayUT,
+                latitude: input.birth.latitude,
+                longitude: input.birth.longitude,
+                bodies: input.bodies,
+                houseSystem: input.houseSystem,
+                zodiac: input.zodiac
+            )
+        } catch {
+            throw ChartError(error)
+        }
+        return try Self.assemble(input, positions: positions, calculatedAt: calculatedAt)
+    }
+
+    /// A stable hex digest (SHA-256) of everything a chart depends on: the engine version, the
+    /// ephemeris version and the normalized birth data (date, time, zone, coordinates, location
+    /// name, house system, DST policy, points, zodiac; not the person's name, which no chart
+    /// holds). Two inputs with the same digest give the same chart apart from `calculatedAt`, so
+    /// a recomputation with an unchanged digest changes nothing.
+    /// - Parameter birth: the birth data; normalized first when valid (name and location trimmed,
+    ///   points in canonical order), used as given otherwise.
+    /// - Returns: 64 lowercase hex digits.
+    public static func inputDigest(_ birth: BirthData) -> String {
+        SHA256.hex(canonicalInput((try? birth.validated()) ?? birth))
+    }
+
+    /// The text the input digest hashes: one `key:length:value` line per field, so no value can
+    /// imitate another field.
+    static func canonicalInput(_ birth: BirthData) -> String {
+        let fields: [(String, String)] = [
+            ("engine", version),
+            ("ephemeris", ephemerisVersion),
+            ("birthDate", birth.birthDate),
+            ("birthTime", birth.birthTime),
+            ("timezone", birth.timezone),
+            // Adding 0 turns −0.0 into 0.0; `description` is the shortest exact decimal.
+            ("latitude", (birth.latitude + 0).description),
+            ("longitude", (birth.longitude + 0).description),
+            ("locationName", birth.locationName),
+            ("houseSystem", birth.houseSystem.rawValue),
+            ("dstPolicy", birth.dstPolicy?.rawValue ?? ""),
+            ("points", birth.points.map(\.rawValue).joined(separator: ",")),
+            ("zodiac", birth.zodiac.rawValue),
+        ]
+        return fields.map { key, value in "\(key):\(value.utf8.count):\(value)\n" }.joined()
+    }
+
+    /// Builds the chart from validated input and the ephemeris' positions.
+    static func assemble(
+        _ input: PreparedInput,
+        positions: ChartPositions,
+        calculatedAt: Date
+    ) throws(ChartError) -> NatalChart {
+        let birth = input.birth
+        let houses = positions.houses
+        guard houses.cusps.count == 12 else {
+            throw ChartError(
+                .calculationFailed,
+                message: "the ephemeris returned \(houses.cusps.count) house cusps instead of 12",
+                isPermanent: true
+            )
+        }
+        let cusps = houses.cusps.map(ChartMath.normalizedDegrees)
+        func id(_ name: String) -> ChartElementID {
+            ChartElementID(NameBasedUUID.make(namespace: input.digest, name: name))
+        }
+
+        typealias BodyName = RawRepresentable<String> & Sendable & Hashable & Codable
+        func placement<Name: BodyName>(
+            _ name: Name,
+            of body: CelestialBody,
+            kind: String
+        ) throws(ChartError)
+            -> NatalChart.Placement<Name>
+        {
+            guard let position = positions[body] else {
+                throw ChartError(
+                    .calculationFailed,
+                    message: "the ephemeris returned no position for \(body.rawValue)",
+                    isPermanent: true
+                )
+            }
+            let longitude = ChartMath.normalizedDegrees(position.longitude)
+            return NatalChart.Placement(
+                id: id("\(kind):\(name.rawValue)"),
+                name: name,
+                longitude: longitude,
+                latitude: position.latitude,
+                sign: ZodiacSign(longitude: longitude),
+                house: ChartMath.house(ofLongitude: longitude, cusps: cusps) ?? 1,
+                isRetrograde: position.longitudeSpeed < 0,
+                speed: position.longitudeSpeed
+            )
+        }
+
+        var planets: [NatalChart.Planet] = []
+        for name in PlanetName.allCases { planets.append(try placement(name, of: name.celestialBody, kind: "planet")) }
+        var points: [NatalChart.Point] = []
+        for point in birth.points { points.append(try placement(point, of: point.celestialBody, kind: "point")) }
+
+        let chartHouses = cusps.enumerated().map { index, cusp in
+            NatalChart.House(
+                id: id("house:\(index + 1)"),
+                number: index + 1,
+                cusp: cusp,
+                sign: ZodiacSign(longitude: cusp)
+            )
+        }
+
+        var aspects: [NatalChart.Aspect] = []
+        for (firstIndex, first) in planets.enumerated() {
+            for second in planets[(firstIndex + 1)...] {
+                guard
+                    let match = ChartMath.aspect(
+                        between: (first.longitude, first.speed),
+                        and: (second.longitude, second.speed)
+                    )
+                else { continue }
+                aspects.append(
+                    NatalChart.Aspect(
+                        id: id("aspect:\(first.name.rawValue)-\(second.name.rawValue)"),
+                        planet1: first.name,
+                        planet2: second.name,
+                        type: match.type,
+                        orb: match.orb,
+                        isApplying: match.isApplying
+                    )
+                )
+            }
+        }
+
+        var warnings: [NatalChart.Warning] = []
+        if let note = input.instant.note {
+            warnings.append(NatalChart.Warning(code: NatalChart.Warning.dstPolicyApplied, message: note))
+        }
+        let used = ChartHouseSystem(houses.system)
+        var requested: ChartHouseSystem?
+        if used != birth.houseSystem {
+            requested = birth.houseSystem
+            let reason =
+                birth.houseSystem.isUndefinedInsidePolarCircles && abs(birth.latitude) >= 66
+                ? "is undefined at latitude \(birth.latitude) (inside the polar circles)"
+                : "could not be computed here"
+            var message = "\(birth.houseSystem.displayName) \(reason); \(used.displayName) cusps are used instead"
+            if let detail = houses.fallbackReason, !detail.isEmpty { message += " (\(detail))" }
+            warnings.append(NatalChart.Warning(code: NatalChart.Warning.houseSystemFallback, message: message))
+        }
+
+        return NatalChart(
+            birthDate: birth.birthDate,
+            birthTime: birth.birthTime,
+            timezone: birth.timezone,
+            utc: input.instant.utc,
+            julianDayUT: input.julianDayUT,
+            latitude: birth.latitude,
+            longitude: birth.longitude,
+            locationName: birth.locationName,
+            houseSystem: used,
+            houseSystemRequested: requested,
+            warnings: warnings,
+            planets: planets,
+            points: birth.points.isEmpty ? nil : points,
+            houses: chartHouses,
+            aspects: aspects,
+            ascendant: ChartMath.normalizedDegrees(houses.ascendant),
+            midheaven: ChartMath.normalizedDegrees(houses.midheaven),
+            zodiac: birth.zodiac,
+            dstPolicyApplied: input.instant.dstPolicyApplied,
+            engineVersion: version,
+            ephemerisVersion: ephemerisVersion,
+            calculatedAt: calculatedAt
+        )
+    }
+}
+
+/// Birth data validated and read as an instant: everything the ephemeris call needs.
+struct PreparedInput: Sendable {
+    var birth: BirthData
+    var instant: BirthInstant
+    var julianDayUT: Double
+    var digest: String
+    var bodies: [CelestialBody]
+    var houseSystem: HouseSystem
+    var zodiac: Zodiac
+
+    init(_ birth: BirthData) throws(ChartError) {
+        do {
+            self.birth = try birth.validated()
+            self.instant = try self.birth.resolveInstant()
+        } catch {
+            throw ChartError(error)
+        }
+        julianDayUT = Ephemeris.julianDayUT(instant.utc)
+        digest = SHA256.hex(ChartEngine.canonicalInput(self.birth))
+        bodies = PlanetName.allCases.map(\.celestialBody) + self.birth.points.map(\.celestialBody)
+        houseSystem = HouseSystem(self.birth.houseSystem)
+        zodiac = Zodiac(self.birth.zodiac)
+    }
+}
+
+extension PlanetName {
+    /// The ephemeris body of this planet.
+    var celestialBody: CelestialBody {
+        switch self {
+        case .sun: .sun
+        case .moon: .moon
+        case .mercury: .mercury
+        case .venus: .venus
+        case .mars: .mars
+        case .jupiter: .jupiter
+        case .saturn: .saturn
+        case .uranus: .uranus
+        case .neptune: .neptune
+        case .pluto: .pluto
+        }
+    }
+}
+
+extension ChartPoint {
+    /// The ephemeris body of this point.
+    var celestialBody: CelestialBody {
+        switch self {
+        case .meanNode: .meanNode
+        case .trueNode: .trueNode
+        case .chiron: .chiron
+        case .meanLilith: .meanLilith
+        }
+    }
+}
+
+extension HouseSystem {
+    init(_ system: ChartHouseSystem) {
+        switch system {
+        case .placidus: self = .placidus
+        case .koch: self = .koch
+        case .porphyry: self = .porphyry
+        case .regiomontanus: self = .regiomontanus
+        case .campanus: self = .campanus
+        case .equal: self = .equal
+        case .wholeSign: self = .wholeSign
+        }
+    }
+}
+
+extension ChartHouseSystem {
+    init(_ system: HouseSystem) {
+        switch system {
+        case .placidus: self = .placidus
+        case .koch: self = .koch
+        case .porphyry: self = .porphyry
+        case .regiomontanus: self = .regiomontanus
+        case .campanus: self = .campanus
+        case .equal: self = .equal
+        case .wholeSign: self = .wholeSign
+        }
+    }
+}
+
+extension Zodiac {
+    init(_ zodiac: ZodiacSystem) {
+        switch zodiac {
+        case .tropical: self = .tropical
+        case .sidereal(.lahiri): self = .sidereal(.lahiri)
+        case .sidereal(.faganBradley): self = .sidereal(.faganBradley)
+        case .sidereal(.raman): self = .sidereal(.raman)
+        }
+    }
+}
