@@ -42,6 +42,8 @@ let package = Package(
             dependencies: ["CLibPQ", .product(name: "Logging", package: "swift-log")]
         ),
         .target(name: "Ephemeris", dependencies: ["CSwissEph"]),
+        // BirthData → NatalChart.
+        .target(name: "ChartEngine", dependencies: ["AstroDomain", "Ephemeris"]),
         // Schema v1 and later migrations, numbered SQL files shipped as resources.
         .target(name: "Schema", dependencies: ["Postgres"], resources: [.copy("Migrations")]),
 
@@ -60,14 +62,23 @@ let package = Package(
             ]
         ),
 
+        // The chart-worker's job: validate, compute, store profile and chart.
+        .target(
+            name: "ChartService",
+            dependencies: ["ChartEngine", "Ephemeris", "AstroDomain", "Postgres", "WorkerRuntime"]
+        ),
+
         // Executables: wiring and configuration only.
-        .executableTarget(name: "chart-worker", dependencies: ["WorkerRuntime"]),
+        .executableTarget(
+            name: "chart-worker",
+            dependencies: ["WorkerRuntime", "ChartService", "ChartEngine", "Ephemeris"]
+        ),
         .executableTarget(name: "report-worker", dependencies: ["WorkerRuntime"]),
         .executableTarget(name: "billing-worker", dependencies: ["WorkerRuntime"]),
         .executableTarget(
             name: "astroctl",
             dependencies: [
-                "WorkerRuntime", "AMQP", "Postgres", "AstroDomain",
+                "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine", "Ephemeris",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -83,11 +94,16 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "AstroDomainTests", dependencies: ["AstroDomain"]),
         .testTarget(name: "EphemerisTests", dependencies: ["Ephemeris"], resources: [.copy("Fixtures")]),
+        .testTarget(name: "ChartEngineTests", dependencies: ["ChartEngine", "Ephemeris", "AstroDomain"]),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime"]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
             name: "IntegrationTests",
-            dependencies: ["AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain", "SampleJobs"]
+            dependencies: [
+                "AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain", "SampleJobs", "ChartService",
+                "ChartEngine",
+                "Ephemeris",
+            ]
         ),
     ]
 )

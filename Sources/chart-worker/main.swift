@@ -1,11 +1,39 @@
+import ChartEngine
+import ChartService
+import Ephemeris
 import Foundation
 import WorkerRuntime
 
-// The chart-worker: declares its queues' topology, serves /healthz, /readyz and /metrics, and
-// consumes the queues its handlers serve. Configuration: environment variables (README).
-let status = await WorkerMain.run(name: "chart-worker", defaultHTTPPort: 8081, queues: [.chartCalculate]) { _, _ in
-    // Job handlers arrive with their issues (charts, billing, reports); until then the worker
-    // declares its topology and serves health without consuming.
-    []
+// The chart-worker: consumes chart.calculate, computes natal charts with the Swiss Ephemeris and
+// stores profiles and charts. Configuration: the workers' environment variables (README), plus
+// SE_EPHE_PATH (ephemeris files), EPHEMERIS_THREADS (computation threads, default: one per
+// core) and ALLOW_MOSHIER (accept libswe's lower-precision fallback; default false).
+let environment = ProcessInfo.processInfo.environment
+let status = await WorkerMain.run(name: "chart-worker", defaultHTTPPort: 8081, queues: [.chartCalculate]) {
+    _,
+    _ in
+    let threads = try environment["EPHEMERIS_THREADS"].map { text -> Int in
+        guard let value = Int(text), (1...64).contains(value) else {
+            throw ConfigurationError(
+                variable: "EPHEMERIS_THREADS",
+                problem: "expected 1…64, got \(text.debugDescription)"
+            )
+        }
+        return value
+    }
+    let allowMoshier = ["1", "true", "yes"].contains(environment["ALLOW_MOSHIER"]?.lowercased() ?? "")
+    let ephemeris: Ephemeris
+    do {
+        ephemeris = try Ephemeris(
+            configuration: EphemerisConfiguration(
+                path: environment["SE_EPHE_PATH"],
+                allowMoshierFallback: allowMoshier,
+                threads: threads ?? ProcessInfo.processInfo.activeProcessorCount
+            )
+        )
+    } catch let error as EphemerisError {
+        throw ConfigurationError(variable: "SE_EPHE_PATH", problem: error.message)
+    }
+    return [ChartCalculateHandler(engine: ChartEngine(ephemeris: ephemeris))]
 }
 exit(status)

@@ -1,0 +1,184 @@
+import AstroDomain
+import ChartEngine
+import Foundation
+import Postgres
+import WorkerRuntime
+
+/// The `chart.calculate` job: validate the birth data, compute the chart, then — in the job's
+/// transaction — create the user if new, create or update the profile, store the chart (one
+/// per profile) and emit `chart.calculated`.
+///
+/// Recomputing a profile whose birth data and options are unchanged writes nothing: the stored
+/// chart's input digest matches, so neither the profile nor the chart row is touched.
+public struct ChartCalculateHandler: JobHandler {
+    public let jobType = JobType.chartCalculate
+    private let engine: ChartEngine
+
+    public init(engine: ChartEngine) {
+        self.engine = engine
+    }
+
+    public struct Prepared: Sendable {
+        var request: ChartCalculateRequest
+        var chartJSON: String
+        var digest: String
+        var houseSystem: String
+    }
+
+    public func prepare(_ job: JobEnvelope) async throws -> Prepared {
+        let request: ChartCalculateRequest
+        do {
+            request = try ChartCalculateRequest.decode(from: job.body)
+        } catch {
+            throw JobRejection(code: error.code.rawValue, message: error.message)
+        }
+        let chart: NatalChart
+        do {
+            chart = try await engine.chart(for: request.birthData)
+        } catch {
+            // Input at fault: dead-letter at once. The ephemeris missing or failing: an outage
+            // of this worker's machine, retried (another worker may have its files).
+            if error.isPermanent { throw JobRejection(code: error.code.rawValue, message: error.message) }
+            throw error
+        }
+        let json = String(decoding: try JSONCoding.encoder.encode(chart), as: UTF8.self)
+        return Prepared(
+            request: request,
+            chartJSON: json,
+            digest: ChartEngine.inputDigest(request.birthData),
+            houseSystem: chart.houseSystem.rawValue
+        )
+    }
+
+    public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
+        let request = prepared.request
+        let birth = request.birthData
+        let userID = request.userID.uuid
+        try database.execute(
+            """
+            INSERT INTO users (id) VALUES ($1)
+            ON CONFLICT (id) DO UPDATE SET last_active_at = now()
+            """,
+            [userID]
+        )
+
+        // The name is unique per user: a clash is the caller's mistake, reported as such
+        // (checked first so a clash does not abort a transaction shared with other jobs).
+        let clash = try database.query(
+            "SELECT id FROM user_profiles WHERE user_id = $1 AND name = $2",
+            [userID, birth.name]
+        )
+        let clashingID = try clash.first?.decode(UUID.self, "id")
+        if let clashingID, clashingID != request.profileID?.uuid {
+            throw JobRejection(
+                code: "duplicate-profile-name",
+                message: "profile.name: this user already has a profile named \(birth.name.debugDescription)"
+            )
+        }
+
+        let profileID: UUID
+        var profileChanged = true
+        if let requested = request.profileID?.uuid {
+            let existing = try database.query(
+                """
+                SELECT user_id, name, to_char(birth_date, 'YYYY-MM-DD') AS birth_date,
+                       to_char(birth_time, 'HH24:MI') AS birth_time, timezone, latitude, longitude, location_name
+                FROM user_profiles WHERE id = $1 FOR UPDATE
+                """,
+                [requested]
+            )
+            profileID = requested
+            if let row = existing.first {
+                guard try row.decode(UUID.self, "user_id") == userID else {
+                    throw JobRejection(
+                        code: "profile-of-another-user",
+                        message: "profile.id: profile \(requested.uuidString.lowercased()) belongs to another user"
+                    )
+                }
+                profileChanged =
+                    try row.decode(String.self, "name") != birth.name
+                    || row.decode(String.self, "birth_date") != birth.birthDate
+                    || row.decode(String.self, "birth_time") != birth.birthTime
+                    || row.decode(String.self, "timezone") != birth.timezone
+                    || row.decode(Double.self, "latitude") != birth.latitude
+                    || row.decode(Double.self, "longitude") != birth.longitude
+                    || row.decode(String.self, "location_name") != birth.locationName
+                if profileChanged {
+                    try database.execute(
+                        """
+                        UPDATE user_profiles SET name = $2, birth_date = $3::date, birth_time = $4::time, timezone = $5,
+                            latitude = $6, longitude = $7, location_name = $8, updated_at = now()
+                        WHERE id = $1
+                        """,
+                        [
+                            profileID, birth.name, birth.birthDate, birth.birthTime, birth.timezone, birth.latitude,
+                            birth.longitude, birth.locationName,
+                        ]
+                    )
+                }
+            } else {
+                try Self.insertProfile(id: profileID, userID: userID, birth: birth, database: database)
+            }
+        } else {
+            profileID = UUID()
+            try Self.insertProfile(id: profileID, userID: userID, birth: birth, database: database)
+        }
+
+        // One chart per profile; an unchanged input (same digest) leaves it as it is.
+        let stored = try database.query(
+            "SELECT id, input_digest FROM birth_charts WHERE profile_id = $1 FOR UPDATE",
+            [profileID]
+        )
+        let chartID: UUID
+        var chartChanged = true
+        if let row = stored.first {
+            chartID = try row.decode(UUID.self, "id")
+            if try row.decode(String.self, "input_digest") == prepared.digest {
+                chartChanged = false
+            } else {
+                try database.execute(
+                    """
+                    UPDATE birth_charts SET chart_data = $2::jsonb, house_system = $3, input_digest = $4,
+                        engine_version = $5, updated_at = now()
+                    WHERE id = $1
+                    """,
+                    [chartID, prepared.chartJSON, prepared.houseSystem, prepared.digest, ChartEngine.version]
+                )
+            }
+        } else {
+            chartID = UUID()
+            try database.execute(
+                """
+                INSERT INTO birth_charts (id, profile_id, chart_data, house_system, input_digest, engine_version)
+                VALUES ($1, $2, $3::jsonb, $4, $5, $6)
+                """,
+                [chartID, profileID, prepared.chartJSON, prepared.houseSystem, prepared.digest, ChartEngine.version]
+            )
+        }
+
+        let unchanged = !profileChanged && !chartChanged
+        let fields: [String: JSONValue] = [
+            "userId": .string(request.userID.description),
+            "profileId": .string(profileID.uuidString.lowercased()),
+            "chartId": .string(chartID.uuidString.lowercased()),
+            "unchanged": .bool(unchanged),
+        ]
+        let event = JobEvent(jobID: job.jobID, type: "chart.calculated", fields: fields)
+        return JobOutcome(result: .object(fields), messages: [try .event(event)])
+    }
+
+    private static func insertProfile(id: UUID, userID: UUID, birth: BirthData, database: PostgresConnection) throws {
+        try database.execute(
+            """
+            INSERT INTO user_profiles (id, user_id, name, birth_date, birth_time, timezone, latitude, longitude,
+                location_name)
+            VALUES ($1, $2, $3, $4::date, $5::time, $6, $7, $8, $9)
+            """,
+            [
+                id, userID, birth.name, birth.birthDate, birth.birthTime, birth.timezone, birth.latitude,
+                birth.longitude,
+                birth.locationName,
+            ]
+        )
+    }
+}
