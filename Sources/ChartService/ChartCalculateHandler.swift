@@ -54,10 +54,13 @@ public struct ChartCalculateHandler: JobHandler {
         let request = prepared.request
         let birth = request.birthData
         let userID = request.userID.uuid
+        // Touching last_active_at at most once a minute keeps a busy user's row from becoming a
+        // lock every one of their concurrent jobs waits on.
         try database.execute(
             """
             INSERT INTO users (id) VALUES ($1)
             ON CONFLICT (id) DO UPDATE SET last_active_at = now()
+                WHERE users.last_active_at < now() - interval '1 minute'
             """,
             [userID]
         )

@@ -346,7 +346,8 @@ final class PeakMemory: Sendable {
 struct JobBodyGenerator {
     let kind: BenchE2E.Kind
     private var random = SplitMix64(seed: 0x5EED)
-    private let userID = UUID()
+    /// Jobs come from many users, as in production (one user's jobs contend for their row).
+    private let users = (0..<1000).map { _ in UUID().uuidString.lowercased() }
     private var sequence = 0
 
     init(kind: BenchE2E.Kind) { self.kind = kind }
@@ -377,7 +378,7 @@ struct JobBodyGenerator {
             let time = String(format: "%02d:%02d", hour, minute)
             let body: JSONValue = [
                 "jobId": .string(jobID.description),
-                "userId": .string(userID.uuidString.lowercased()),
+                "userId": .string(users[sequence % users.count]),
                 "profile": [
                     "name": .string("Bench \(sequence)"), "birthDate": .string(date), "birthTime": .string(time),
                     "timezone": .string(place.0), "latitude": .number(place.1), "longitude": .number(place.2),
