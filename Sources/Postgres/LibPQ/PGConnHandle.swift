@@ -7,6 +7,12 @@ import Logging
 /// - Important: Not thread-safe. One thread uses a handle at a time (the connection's thread).
 final class PGConnHandle {
     private var conn: OpaquePointer?
+    /// Statements prepared on this connection, by SQL text and parameter types: the server parses
+    /// and plans each statement once per connection instead of on every execution.
+    private var preparedStatements: [String: String] = [:]
+    private var preparedCount = 0
+    /// Beyond this many distinct statements (SQL assembled at run time), execute unprepared.
+    static let preparedStatementLimit = 512
     /// Receives server notices; kept alive as long as `conn` can call back into it.
     private let noticeSink: NoticeSink
 
@@ -156,8 +162,33 @@ final class PGConnHandle {
         defer { for value in values { free(value) } }
         let types: [Oid] = parameters.map { Oid($0.typeOID) }
         let valuePointers: [UnsafePointer<CChar>?] = values.map { $0.map { UnsafePointer($0) } }
-        let result = PQexecParams(conn, sql, Int32(parameters.count), types, valuePointers, nil, nil, 0)
-        return try outcome(result, sql: sql)
+        let key = types.isEmpty ? sql : sql + "\u{0}" + types.map(String.init).joined(separator: ",")
+        var name = preparedStatements[key]
+        if name == nil, preparedStatements.count < Self.preparedStatementLimit {
+            let candidate = "astro_\(preparedCount)"
+            preparedCount += 1
+            // A failed prepare (syntax error, aborted transaction) reports through `outcome`.
+            _ = try outcome(PQprepare(conn, candidate, sql, Int32(parameters.count), types), sql: sql)
+            preparedStatements[key] = candidate
+            name = candidate
+        }
+        guard let name else {
+            return try outcome(
+                PQexecParams(conn, sql, Int32(parameters.count), types, valuePointers, nil, nil, 0),
+                sql: sql
+            )
+        }
+        do {
+            return try outcome(
+                PQexecPrepared(conn, name, Int32(parameters.count), valuePointers, nil, nil, 0),
+                sql: sql
+            )
+        } catch {
+            // A schema change can invalidate a cached plan ("cached plan must not change result
+            // type"); forgetting the statement makes the next execution prepare it afresh.
+            if error.sqlState == "0A000" { preparedStatements[key] = nil }
+            throw error
+        }
     }
 
     /// Runs one or more statements without parameters with `PQexec`.
