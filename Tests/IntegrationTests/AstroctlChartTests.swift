@@ -1,0 +1,118 @@
+import AMQP
+import AstroDomain
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `astroctl chart` as a user runs it: offline, and publishing to a real chart-worker.
+@Suite(.timeLimit(.minutes(2)))
+struct AstroctlChartTests {
+    static let kyiv = [
+        "--date", "1990-10-07", "--time", "15:00", "--tz", "Europe/Kyiv", "--lat", "50.4501", "--lon", "30.5234",
+    ]
+
+    func astroctl(_ arguments: [String]) async throws -> ProcessRunner.Result {
+        try await ProcessRunner.run(ProcessRunner.productPath("astroctl"), arguments)
+    }
+
+    @Test func offlineTableNamesEveryPlanet() async throws {
+        let result = try await astroctl(["chart"] + Self.kyiv + ["--name", "Me"])
+        #expect(result.status == 0, "\(result.error)")
+        let lines = result.output.split(separator: "\n").map(String.init)
+        // pyswisseph gives the Sun 193.9627° (13°57'45" Libra) in house 8 for this birth.
+        #expect(lines.contains { $0.hasPrefix("Sun") && $0.contains("13°57'45\" Libra") && $0.hasSuffix("H8") })
+        for planet in PlanetName.allCases { #expect(lines.contains { $0.hasPrefix(planet.rawValue + " ") }) }
+        #expect(result.output.contains("UTC 1990-10-07T12:00:00Z"))
+    }
+
+    @Test func jsonIsTheContractsNatalChart() async throws {
+        let result = try await astroctl(["chart"] + Self.kyiv + ["--json", "--points", "nodes,chiron"])
+        #expect(result.status == 0, "\(result.error)")
+        let chart = try JSONDecoder().decode(JSONValue.self, from: Data(result.output.utf8))
+        guard case .array(let planets)? = chart["planets"], case .array(let points)? = chart["points"] else {
+            Issue.record("no planets or points in \(result.output.prefix(200))")
+            return
+        }
+        #expect(planets.count == 10)
+        #expect(points.count == 3)
+        #expect(chart["utc"] == "1990-10-07T12:00:00Z")
+        #expect(chart["houseSystem"] == "placidus")
+    }
+
+    @Test(arguments: [
+        (["--lat", "95"], "--lat"),
+        (["--tz", "Mars/Olympus"], "--tz"),
+        (["--date", "1899-12-31"], "--date"),
+        (["--time", "25:00"], "--time"),
+        (["--house-system", "vedic"], "--house-system"),
+    ])
+    func invalidInputExitsTwoWithOneLine(override: [String], flag: String) async throws {
+        var arguments = Self.kyiv
+        if let index = arguments.firstIndex(of: override[0]) {
+            arguments[index + 1] = override[1]
+        } else {
+            arguments += override
+        }
+        let result = try await astroctl(["chart"] + arguments)
+        #expect(result.status == 2)
+        let lines = result.error.split(separator: "\n")
+        #expect(lines.count == 1)
+        #expect(lines.first?.contains(flag) == true, "\(result.error)")
+        #expect(result.output.isEmpty)
+    }
+
+    @Test func dstGapNeedsAPolicy() async throws {
+        let gap = [
+            "--date", "2021-03-28", "--time", "03:30", "--tz", "Europe/Kyiv", "--lat", "50.45", "--lon", "30.52",
+        ]
+        let refused = try await astroctl(["chart"] + gap)
+        #expect(refused.status == 2)
+        #expect(refused.error.contains("does not exist"))
+        let resolved = try await astroctl(["chart"] + gap + ["--dst-policy", "later", "--json"])
+        #expect(resolved.status == 0, "\(resolved.error)")
+        #expect(resolved.output.contains("dst-policy-applied"))
+    }
+
+    @Test func publishWaitsForTheWorkerAndPrintsTheStoredChart() async throws {
+        let database = try await RuntimeTestEnvironment.database()
+        let databaseURL =
+            "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)"
+        let amqpURL = try RuntimeTestEnvironment.variable("AMQP_URL")
+        let worker = Process()
+        worker.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("chart-worker"))
+        worker.environment = ProcessInfo.processInfo.environment.merging([
+            "AMQP_URL": amqpURL, "DATABASE_URL": databaseURL, "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1",
+            "LOG_LEVEL": "warning",
+        ]) { _, new in new }
+        worker.standardOutput = FileHandle.nullDevice
+        worker.standardError = FileHandle.nullDevice
+        try worker.run()
+        defer {
+            kill(worker.processIdentifier, SIGTERM)
+            worker.waitUntilExit()
+        }
+        let publisher = AMQPPublisher(
+            configuration: try RuntimeTestEnvironment.amqpConfiguration(),
+            logger: RuntimeTestEnvironment.logger
+        )
+        try await publisher.connect()
+        try await RuntimeTestEnvironment.eventually("the chart-worker consumes") {
+            ((try? await publisher.queueState("chart.calculate"))?.consumerCount ?? 0) > 0
+        }
+        await publisher.close()
+
+        let user = UUID().uuidString.lowercased()
+        let result = try await ProcessRunner.run(
+            ProcessRunner.productPath("astroctl"),
+            ["chart", "--publish", "--user", user, "--wait", "--name", "Published"] + Self.kyiv,
+            environment: ["AMQP_URL": amqpURL, "DATABASE_URL": databaseURL]
+        )
+        #expect(result.status == 0, "\(result.error)")
+        #expect(result.output.contains("Sun"))
+        #expect(result.output.contains("13°57'45\" Libra"))
+        #expect(result.output.hasPrefix("job "))
+    }
+}
