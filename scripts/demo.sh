@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The end-to-end demo: installs what is missing, builds, starts a throwaway RabbitMQ and
 # PostgreSQL, applies the schema, starts the three workers and a sample worker, publishes jobs
-# that succeed, retry and get dead-lettered, shows what became of them, and stops everything.
+# that succeed, retry and get dead-lettered, computes a natal chart through the chart-worker,
+# shows what became of them all, and stops everything.
 # Exit status 0 means every step did what it should.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -70,6 +71,11 @@ for id in "$ok" "$flaky" "$bad"; do echo; "$astroctl" job "$id"; done
 echo
 echo "==> queues (the invalid job waits in demo.sample.dead with its reason)"
 "$astroctl" queues --queue demo.sample --queue demo.sample.dead
+
+echo
+echo "==> a natal chart through the chart-worker (astroctl chart --publish --wait)"
+"$astroctl" chart --publish --wait --user "$(python3 -c 'import uuid; print(uuid.uuid4())')" --name "Demo" \
+    --date 1990-10-07 --time 15:00 --tz Europe/Kyiv --lat 50.4501 --lon 30.5234 --location "Kyiv, Ukraine"
 
 echo
 echo "==> sample-worker metrics"
