@@ -422,13 +422,30 @@ struct JobHead: Sendable {
     private struct Fields: Decodable {
         var jobId: String?
         var userId: String?
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            jobId = try container.decodeIfPresent(String.self, forKey: .jobId)
+            // A userId of another shape is the handler's to reject, not the envelope's.
+            userId = try? container.decodeIfPresent(String.self, forKey: .userId)
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case jobId, userId
+        }
     }
 
     static func parse(_ body: Data) -> Result<JobHead, JobRejection> {
-        guard let object = try? JSONSerialization.jsonObject(with: body), object is [String: Any] else {
+        // One decoding pass: a body that is not a JSON object fails to decode as `Fields`.
+        let fields: Fields
+        do {
+            fields = try JSONDecoder().decode(Fields.self, from: body)
+        } catch DecodingError.typeMismatch(_, let context) where context.codingPath.first?.stringValue == "jobId" {
+            return .failure(JobRejection(code: "missing-job-id", message: "the body has no string field \"jobId\""))
+        } catch {
             return .failure(JobRejection(code: "invalid-json", message: "the body is not a JSON object"))
         }
-        guard let fields = try? JSONDecoder().decode(Fields.self, from: body), let text = fields.jobId else {
+        guard let text = fields.jobId else {
             return .failure(JobRejection(code: "missing-job-id", message: "the body has no string field \"jobId\""))
         }
         guard let jobID = JobID(text) else {

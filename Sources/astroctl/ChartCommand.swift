@@ -171,7 +171,9 @@ struct ChartCommand: AsyncParsableCommand {
             print(stored)
         } else {
             let chart = try JSONCoding.decoder.decode(NatalChart.self, from: Data(stored.utf8))
-            print("job \(jobID): profile \(event["profileId"]?.stringValue ?? "?"), chart \(chartID.uuidString.lowercased())")
+            print(
+                "job \(jobID): profile \(event["profileId"]?.stringValue ?? "?"), chart \(chartID.uuidString.lowercased())"
+            )
             print(ChartTable.render(chart, name: name))
         }
     }
