@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Everything a natal chart is computed from: the `profile` block of a `chart.calculate` job
 /// (without its id) plus the chart options (house system, DST policy, optional points, zodiac).
@@ -80,15 +81,25 @@ public struct BirthData: Sendable, Hashable, Codable {
         _ = try Self.timeZone(named: timezone)
         try Self.validateLatitude(latitude)
         try Self.validateLongitude(longitude)
-        normalized.locationName = locationName.trimmingCharacters(in: .whitespacesAndNewlines)
-        normalized.points = ChartPoint.allCases.filter(points.contains)
+        normalized.locationName = Self.trimmed(locationName)
+        if !points.isEmpty { normalized.points = ChartPoint.allCases.filter(points.contains) }
         return normalized
+    }
+
+    /// `text` without surrounding whitespace and newlines. Most text has none, and checking the
+    /// first and last scalar is much cheaper than Foundation's trimming, which runs otherwise.
+    static func trimmed(_ text: String) -> String {
+        let scalars = text.unicodeScalars
+        guard let first = scalars.first, let last = scalars.last else { return text }
+        let blank = CharacterSet.whitespacesAndNewlines
+        guard blank.contains(first) || blank.contains(last) else { return text }
+        return text.trimmingCharacters(in: blank)
     }
 
     /// The name trimmed of surrounding whitespace, when it then has 1–50 characters.
     /// - Throws: `invalid-name` on `profile.name`.
     public static func validateName(_ name: String) throws(ChartInputError) -> String {
-        let trimmed = name.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = Self.trimmed(name)
         guard (1...maximumNameLength).contains(trimmed.count) else {
             throw ChartInputError(
                 .invalidName,
@@ -145,9 +156,14 @@ public struct BirthData: Sendable, Hashable, Codable {
         "EST5EDT", "CST6CDT", "MST7MDT", "PST8PDT", "CET", "EET", "MET", "WET",
     ]
 
+    /// Zones already looked up, by identifier. Only accepted identifiers are stored, so the cache
+    /// holds at most the time zone database's few hundred zones.
+    private static let zoneCache = Mutex<[String: TimeZone]>([:])
+
     /// The time zone for an IANA identifier (case-sensitive, as in the database).
     /// - Throws: `unknown-timezone` on `profile.timezone`.
     public static func timeZone(named identifier: String) throws(ChartInputError) -> TimeZone {
+        if let zone = zoneCache.withLock({ $0[identifier] }) { return zone }
         let wellFormed = identifier.contains("/") || slashlessZoneIdentifiers.contains(identifier)
         guard wellFormed, !identifier.hasPrefix("/"), let zone = TimeZone(identifier: identifier) else {
             throw ChartInputError(
@@ -157,6 +173,7 @@ public struct BirthData: Sendable, Hashable, Codable {
                     + "identifier (such as Europe/Kyiv)"
             )
         }
+        zoneCache.withLock { $0[identifier] = zone }
         return zone
     }
 
@@ -199,12 +216,17 @@ public struct BirthDate: Sendable, Hashable, Comparable, CustomStringConvertible
     /// Parses exactly `yyyy-MM-dd` (four, two and two ASCII digits) naming a real date of the
     /// Gregorian calendar; `nil` otherwise.
     public init?(parsing text: String) {
-        let bytes = Array(text.utf8)
+        var text = text
+        guard let date = text.withUTF8({ Self.parse($0) }) else { return nil }
+        self = date
+    }
+
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> BirthDate? {
         guard bytes.count == 10, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
             let year = decimal(bytes[0..<4]), let month = decimal(bytes[5..<7]), let day = decimal(bytes[8..<10]),
             (1...12).contains(month), (1...Self.daysIn(month: month, year: year)).contains(day)
         else { return nil }
-        self.init(year: year, month: month, day: day)
+        return BirthDate(year: year, month: month, day: day)
     }
 
     /// Whether `year` is a Gregorian leap year.
@@ -266,11 +288,16 @@ public struct BirthTime: Sendable, Hashable, Comparable, CustomStringConvertible
     /// Parses exactly `HH:mm` with 00 ≤ HH ≤ 23 and 00 ≤ mm ≤ 59; `nil` otherwise (`9:05`,
     /// `24:00`, `15:00:00` are refused).
     public init?(parsing text: String) {
-        let bytes = Array(text.utf8)
+        var text = text
+        guard let time = text.withUTF8({ Self.parse($0) }) else { return nil }
+        self = time
+    }
+
+    private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> BirthTime? {
         guard bytes.count == 5, bytes[2] == UInt8(ascii: ":"), let hour = decimal(bytes[0..<2]),
             let minute = decimal(bytes[3..<5]), (0...23).contains(hour), (0...59).contains(minute)
         else { return nil }
-        self.init(hour: hour, minute: minute)
+        return BirthTime(hour: hour, minute: minute)
     }
 
     /// Seconds since midnight.
@@ -283,7 +310,7 @@ public struct BirthTime: Sendable, Hashable, Comparable, CustomStringConvertible
 }
 
 /// The value of a run of ASCII digits; `nil` when any byte is not a digit.
-private func decimal(_ bytes: ArraySlice<UInt8>) -> Int? {
+private func decimal(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Int? {
     var value = 0
     for byte in bytes {
         guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }

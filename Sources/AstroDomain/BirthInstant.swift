@@ -36,18 +36,26 @@ public enum LocalTimeConverter {
         let windowEnd = wall + 2 * 86_400
         let transitions = self.transitions(in: timeZone, from: windowStart, to: windowEnd)
 
-        var offsets: Set<Int> = []
-        for probe in [windowStart, wall - 86_400, wall, wall + 86_400, windowEnd] {
-            offsets.insert(offset(timeZone, at: probe))
-        }
+        // The distinct offsets, in a small array: a zone uses one or two offsets in four days,
+        // so a linear search beats hashing, and the readings are sorted below anyway.
+        var offsets: [Int] = []
+        offsets.reserveCapacity(4 + 2 * transitions.count)
+        func collect(_ value: Int) { if !offsets.contains(value) { offsets.append(value) } }
+        collect(offset(timeZone, at: windowStart))
+        collect(offset(timeZone, at: wall - 86_400))
+        collect(offset(timeZone, at: wall))
+        collect(offset(timeZone, at: wall + 86_400))
+        collect(offset(timeZone, at: windowEnd))
         for transition in transitions {
-            offsets.insert(offset(timeZone, at: transition - 1))
-            offsets.insert(offset(timeZone, at: transition))
+            collect(offset(timeZone, at: transition - 1))
+            collect(offset(timeZone, at: transition))
         }
 
-        let readings = offsets.filter { offset(timeZone, at: wall - $0) == $0 }
-            .map { (instant: wall - $0, offset: $0) }
-            .sorted { $0.instant < $1.instant }
+        var readings: [(instant: Int, offset: Int)] = []
+        for candidate in offsets where offset(timeZone, at: wall - candidate) == candidate {
+            readings.append((instant: wall - candidate, offset: candidate))
+        }
+        if readings.count > 1 { readings.sort { $0.instant < $1.instant } }
         if let first = readings.first, let last = readings.last {
             if readings.count == 1 {
                 return .unique(instant(first.instant), offset: first.offset)
@@ -170,7 +178,8 @@ extension BirthData {
         let date = try Self.parseDate(birthDate)
         let time = try Self.parseTime(birthTime)
         let zone = try Self.timeZone(named: timezone)
-        let local = "\(date) \(time)"
+        // Only the gap and overlap messages name the local time: not built for a unique time.
+        var local: String { "\(date) \(time)" }
         switch LocalTimeConverter.resolve(date: date, time: time, in: zone) {
         case .unique(let instant, let offset):
             return BirthInstant(utc: instant, utcOffset: offset)

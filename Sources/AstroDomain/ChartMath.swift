@@ -30,16 +30,39 @@ public enum ChartMath {
     ///   width (two equal cusps) hold nothing; if no house matches (cusps out of order) the house
     ///   whose cusp lies closest behind the longitude is returned.
     public static func house(ofLongitude longitude: Double, cusps: [Double]) -> Int? {
-        guard cusps.count == 12 else { return nil }
-        let point = normalizedDegrees(longitude)
-        for index in 0..<12 {
-            let start = normalizedDegrees(cusps[index])
-            let end = normalizedDegrees(cusps[(index + 1) % 12])
-            let width = normalizedDegrees(end - start)
-            if width > 0, normalizedDegrees(point - start) < width { return index + 1 }
+        HouseCusps(cusps)?.house(ofLongitude: longitude)
+    }
+
+    /// Twelve cusps prepared for placing many bodies: each cusp's normalized start and the width
+    /// of its house are computed once instead of once per body. `house(ofLongitude:)` gives exactly
+    /// what `ChartMath.house(ofLongitude:cusps:)` gives (which uses it).
+    public struct HouseCusps: Sendable, Hashable {
+        private let cusps: [Double]
+        private let starts: [Double]
+        private let widths: [Double]
+
+        /// - Parameter cusps: the twelve cusps in house order; `nil` when there are not 12.
+        public init?(_ cusps: [Double]) {
+            guard cusps.count == 12 else { return nil }
+            self.cusps = cusps
+            let starts = cusps.map(normalizedDegrees)
+            self.starts = starts
+            widths = (0..<12).map { index in normalizedDegrees(starts[(index + 1) % 12] - starts[index]) }
         }
-        let behind = (0..<12).min { normalizedDegrees(point - cusps[$0]) < normalizedDegrees(point - cusps[$1]) }
-        return behind.map { $0 + 1 }
+
+        /// The house (1…12) that holds an ecliptic longitude; the rule of
+        /// `ChartMath.house(ofLongitude:cusps:)`.
+        public func house(ofLongitude longitude: Double) -> Int {
+            let point = normalizedDegrees(longitude)
+            for index in 0..<12 {
+                let width = widths[index]
+                if width > 0, normalizedDegrees(point - starts[index]) < width { return index + 1 }
+            }
+            let behind = (0..<12).min {
+                normalizedDegrees(point - cusps[$0]) < normalizedDegrees(point - cusps[$1])
+            }
+            return (behind ?? 0) + 1
+        }
     }
 
     /// An aspect found between two bodies.

@@ -13,7 +13,7 @@ public struct ChartElementID: TypedID {
 /// points were requested), `zodiac`, `dstPolicyApplied` (only when a DST policy resolved the local
 /// time), `houseSystemRequested` (only when it differs from `houseSystem`), `engineVersion` and
 /// `ephemerisVersion`. Dates are ISO 8601 strings in UTC whatever the encoder's date strategy;
-/// encode with `JSONCoding.encoder` for sorted, stable keys.
+/// `jsonBytes()` / `jsonData()` write the sorted, stable form of `JSONCoding.encoder` fast.
 public struct NatalChart: Sendable, Hashable, Codable {
     /// Local birth date as given, `yyyy-MM-dd`.
     public var birthDate: String
@@ -281,8 +281,10 @@ public struct NatalChart: Sendable, Hashable, Codable {
         try container.encode(ISO8601.string(from: calculatedAt), forKey: .calculatedAt)
     }
 
-    /// The JSON of the chart as stored and printed: sorted keys, ISO 8601 dates.
-    public func jsonData() throws -> Data { try JSONCoding.encoder.encode(self) }
+    /// The JSON of the chart as stored and printed: sorted keys, ISO 8601 dates; the bytes of
+    /// `jsonBytes()`, identical to `JSONCoding.encoder.encode(self)`.
+    /// - Throws: `EncodingError.invalidValue` for a NaN or infinite number.
+    public func jsonData() throws -> Data { Data(try jsonBytes()) }
 
     private static func decodeDate(_ container: KeyedDecodingContainer<CodingKeys>, _ key: CodingKeys) throws -> Date {
         let text = try container.decode(String.self, forKey: key)

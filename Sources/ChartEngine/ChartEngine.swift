@@ -9,13 +9,14 @@ import Foundation
 /// UTC instant; ask the ephemeris for the ten planets, the requested points and the houses;
 /// place each body in a sign and a house (by longitude between cusps); find the aspects between
 /// the ten planets. Identical input gives identical charts apart from `calculatedAt`: element ids
-/// are derived from `inputDigest(_:)`.
+/// are derived from the SHA-256 of the input that `inputDigest(_:)` prints.
 public struct ChartEngine: Sendable {
     /// The version of the chart rules, in every chart (`engineVersion`) and in every input digest.
     public static let version = "chart-engine/1"
 
-    /// The ephemeris library's version as charts record it (`ephemerisVersion`).
-    public static var ephemerisVersion: String { "swisseph/" + Ephemeris.libraryVersion }
+    /// The ephemeris library's version as charts record it (`ephemerisVersion`); read from libswe
+    /// once, as every chart and every digest needs it.
+    public static let ephemerisVersion: String = "swisseph/" + Ephemeris.libraryVersion
 
     /// The ephemeris the engine computes with.
     public let ephemeris: Ephemeris
@@ -84,28 +85,47 @@ public struct ChartEngine: Sendable {
     ///   points in canonical order), used as given otherwise.
     /// - Returns: 64 lowercase hex digits.
     public static func inputDigest(_ birth: BirthData) -> String {
-        SHA256.hex(canonicalInput((try? birth.validated()) ?? birth))
+        SHA256.hex(SHA256.hash(canonicalInputBytes((try? birth.validated()) ?? birth)))
     }
 
     /// The text the input digest hashes: one `key:length:value` line per field, so no value can
     /// imitate another field.
     static func canonicalInput(_ birth: BirthData) -> String {
-        let fields: [(String, String)] = [
-            ("engine", version),
-            ("ephemeris", ephemerisVersion),
-            ("birthDate", birth.birthDate),
-            ("birthTime", birth.birthTime),
-            ("timezone", birth.timezone),
-            // Adding 0 turns −0.0 into 0.0; `description` is the shortest exact decimal.
-            ("latitude", (birth.latitude + 0).description),
-            ("longitude", (birth.longitude + 0).description),
-            ("locationName", birth.locationName),
-            ("houseSystem", birth.houseSystem.rawValue),
-            ("dstPolicy", birth.dstPolicy?.rawValue ?? ""),
-            ("points", birth.points.map(\.rawValue).joined(separator: ",")),
-            ("zodiac", birth.zodiac.rawValue),
-        ]
-        return fields.map { key, value in "\(key):\(value.utf8.count):\(value)\n" }.joined()
+        String(decoding: canonicalInputBytes(birth), as: UTF8.self)
+    }
+
+    /// The UTF-8 bytes of `canonicalInput(_:)`, built without intermediate strings.
+    static func canonicalInputBytes(_ birth: BirthData) -> [UInt8] {
+        var text: [UInt8] = []
+        text.reserveCapacity(256 + birth.locationName.utf8.count)
+        func field(_ key: StaticString, _ value: String) {
+            key.withUTF8Buffer { text.append(contentsOf: $0) }
+            text.append(UInt8(ascii: ":"))
+            appendDecimal(value.utf8.count, to: &text)
+            text.append(UInt8(ascii: ":"))
+            text.append(contentsOf: value.utf8)
+            text.append(UInt8(ascii: "\n"))
+        }
+        field("engine", version)
+        field("ephemeris", ephemerisVersion)
+        field("birthDate", birth.birthDate)
+        field("birthTime", birth.birthTime)
+        field("timezone", birth.timezone)
+        // Adding 0 turns −0.0 into 0.0; `description` is the shortest exact decimal.
+        field("latitude", (birth.latitude + 0).description)
+        field("longitude", (birth.longitude + 0).description)
+        field("locationName", birth.locationName)
+        field("houseSystem", birth.houseSystem.rawValue)
+        field("dstPolicy", birth.dstPolicy?.rawValue ?? "")
+        field("points", birth.points.map(\.rawValue).joined(separator: ","))
+        field("zodiac", birth.zodiac.rawValue)
+        return text
+    }
+
+    /// Appends the decimal digits of a non-negative number.
+    private static func appendDecimal(_ value: Int, to text: inout [UInt8]) {
+        if value >= 10 { appendDecimal(value / 10, to: &text) }
+        text.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value % 10))
     }
 
     /// Builds the chart from validated input and the ephemeris' positions.
@@ -124,15 +144,15 @@ public struct ChartEngine: Sendable {
             )
         }
         let cusps = houses.cusps.map(ChartMath.normalizedDegrees)
-        func id(_ name: String) -> ChartElementID {
-            ChartElementID(NameBasedUUID.make(namespace: input.digest, name: name))
-        }
+        // Checked above: there are twelve cusps.
+        let houseCusps = ChartMath.HouseCusps(cusps)!
+        let ids = input.ids
 
         typealias BodyName = RawRepresentable<String> & Sendable & Hashable & Codable
         func placement<Name: BodyName>(
             _ name: Name,
             of body: CelestialBody,
-            kind: String
+            id: ElementIDSeed.Tag
         ) throws(ChartError)
             -> NatalChart.Placement<Name>
         {
@@ -145,25 +165,29 @@ public struct ChartEngine: Sendable {
             }
             let longitude = ChartMath.normalizedDegrees(position.longitude)
             return NatalChart.Placement(
-                id: id("\(kind):\(name.rawValue)"),
+                id: ids.id(id),
                 name: name,
                 longitude: longitude,
                 latitude: position.latitude,
                 sign: ZodiacSign(longitude: longitude),
-                house: ChartMath.house(ofLongitude: longitude, cusps: cusps) ?? 1,
+                house: houseCusps.house(ofLongitude: longitude),
                 isRetrograde: position.longitudeSpeed < 0,
                 speed: position.longitudeSpeed
             )
         }
 
         var planets: [NatalChart.Planet] = []
-        for name in PlanetName.allCases { planets.append(try placement(name, of: name.celestialBody, kind: "planet")) }
+        planets.reserveCapacity(PlanetName.allCases.count)
+        for name in PlanetName.allCases {
+            planets.append(try placement(name, of: name.celestialBody, id: .planet(name)))
+        }
         var points: [NatalChart.Point] = []
-        for point in birth.points { points.append(try placement(point, of: point.celestialBody, kind: "point")) }
+        points.reserveCapacity(birth.points.count)
+        for point in birth.points { points.append(try placement(point, of: point.celestialBody, id: .point(point))) }
 
         let chartHouses = cusps.enumerated().map { index, cusp in
             NatalChart.House(
-                id: id("house:\(index + 1)"),
+                id: ids.id(.house(index + 1)),
                 number: index + 1,
                 cusp: cusp,
                 sign: ZodiacSign(longitude: cusp)
@@ -171,6 +195,7 @@ public struct ChartEngine: Sendable {
         }
 
         var aspects: [NatalChart.Aspect] = []
+        aspects.reserveCapacity(planets.count * (planets.count - 1) / 2)
         for (firstIndex, first) in planets.enumerated() {
             for second in planets[(firstIndex + 1)...] {
                 guard
@@ -181,7 +206,7 @@ public struct ChartEngine: Sendable {
                 else { continue }
                 aspects.append(
                     NatalChart.Aspect(
-                        id: id("aspect:\(first.name.rawValue)-\(second.name.rawValue)"),
+                        id: ids.id(.aspect(first.name, second.name)),
                         planet1: first.name,
                         planet2: second.name,
                         type: match.type,
@@ -241,10 +266,14 @@ struct PreparedInput: Sendable {
     var birth: BirthData
     var instant: BirthInstant
     var julianDayUT: Double
-    var digest: String
+    /// Seeds the element ids: derived from the SHA-256 of `ChartEngine.canonicalInput(_:)`.
+    var ids: ElementIDSeed
     var bodies: [CelestialBody]
     var houseSystem: HouseSystem
     var zodiac: Zodiac
+
+    /// The bodies of the ten planets, Sun first (built once, not per chart).
+    private static let planetBodies = PlanetName.allCases.map(\.celestialBody)
 
     init(_ birth: BirthData) throws(ChartError) {
         do {
@@ -254,8 +283,10 @@ struct PreparedInput: Sendable {
             throw ChartError(error)
         }
         julianDayUT = Ephemeris.julianDayUT(instant.utc)
-        digest = SHA256.hex(ChartEngine.canonicalInput(self.birth))
-        bodies = PlanetName.allCases.map(\.celestialBody) + self.birth.points.map(\.celestialBody)
+        ids = ElementIDSeed(digest: SHA256.hash(ChartEngine.canonicalInputBytes(self.birth)))
+        bodies =
+            self.birth.points.isEmpty
+            ? Self.planetBodies : Self.planetBodies + self.birth.points.map(\.celestialBody)
         houseSystem = HouseSystem(self.birth.houseSystem)
         zodiac = Zodiac(self.birth.zodiac)
     }

@@ -41,7 +41,8 @@ public struct ChartCalculateHandler: JobHandler {
             if error.isPermanent { throw JobRejection(code: error.code.rawValue, message: error.message) }
             throw error
         }
-        let json = String(decoding: try JSONCoding.encoder.encode(chart), as: UTF8.self)
+        // The hand-written writer: the same bytes as `JSONCoding.encoder`, several times faster.
+        let json = String(decoding: try chart.jsonBytes(), as: UTF8.self)
         return Prepared(
             request: request,
             chartJSON: json,

@@ -105,4 +105,36 @@ import Testing
         #expect(ChartMath.aspect(between: (0, 1), and: (120, 2))?.isApplying == false)
         #expect(ChartMath.aspect(between: (0, 1), and: (118, 1))?.isApplying == false)
     }
+
+    /// The house rule as first written (every cusp normalized per body), kept to check that the
+    /// prepared `HouseCusps` give the same houses.
+    private static func referenceHouse(ofLongitude longitude: Double, cusps: [Double]) -> Int {
+        let normalize = ChartMath.normalizedDegrees
+        let point = normalize(longitude)
+        for index in 0..<12 {
+            let start = normalize(cusps[index])
+            let end = normalize(cusps[(index + 1) % 12])
+            let width = normalize(end - start)
+            if width > 0, normalize(point - start) < width { return index + 1 }
+        }
+        return (0..<12).min { normalize(point - cusps[$0]) < normalize(point - cusps[$1]) }! + 1
+    }
+
+    @Test func preparedCuspsPlaceLikeTheRule() throws {
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<2000 {
+            var cusps = (0..<12).map { _ in Double.random(in: -720...720, using: &generator) }
+            if round % 2 == 0 { cusps.sort() }
+            if round % 5 == 0 { cusps[3] = cusps[2] }
+            let prepared = try #require(ChartMath.HouseCusps(cusps))
+            for _ in 0..<12 {
+                let longitude = Double.random(in: -400...400, using: &generator)
+                let expected = Self.referenceHouse(ofLongitude: longitude, cusps: cusps)
+                #expect(prepared.house(ofLongitude: longitude) == expected)
+                #expect(ChartMath.house(ofLongitude: longitude, cusps: cusps) == expected)
+            }
+            #expect(prepared.house(ofLongitude: cusps[7]) == Self.referenceHouse(ofLongitude: cusps[7], cusps: cusps))
+        }
+        #expect(ChartMath.HouseCusps([1, 2, 3]) == nil)
+    }
 }

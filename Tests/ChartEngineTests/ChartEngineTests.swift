@@ -426,12 +426,75 @@ extension JSONValue {
         #expect(ChartEngine.inputDigest(kyiv(latitude: -0.0)) == ChartEngine.inputDigest(kyiv(latitude: 0)))
     }
 
-    @Test func nameBasedUUIDs() {
-        let one = NameBasedUUID.make(namespace: "abc", name: "planet:Sun")
-        #expect(one == NameBasedUUID.make(namespace: "abc", name: "planet:Sun"))
-        #expect(one != NameBasedUUID.make(namespace: "abc", name: "planet:Moon"))
-        #expect(one != NameBasedUUID.make(namespace: "abd", name: "planet:Sun"))
-        #expect(one.uuid.6 >> 4 == 8)
-        #expect(one.uuid.8 >> 6 == 0b10)
+    @Test func elementIDsAreSeededByOneDigest() {
+        let seed = ElementIDSeed(digest: SHA256.hash("abc".utf8))
+        let same = ElementIDSeed(digest: SHA256.hash("abc".utf8))
+        let other = ElementIDSeed(digest: SHA256.hash("abd".utf8))
+        let one = seed.id(.planet(.sun))
+        #expect(one == same.id(.planet(.sun)))
+        #expect(one != seed.id(.planet(.moon)))
+        #expect(one != other.id(.planet(.sun)))
+        #expect(one.uuid.uuid.6 >> 4 == 8)
+        #expect(one.uuid.uuid.8 >> 6 == 0b10)
+
+        // Every element of a chart, with every optional point, gets its own id.
+        var tags: [ElementIDSeed.Tag] = PlanetName.allCases.map { .planet($0) }
+        tags += ChartPoint.allCases.map { .point($0) }
+        tags += (1...12).map { .house($0) }
+        for (index, first) in PlanetName.allCases.enumerated() {
+            for second in PlanetName.allCases[(index + 1)...] { tags.append(.aspect(first, second)) }
+        }
+        let ids = tags.map { seed.id($0) }
+        #expect(Set(ids).count == tags.count)
+        #expect(Set(ids).isDisjoint(with: tags.map { other.id($0) }))
+        for id in ids {
+            #expect(id.uuid.uuid.6 >> 4 == 8)
+            #expect(id.uuid.uuid.8 >> 6 == 0b10)
+        }
+    }
+
+    /// The canonical text as first written (one interpolated line per field): the digests stored
+    /// with existing charts were taken of this text, so the byte builder must reproduce it.
+    private static func referenceCanonicalInput(_ birth: BirthData) -> String {
+        let fields: [(String, String)] = [
+            ("engine", ChartEngine.version),
+            ("ephemeris", ChartEngine.ephemerisVersion),
+            ("birthDate", birth.birthDate),
+            ("birthTime", birth.birthTime),
+            ("timezone", birth.timezone),
+            ("latitude", (birth.latitude + 0).description),
+            ("longitude", (birth.longitude + 0).description),
+            ("locationName", birth.locationName),
+            ("houseSystem", birth.houseSystem.rawValue),
+            ("dstPolicy", birth.dstPolicy?.rawValue ?? ""),
+            ("points", birth.points.map(\.rawValue).joined(separator: ",")),
+            ("zodiac", birth.zodiac.rawValue),
+        ]
+        return fields.map { key, value in "\(key):\(value.utf8.count):\(value)\n" }.joined()
+    }
+
+    @Test func digestTextIsUnchanged() throws {
+        var births = [
+            kyiv(), kyiv(latitude: -0.0), kyiv(dstPolicy: .later), kyiv(points: ChartPoint.allCases),
+            kyiv(zodiac: .sidereal(.faganBradley)), kyiv(houseSystem: .wholeSign),
+        ]
+        var odd = kyiv()
+        odd.locationName = "Київ \"quoted\"\n🪐"
+        births.append(odd)
+        for birth in births {
+            let valid = try birth.validated()
+            #expect(ChartEngine.canonicalInput(valid) == Self.referenceCanonicalInput(valid))
+            #expect(ChartEngine.inputDigest(birth) == SHA256.hex(Self.referenceCanonicalInput(valid)))
+        }
+    }
+
+    @Test func canonicalInputBytesAreTheCanonicalText() throws {
+        let birth = try kyiv(points: [.chiron, .meanNode], zodiac: .sidereal(.lahiri)).validated()
+        let text = ChartEngine.canonicalInput(birth)
+        #expect(Array(text.utf8) == ChartEngine.canonicalInputBytes(birth))
+        #expect(text.hasPrefix("engine:14:chart-engine/1\n"))
+        #expect(text.contains("\nlocationName:13:Kyiv, Ukraine\n"))
+        #expect(text.contains("\npoints:15:MeanNode,Chiron\n"))
+        #expect(text.hasSuffix("\nzodiac:15:sidereal:lahiri\n"))
     }
 }
