@@ -94,7 +94,11 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "AstroDomainTests", dependencies: ["AstroDomain"]),
         .testTarget(name: "EphemerisTests", dependencies: ["Ephemeris"], resources: [.copy("Fixtures")]),
-        .testTarget(name: "ChartEngineTests", dependencies: ["ChartEngine", "Ephemeris", "AstroDomain"]),
+        .testTarget(
+            name: "ChartEngineTests",
+            dependencies: ["ChartEngine", "Ephemeris", "AstroDomain"],
+            resources: [.copy("Fixtures")]
+        ),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime"]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
