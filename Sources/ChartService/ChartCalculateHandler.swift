@@ -66,65 +66,77 @@ public struct ChartCalculateHandler: JobHandler {
             [userID]
         )
 
-        // The name is unique per user: a clash is the caller's mistake, reported as such
-        // (checked first so a clash does not abort a transaction shared with other jobs).
+        guard let requestedProfile = request.profileID?.uuid else {
+            // A new profile: nothing to compare with, so no look-ups: insert the profile and its
+            // chart. A name the user already has violates the unique constraint, which rolls the
+            // transaction back; the runtime replays a shared transaction job by job, so only this
+            // job fails, with the rejection below.
+            let profileID = UUID()
+            let chartID = UUID()
+            do {
+                try Self.insertProfile(id: profileID, userID: userID, birth: birth, database: database)
+            } catch let error as PostgresError
+                where error.isUniqueViolation && error.constraint == "user_profiles_name_unique_per_user"
+            {
+                throw Self.duplicateName(birth.name)
+            }
+            try Self.insertChart(id: chartID, profileID: profileID, prepared: prepared, database: database)
+            return try Self.outcome(
+                job: job,
+                request: request,
+                profileID: profileID,
+                chartID: chartID,
+                unchanged: false
+            )
+        }
+        let profileID = requestedProfile
+
+        // Updating a profile: the name is unique per user, and a clash is checked first.
         let clash = try database.query(
             "SELECT id FROM user_profiles WHERE user_id = $1 AND name = $2",
             [userID, birth.name]
         )
-        let clashingID = try clash.first?.decode(UUID.self, "id")
-        if let clashingID, clashingID != request.profileID?.uuid {
-            throw JobRejection(
-                code: "duplicate-profile-name",
-                message: "profile.name: this user already has a profile named \(birth.name.debugDescription)"
-            )
+        if let clashingID = try clash.first?.decode(UUID.self, "id"), clashingID != profileID {
+            throw Self.duplicateName(birth.name)
         }
-
-        let profileID: UUID
         var profileChanged = true
-        if let requested = request.profileID?.uuid {
-            let existing = try database.query(
-                """
-                SELECT user_id, name, to_char(birth_date, 'YYYY-MM-DD') AS birth_date,
-                       to_char(birth_time, 'HH24:MI') AS birth_time, timezone, latitude, longitude, location_name
-                FROM user_profiles WHERE id = $1 FOR UPDATE
-                """,
-                [requested]
-            )
-            profileID = requested
-            if let row = existing.first {
-                guard try row.decode(UUID.self, "user_id") == userID else {
-                    throw JobRejection(
-                        code: "profile-of-another-user",
-                        message: "profile.id: profile \(requested.uuidString.lowercased()) belongs to another user"
-                    )
-                }
-                profileChanged =
-                    try row.decode(String.self, "name") != birth.name
-                    || row.decode(String.self, "birth_date") != birth.birthDate
-                    || row.decode(String.self, "birth_time") != birth.birthTime
-                    || row.decode(String.self, "timezone") != birth.timezone
-                    || row.decode(Double.self, "latitude") != birth.latitude
-                    || row.decode(Double.self, "longitude") != birth.longitude
-                    || row.decode(String.self, "location_name") != birth.locationName
-                if profileChanged {
-                    try database.execute(
-                        """
-                        UPDATE user_profiles SET name = $2, birth_date = $3::date, birth_time = $4::time, timezone = $5,
-                            latitude = $6, longitude = $7, location_name = $8, updated_at = now()
-                        WHERE id = $1
-                        """,
-                        [
-                            profileID, birth.name, birth.birthDate, birth.birthTime, birth.timezone, birth.latitude,
-                            birth.longitude, birth.locationName,
-                        ]
-                    )
-                }
-            } else {
-                try Self.insertProfile(id: profileID, userID: userID, birth: birth, database: database)
+        let existing = try database.query(
+            """
+            SELECT user_id, name, to_char(birth_date, 'YYYY-MM-DD') AS birth_date,
+                   to_char(birth_time, 'HH24:MI') AS birth_time, timezone, latitude, longitude, location_name
+            FROM user_profiles WHERE id = $1 FOR UPDATE
+            """,
+            [profileID]
+        )
+        if let row = existing.first {
+            guard try row.decode(UUID.self, "user_id") == userID else {
+                throw JobRejection(
+                    code: "profile-of-another-user",
+                    message: "profile.id: profile \(profileID.uuidString.lowercased()) belongs to another user"
+                )
+            }
+            profileChanged =
+                try row.decode(String.self, "name") != birth.name
+                || row.decode(String.self, "birth_date") != birth.birthDate
+                || row.decode(String.self, "birth_time") != birth.birthTime
+                || row.decode(String.self, "timezone") != birth.timezone
+                || row.decode(Double.self, "latitude") != birth.latitude
+                || row.decode(Double.self, "longitude") != birth.longitude
+                || row.decode(String.self, "location_name") != birth.locationName
+            if profileChanged {
+                try database.execute(
+                    """
+                    UPDATE user_profiles SET name = $2, birth_date = $3::date, birth_time = $4::time, timezone = $5,
+                        latitude = $6, longitude = $7, location_name = $8, updated_at = now()
+                    WHERE id = $1
+                    """,
+                    [
+                        profileID, birth.name, birth.birthDate, birth.birthTime, birth.timezone, birth.latitude,
+                        birth.longitude, birth.locationName,
+                    ]
+                )
             }
         } else {
-            profileID = UUID()
             try Self.insertProfile(id: profileID, userID: userID, birth: birth, database: database)
         }
 
@@ -151,16 +163,42 @@ public struct ChartCalculateHandler: JobHandler {
             }
         } else {
             chartID = UUID()
-            try database.execute(
-                """
-                INSERT INTO birth_charts (id, profile_id, chart_data, house_system, input_digest, engine_version)
-                VALUES ($1, $2, $3::jsonb, $4, $5, $6)
-                """,
-                [chartID, profileID, prepared.chartJSON, prepared.houseSystem, prepared.digest, ChartEngine.version]
-            )
+            try Self.insertChart(id: chartID, profileID: profileID, prepared: prepared, database: database)
         }
+        return try Self.outcome(
+            job: job,
+            request: request,
+            profileID: profileID,
+            chartID: chartID,
+            unchanged: !profileChanged && !chartChanged
+        )
+    }
 
-        let unchanged = !profileChanged && !chartChanged
+    private static func duplicateName(_ name: String) -> JobRejection {
+        JobRejection(
+            code: "duplicate-profile-name",
+            message: "profile.name: this user already has a profile named \(name.debugDescription)"
+        )
+    }
+
+    private static func insertChart(id: UUID, profileID: UUID, prepared: Prepared, database: PostgresConnection) throws
+    {
+        try database.execute(
+            """
+            INSERT INTO birth_charts (id, profile_id, chart_data, house_system, input_digest, engine_version)
+            VALUES ($1, $2, $3::jsonb, $4, $5, $6)
+            """,
+            [id, profileID, prepared.chartJSON, prepared.houseSystem, prepared.digest, ChartEngine.version]
+        )
+    }
+
+    private static func outcome(
+        job: JobEnvelope,
+        request: ChartCalculateRequest,
+        profileID: UUID,
+        chartID: UUID,
+        unchanged: Bool
+    ) throws -> JobOutcome {
         let fields: [String: JSONValue] = [
             "userId": .string(request.userID.description),
             "profileId": .string(profileID.uuidString.lowercased()),
