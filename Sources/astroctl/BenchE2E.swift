@@ -111,7 +111,6 @@ struct BenchE2E: AsyncParsableCommand {
         var environment = ProcessInfo.processInfo.environment
         environment["AMQP_URL"] = connection.resolvedAMQPURL
         environment["DATABASE_URL"] = connection.resolvedDatabaseURL
-        environment["HTTP_PORT"] = "0"
         environment["HTTP_HOST"] = "127.0.0.1"
         environment["LOG_LEVEL"] = "warning"
         environment["MIGRATE_ON_START"] = "false"
@@ -122,9 +121,14 @@ struct BenchE2E: AsyncParsableCommand {
             environment[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
         }
         var processes: [Process] = []
+        var healthPorts: [Int] = []
         for _ in 0..<workerCount {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: binary)
+            // A known port per worker, so its /metrics can be read at the end.
+            let port = try Self.freePort()
+            healthPorts.append(port)
+            environment["HTTP_PORT"] = String(port)
             process.environment = environment
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.standardError
@@ -207,6 +211,13 @@ struct BenchE2E: AsyncParsableCommand {
         }
         progress.cancel()
         sampler.cancel()
+        var batches = 0.0
+        var batchedJobs = 0.0
+        for port in healthPorts {
+            guard let text = try? runProcess("curl", ["-fsS", "http://127.0.0.1:\(port)/metrics"]) else { continue }
+            batches += Self.metric("astro_commit_batches_total", in: text)
+            batchedJobs += Self.metric("astro_commit_batch_jobs_total", in: text)
+        }
         Self.drawProgress(done: times.finishedCount, total: count, since: times.firstPublish)
         FileHandle.standardError.write(Data("\n".utf8))
         await consumer.close()
@@ -222,7 +233,8 @@ struct BenchE2E: AsyncParsableCommand {
         }
         return String(
             format:
-                "%d worker%@: %7.0f jobs/s  p50 %6.1f ms  p95 %6.1f ms  p99 %6.1f ms  failed %d  worker peak RSS %.1f MB",
+                "%d worker%@: %7.0f jobs/s  p50 %6.1f ms  p95 %6.1f ms  p99 %6.1f ms  failed %d  worker peak RSS %.1f MB"
+                + "  jobs per commit %.1f",
             workerCount,
             workerCount == 1 ? "" : "s",
             report.throughput,
@@ -230,8 +242,36 @@ struct BenchE2E: AsyncParsableCommand {
             report.p95 * 1000,
             report.p99 * 1000,
             report.failed,
-            Double(peakMemory.peakKilobytes) / 1024
+            Double(peakMemory.peakKilobytes) / 1024,
+            batches > 0 ? batchedJobs / batches : 0
         )
+    }
+
+    /// A port nobody listens on right now (bound once to port 0, then released).
+    static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw CommandFailure("socket() failed") }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
+                guard bind(descriptor, pointer, length) == 0 else { return -1 }
+                return getsockname(descriptor, pointer, &length)
+            }
+        }
+        guard bound == 0 else { throw CommandFailure("could not find a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// The value of an unlabelled metric in Prometheus text.
+    static func metric(_ name: String, in text: String) -> Double {
+        for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
+            return Double(line.split(separator: " ").last ?? "") ?? 0
+        }
+        return 0
     }
 
     static func drawProgress(done: Int, total: Int, since start: ContinuousClock.Instant?) {
