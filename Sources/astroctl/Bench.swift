@@ -64,7 +64,7 @@ struct BenchAMQP: AsyncParsableCommand {
                 )
             )
             swiftRounds.append(swift)
-            let raw = try runRaw(path: rawPath, url: url)
+            let raw = try await runRaw(path: rawPath, url: url)
             print(
                 String(
                     format: "  round %d raw C: publish %8.0f msg/s  consume %8.0f msg/s",
@@ -145,9 +145,9 @@ struct BenchAMQP: AsyncParsableCommand {
         return (Double(count) / publishSeconds, Double(count) / consumeSeconds)
     }
 
-    private func runRaw(path: String, url: String) throws -> (publish: Double, consume: Double) {
+    private func runRaw(path: String, url: String) async throws -> (publish: Double, consume: Double) {
         let queue = "bench.amqp.raw.\(UUID().uuidString.prefix(8).lowercased())"
-        let output = try runProcess(
+        let output = try await runProcess(
             path,
             [
                 "--url", url, "--queue", queue, "--count", "\(count)", "--size", "\(size)", "--prefetch",
@@ -216,7 +216,7 @@ struct BenchPostgres: AsyncParsableCommand {
                     // pgbench's -T relies on SIGALRM, which a child of a Swift process may
                     // inherit blocked; a transaction count sized to the same duration is used.
                     let perClient = max(100, Int(rate * Double(seconds)) / clientCount)
-                    let bench = try pgbenchRate(
+                    let bench = try await pgbenchRate(
                         configuration: configuration,
                         schema: schema,
                         clients: clientCount,
@@ -274,7 +274,7 @@ struct BenchPostgres: AsyncParsableCommand {
         schema: String,
         clients: Int,
         transactionsPerClient: Int
-    ) throws -> Double {
+    ) async throws -> Double {
         let script = FileManager.default.temporaryDirectory.appendingPathComponent("\(schema).sql")
         try """
         BEGIN;
@@ -284,7 +284,7 @@ struct BenchPostgres: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(at: script) }
         var environment = ProcessInfo.processInfo.environment
         if let password = configuration.password { environment["PGPASSWORD"] = password }
-        let output = try runProcess(
+        let output = try await runProcess(
             pgbench,
             [
                 "-n", "-M", "extended", "-c", "\(clients)", "-j", "\(min(clients, 2))", "-t",
@@ -309,8 +309,18 @@ extension Duration {
 }
 
 /// Runs a program to completion and returns its standard output; non-zero exit throws with its
-/// standard error.
-func runProcess(_ path: String, _ arguments: [String], environment: [String: String]? = nil) throws -> String {
+/// standard error. The waiting happens on a thread of its own, never on the concurrency pool.
+func runProcess(_ path: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> String {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread {
+            continuation.resume(with: Result { try runProcessBlocking(path, arguments, environment: environment) })
+        }
+        thread.start()
+    }
+}
+
+private func runProcessBlocking(_ path: String, _ arguments: [String], environment: [String: String]?) throws -> String
+{
     let process = Process()
     if path.contains("/") {
         process.executableURL = URL(fileURLWithPath: path)
@@ -325,13 +335,20 @@ func runProcess(_ path: String, _ arguments: [String], environment: [String: Str
     process.standardOutput = output
     process.standardError = errors
     try process.run()
+    // Standard error is drained on another thread so neither pipe can fill up and stall the child.
+    let errorText = Mutex(Data())
+    let errorsRead = DispatchSemaphore(value: 0)
+    let errorReader = Thread {
+        errorText.withLock { $0 = errors.fileHandleForReading.readDataToEndOfFile() }
+        errorsRead.signal()
+    }
+    errorReader.start()
     let outData = output.fileHandleForReading.readDataToEndOfFile()
-    let errData = errors.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
+    errorsRead.wait()
     guard process.terminationStatus == 0 else {
-        throw CommandFailure(
-            "\(path) failed (\(process.terminationStatus)): \(String(decoding: errData, as: UTF8.self))"
-        )
+        let message = String(decoding: errorText.withLock { $0 }, as: UTF8.self)
+        throw CommandFailure("\(path) failed (\(process.terminationStatus)): \(message)")
     }
     return String(decoding: outData, as: UTF8.self)
 }

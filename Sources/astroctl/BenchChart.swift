@@ -49,7 +49,7 @@ struct BenchChart: AsyncParsableCommand {
         if breakdown { try Self.breakdown(engine: engine, ephemeris: ephemeris, inputs: inputs) }
         guard !noPython else { return }
         do {
-            let output = try runProcess("python3", [python, "--count", "\(count)"])
+            let output = try await runProcess("python3", [python, "--count", "\(count)"])
             guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix("{") }),
                 let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                 let rate = object["charts_per_sec"] as? Double

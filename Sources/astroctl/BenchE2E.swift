@@ -214,7 +214,9 @@ struct BenchE2E: AsyncParsableCommand {
         var batches = 0.0
         var batchedJobs = 0.0
         for port in healthPorts {
-            guard let text = try? runProcess("curl", ["-fsS", "http://127.0.0.1:\(port)/metrics"]) else { continue }
+            guard let text = try? await runProcess("curl", ["-fsS", "http://127.0.0.1:\(port)/metrics"]) else {
+                continue
+            }
             batches += Self.metric("astro_commit_batches_total", in: text)
             batchedJobs += Self.metric("astro_commit_batch_jobs_total", in: text)
         }
