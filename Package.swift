@@ -43,7 +43,9 @@ let package = Package(
         ),
         .target(name: "Ephemeris", dependencies: ["CSwissEph"]),
         // BirthData → NatalChart.
-        .target(name: "ChartEngine", dependencies: ["AstroDomain", "Ephemeris"]),
+        .target(name: "ChartEngine", dependencies: ["AstroDomain", "Ephemeris", "ZoneInfo"]),
+        // TZif files of the system time zone database (/usr/share/zoneinfo) as AstroDomain's TimeZoneRules.
+        .target(name: "ZoneInfo", dependencies: ["AstroDomain"]),
         // Schema v1 and later migrations, numbered SQL files shipped as resources.
         .target(name: "Schema", dependencies: ["Postgres"], resources: [.copy("Migrations")]),
 
@@ -93,6 +95,7 @@ let package = Package(
         .testTarget(name: "AMQPTests", dependencies: ["AMQP"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "AstroDomainTests", dependencies: ["AstroDomain"]),
+        .testTarget(name: "ZoneInfoTests", dependencies: ["ZoneInfo", "AstroDomain"]),
         .testTarget(name: "EphemerisTests", dependencies: ["Ephemeris"], resources: [.copy("Fixtures")]),
         .testTarget(
             name: "ChartEngineTests",

@@ -26,7 +26,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PACKAGES=(librabbitmq-dev libpq-dev libswe-dev swe-standard-data rabbitmq-server postgresql
-    postgresql-contrib amqp-tools curl)
+    postgresql-contrib amqp-tools curl tzdata)
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 RABBITBIN=/usr/lib/rabbitmq/bin
 

@@ -74,11 +74,19 @@ public struct BirthData: Sendable, Hashable, Codable {
     ///   the order of `ChartPoint.allCases`.
     /// - Throws: `ChartInputError` with the code and field of the first broken rule.
     public func validated() throws(ChartInputError) -> BirthData {
+        try validated(timeZones: .foundation)
+    }
+
+    /// Checks every rule, as `validated()`, looking the time zone up in `timeZones`.
+    /// - Parameter timeZones: where zones come from (such as the system time zone database).
+    /// - Returns: the normalized birth data, as `validated()`.
+    /// - Throws: `ChartInputError` with the code and field of the first broken rule.
+    public func validated(timeZones: some TimeZoneRulesProvider) throws(ChartInputError) -> BirthData {
         var normalized = self
         normalized.name = try Self.validateName(name)
         _ = try Self.parseDate(birthDate)
         _ = try Self.parseTime(birthTime)
-        _ = try Self.timeZone(named: timezone)
+        _ = try Self.timeZoneRules(named: timezone, in: timeZones)
         try Self.validateLatitude(latitude)
         try Self.validateLongitude(longitude)
         normalized.locationName = Self.trimmed(locationName)
@@ -156,25 +164,58 @@ public struct BirthData: Sendable, Hashable, Codable {
         "EST5EDT", "CST6CDT", "MST7MDT", "PST8PDT", "CET", "EET", "MET", "WET",
     ]
 
-    /// Zones already looked up, by identifier. Only accepted identifiers are stored, so the cache
-    /// holds at most the time zone database's few hundred zones.
+    /// Zones already looked up, by identifier. Only identifiers Foundation knows are stored, so
+    /// the cache holds at most the time zone database's few hundred zones.
     private static let zoneCache = Mutex<[String: TimeZone]>([:])
 
-    /// The time zone for an IANA identifier (case-sensitive, as in the database).
-    /// - Throws: `unknown-timezone` on `profile.timezone`.
-    public static func timeZone(named identifier: String) throws(ChartInputError) -> TimeZone {
+    /// Whether an identifier has the form of an IANA one: `Area/Location` (not starting with
+    /// `/`) or one of `slashlessZoneIdentifiers`.
+    static func isWellFormedZoneIdentifier(_ identifier: String) -> Bool {
+        if identifier.utf8.contains(UInt8(ascii: "/")) { return identifier.utf8.first != UInt8(ascii: "/") }
+        return slashlessZoneIdentifiers.contains(identifier)
+    }
+
+    /// Foundation's zone for an identifier, cached; no check of the identifier's form.
+    static func foundationTimeZone(_ identifier: String) -> TimeZone? {
         if let zone = zoneCache.withLock({ $0[identifier] }) { return zone }
-        let wellFormed = identifier.contains("/") || slashlessZoneIdentifiers.contains(identifier)
-        guard wellFormed, !identifier.hasPrefix("/"), let zone = TimeZone(identifier: identifier) else {
-            throw ChartInputError(
-                .unknownTimezone,
-                field: ChartField.timezone,
-                message: "\(ChartField.timezone): \(identifier.debugDescription) is not an IANA time zone "
-                    + "identifier (such as Europe/Kyiv)"
-            )
-        }
+        guard let zone = TimeZone(identifier: identifier) else { return nil }
         zoneCache.withLock { $0[identifier] = zone }
         return zone
+    }
+
+    private static func unknownTimeZone(_ identifier: String) -> ChartInputError {
+        ChartInputError(
+            .unknownTimezone,
+            field: ChartField.timezone,
+            message: "\(ChartField.timezone): \(identifier.debugDescription) is not an IANA time zone "
+                + "identifier (such as Europe/Kyiv)"
+        )
+    }
+
+    /// Foundation's time zone for an IANA identifier (case-sensitive, as in the database).
+    /// - Throws: `unknown-timezone` on `profile.timezone`.
+    public static func timeZone(named identifier: String) throws(ChartInputError) -> TimeZone {
+        guard isWellFormedZoneIdentifier(identifier), let zone = foundationTimeZone(identifier) else {
+            throw unknownTimeZone(identifier)
+        }
+        return zone
+    }
+
+    /// The rules of the time zone an IANA identifier names, from a provider.
+    /// - Parameters:
+    ///   - identifier: the identifier (case-sensitive; abbreviations such as `PST` and custom
+    ///     offsets such as `GMT+5` are refused before the provider is asked).
+    ///   - timeZones: where zones come from.
+    /// - Returns: the zone's rules.
+    /// - Throws: `unknown-timezone` on `profile.timezone`.
+    public static func timeZoneRules(
+        named identifier: String,
+        in timeZones: some TimeZoneRulesProvider
+    ) throws(ChartInputError) -> any TimeZoneRules {
+        guard isWellFormedZoneIdentifier(identifier), let rules = timeZones.rules(forIdentifier: identifier) else {
+            throw unknownTimeZone(identifier)
+        }
+        return rules
     }
 
     /// - Throws: `latitude-out-of-range` on `profile.latitude` unless −90 ≤ latitude ≤ 90.

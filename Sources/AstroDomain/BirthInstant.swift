@@ -18,19 +18,25 @@ public enum LocalTimeResolution: Sendable, Hashable {
 /// The wall time is read as a count of seconds `L` on a proleptic Gregorian time line (as if it
 /// were UTC). Every UTC offset the zone used within two days of `L` is collected: the offsets at
 /// `L` ± 1 and ± 2 days, and on both sides of each transition that
-/// `TimeZone.nextDaylightSavingTimeTransition(after:)` reports in that window (it reports every
-/// change of offset, not only DST ones). An offset `o` is a reading of the wall time when the
-/// zone really used `o` at the instant `L − o`. One reading: the time is unique. Several: it is
-/// ambiguous. None: it is in a gap, and the transition that skipped it is named. Offsets keep
-/// their seconds (local mean time such as Moscow's +02:31:19 in 1919).
+/// `TimeZoneRules.nextTransition(after:)` reports in that window (for Foundation's `TimeZone`,
+/// `nextDaylightSavingTimeTransition(after:)`, which reports every change of offset). An offset
+/// `o` is a reading of the wall time when the zone really used `o` at the instant `L − o`. One
+/// reading: the time is unique. Several: it is ambiguous. None: it is in a gap, and the
+/// transition that skipped it is named. Offsets keep their seconds (local mean time such as
+/// Moscow's +02:31:19 in 1919).
 public enum LocalTimeConverter {
     /// Resolves a wall time in a zone.
     /// - Parameters:
     ///   - date: the local calendar date.
     ///   - time: the local wall-clock time.
-    ///   - timeZone: the zone whose rules (historical offsets included) apply.
+    ///   - timeZone: the zone whose rules (historical offsets included) apply: a Foundation
+    ///     `TimeZone`, a `ZoneInfoRules` or any other `TimeZoneRules` (an existential is opened).
     /// - Returns: the instant(s) the wall time denotes, or the transition that skipped it.
-    public static func resolve(date: BirthDate, time: BirthTime, in timeZone: TimeZone) -> LocalTimeResolution {
+    public static func resolve<Zone: TimeZoneRules>(
+        date: BirthDate,
+        time: BirthTime,
+        in timeZone: Zone
+    ) -> LocalTimeResolution {
         let wall = date.daysSince1970 * 86_400 + time.secondsSinceMidnight
         let windowStart = wall - 2 * 86_400
         let windowEnd = wall + 2 * 86_400
@@ -106,17 +112,17 @@ public enum LocalTimeConverter {
 
     private static func instant(_ seconds: Int) -> Date { Date(timeIntervalSince1970: TimeInterval(seconds)) }
 
-    private static func offset(_ timeZone: TimeZone, at seconds: Int) -> Int {
+    private static func offset(_ timeZone: some TimeZoneRules, at seconds: Int) -> Int {
         timeZone.secondsFromGMT(for: instant(seconds))
     }
 
     /// Instants (whole seconds since 1970) of the zone's offset changes in [start, end).
-    private static func transitions(in timeZone: TimeZone, from start: Int, to end: Int) -> [Int] {
+    private static func transitions(in timeZone: some TimeZoneRules, from start: Int, to end: Int) -> [Int] {
         var found: [Int] = []
         var cursor = instant(start)
         // A zone changes offset at most a few times in four days; the bound guards a loop.
         for _ in 0..<16 {
-            guard let next = timeZone.nextDaylightSavingTimeTransition(after: cursor), next > cursor else { break }
+            guard let next = timeZone.nextTransition(after: cursor), next > cursor else { break }
             let seconds = Int(next.timeIntervalSince1970.rounded(.up))
             guard seconds < end else { break }
             found.append(seconds)
@@ -127,7 +133,7 @@ public enum LocalTimeConverter {
 
     /// Offset changes in [start, end) found by sampling every hour and bisecting each change to
     /// the second (a fallback; two changes within one hour would be seen as one).
-    private static func scannedTransitions(in timeZone: TimeZone, from start: Int, to end: Int) -> [Int] {
+    private static func scannedTransitions(in timeZone: some TimeZoneRules, from start: Int, to end: Int) -> [Int] {
         var found: [Int] = []
         var step = start
         while step < end {
@@ -175,9 +181,17 @@ extension BirthData {
     ///   `nonexistent-local-time` or `ambiguous-local-time` on `profile.birthTime` when the
     ///   local time is in a gap or an overlap and there is no `dstPolicy`.
     public func resolveInstant() throws(ChartInputError) -> BirthInstant {
+        try resolveInstant(timeZones: .foundation)
+    }
+
+    /// The UTC instant of the birth, as `resolveInstant()`, with the zone's rules from `timeZones`.
+    /// - Parameter timeZones: where zones come from (such as the system time zone database).
+    /// - Returns: the instant, as `resolveInstant()`.
+    /// - Throws: as `resolveInstant()`.
+    public func resolveInstant(timeZones: some TimeZoneRulesProvider) throws(ChartInputError) -> BirthInstant {
         let date = try Self.parseDate(birthDate)
         let time = try Self.parseTime(birthTime)
-        let zone = try Self.timeZone(named: timezone)
+        let zone = try Self.timeZoneRules(named: timezone, in: timeZones)
         // Only the gap and overlap messages name the local time: not built for a unique time.
         var local: String { "\(date) \(time)" }
         switch LocalTimeConverter.resolve(date: date, time: time, in: zone) {

@@ -1,6 +1,7 @@
 import AstroDomain
 import Ephemeris
 import Foundation
+import ZoneInfo
 
 /// Turns birth data into the NatalChart of CONTRACT.md.
 ///
@@ -21,9 +22,18 @@ public struct ChartEngine: Sendable {
     /// The ephemeris the engine computes with.
     public let ephemeris: Ephemeris
 
-    /// - Parameter ephemeris: a shared ephemeris (create one at startup).
-    public init(ephemeris: Ephemeris) {
+    /// Where the birth time zones' rules come from.
+    public let timeZones: any TimeZoneRulesProvider
+
+    /// - Parameters:
+    ///   - ephemeris: a shared ephemeris (create one at startup).
+    ///   - timeZones: where time zones come from. The default, `SystemTimeZones.shared`, reads
+    ///     the system database (`/usr/share/zoneinfo`, with pre-1970 history such as Amsterdam
+    ///     Mean Time) and falls back to Foundation's `TimeZone` for zones without a file there
+    ///     (macOS, containers without `tzdata`); `FoundationTimeZones()` uses Foundation only.
+    public init(ephemeris: Ephemeris, timeZones: any TimeZoneRulesProvider = SystemTimeZones.shared) {
         self.ephemeris = ephemeris
+        self.timeZones = timeZones
     }
 
     /// Computes a natal chart; the ephemeris work runs on the ephemeris' own threads.
@@ -34,7 +44,7 @@ public struct ChartEngine: Sendable {
     /// - Throws: `ChartError`: a validation code, `nonexistent-local-time` / `ambiguous-local-time`
     ///   (no `dstPolicy`), `ephemeris-unavailable` or `calculation-failed`.
     public func chart(for birth: BirthData, calculatedAt: Date = Date()) async throws(ChartError) -> NatalChart {
-        let input = try PreparedInput(birth)
+        let input = try PreparedInput(birth, timeZones: timeZones)
         let positions: ChartPositions
         do {
             positions = try await ephemeris.positions(
@@ -59,7 +69,7 @@ public struct ChartEngine: Sendable {
     ///   a task on the Swift concurrency pool (see `Ephemeris.positionsOnCurrentThread`).
     public func chartOnCurrentThread(for birth: BirthData, calculatedAt: Date = Date()) throws(ChartError) -> NatalChart
     {
-        let input = try PreparedInput(birth)
+        let input = try PreparedInput(birth, timeZones: timeZones)
         let positions: ChartPositions
         do {
             positions = try ephemeris.positionsOnCurrentThread(
@@ -275,10 +285,10 @@ struct PreparedInput: Sendable {
     /// The bodies of the ten planets, Sun first (built once, not per chart).
     private static let planetBodies = PlanetName.allCases.map(\.celestialBody)
 
-    init(_ birth: BirthData) throws(ChartError) {
+    init(_ birth: BirthData, timeZones: some TimeZoneRulesProvider) throws(ChartError) {
         do {
-            self.birth = try birth.validated()
-            self.instant = try self.birth.resolveInstant()
+            self.birth = try birth.validated(timeZones: timeZones)
+            self.instant = try self.birth.resolveInstant(timeZones: timeZones)
         } catch {
             throw ChartError(error)
         }

@@ -167,21 +167,12 @@ private struct PlanetPair: Hashable, CustomStringConvertible {
         }
     }
 
-    /// Cases whose local time Foundation's time-zone data resolves differently from the system's
-    /// IANA database: Foundation's copy is built without the tz "backzone" data, so before 1970
-    /// it treats Europe/Amsterdam like Europe/Brussels (+00:00) where the system database has
-    /// Amsterdam Mean Time (+00:19:32).
-    static let foundationTimeZoneGaps: Set<String> = ["amsterdam-1935"]
-
+    /// Every case, pre-1970 local mean time included (amsterdam-1935, +00:19:32): the engine reads
+    /// zones from the system time zone database, which has the tz "backzone" history that
+    /// Foundation's ICU data on Linux lacks.
     @Test(arguments: NatalReferenceFile.cases)
     func chartMatchesReference(_ reference: NatalReferenceCase) async throws {
-        if Self.foundationTimeZoneGaps.contains(reference.id) {
-            await withKnownIssue("Foundation's time-zone data has no backzone (pre-1970 local mean time)") {
-                try await check(reference)
-            }
-        } else {
-            try await check(reference)
-        }
+        try await check(reference)
     }
 
     func check(_ reference: NatalReferenceCase) async throws {
