@@ -175,12 +175,6 @@ enum JobStore {
         )
     }
 
-    /// Unsent outbox rows (for readiness and `astroctl`).
-    static func pendingCount(database: PostgresConnection) throws -> Int {
-        let rows = try database.query("SELECT count(*)::bigint AS n FROM outbox WHERE sent_at IS NULL")
-        return Int(try rows.first?.decode(Int64.self, "n") ?? 0)
-    }
-
     /// A Postgres array literal of integers, bound as one text parameter (never spliced into SQL).
     private static func postgresArray(_ values: [Int64]) -> String {
         "{" + values.map(String.init).joined(separator: ",") + "}"

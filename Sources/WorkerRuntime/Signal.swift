@@ -12,8 +12,6 @@ final class WakeSignal: Sendable {
     }
 
     func notify() { continuation.yield() }
-
-    func finish() { continuation.finish() }
 }
 
 /// Counts work in progress.
