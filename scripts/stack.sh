@@ -154,12 +154,17 @@ rabbit_stop() {
 }
 
 epmd_stop() {
-    local d=$ASTRO_STACK_DIR/rabbit epmd
+    local d=$ASTRO_STACK_DIR/rabbit epmd pid
     [ -f "$d/epmd_port" ] || return 0
     epmd=$(cat "$d/epmd_port")
-    # epmd outlives the node; find the one listening on our private port.
-    pkill -f "epmd.*-port $epmd" 2>/dev/null || true
+    # epmd daemonizes and outlives the node; ours is the one started with our private port in
+    # its environment.
     ERL_EPMD_PORT=$epmd timeout 5 /usr/lib/erlang/erts-*/bin/epmd -kill >/dev/null 2>&1 || true
+    for pid in $(pgrep -x epmd 2>/dev/null); do
+        if { tr '\0' '\n' < "/proc/$pid/environ"; } 2>/dev/null | grep -qx "ERL_EPMD_PORT=$epmd"; then
+            kill "$pid" 2>/dev/null || true
+        fi
+    done
 }
 
 pg_ctl_as() { runuser -u postgres -- "$PGBIN/pg_ctl" "$@"; }
