@@ -37,13 +37,7 @@ struct AMQPIntegrationTests {
         let body = Data(#"{"hello":"world"}"#.utf8)
         try await publisher.publish(OutgoingMessage(routingKey: queue, body: body, properties: properties))
 
-        let consumer = AMQPConsumer(
-            configuration: config,
-            topology: .empty,
-            queues: [queue],
-            prefetch: 10,
-            logger: amqpTestLogger("consumer")
-        )
+        let consumer = amqpConsumer(config, queue: queue, prefetch: 10, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
         #expect(consumer.isConnected)
@@ -77,13 +71,7 @@ struct AMQPIntegrationTests {
         try await publisher.publish(messages)
         #expect(try await publisher.queueState(queue).messageCount == 500)
 
-        let consumer = AMQPConsumer(
-            configuration: config,
-            topology: .empty,
-            queues: [queue],
-            prefetch: 100,
-            logger: amqpTestLogger("consumer")
-        )
+        let consumer = amqpConsumer(config, queue: queue, prefetch: 100, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
         var ids = Set<String>()
@@ -208,13 +196,7 @@ struct AMQPIntegrationTests {
         // The channel was reopened: the publisher keeps working.
         try await publisher.publish(amqpTextMessage("s3", to: queue))
 
-        let consumer = AMQPConsumer(
-            configuration: config,
-            topology: .empty,
-            queues: [queue],
-            prefetch: 1,
-            logger: amqpTestLogger("consumer")
-        )
+        let consumer = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
         await collector.wait(count: 1)
@@ -237,13 +219,7 @@ struct AMQPIntegrationTests {
         try await publisher.declare(Topology(queues: [QueueSpec(name: queue)]))
         try await publisher.publish((0..<20).map { amqpTextMessage("p\($0)", to: queue) })
 
-        let consumer = AMQPConsumer(
-            configuration: config,
-            topology: .empty,
-            queues: [queue],
-            prefetch: 5,
-            logger: amqpTestLogger("consumer")
-        )
+        let consumer = amqpConsumer(config, queue: queue, prefetch: 5, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
         await collector.wait(count: 5)
@@ -268,13 +244,7 @@ struct AMQPIntegrationTests {
         try await publisher.declare(Topology(queues: [QueueSpec(name: queue)]))
         try await publisher.publish((0..<10).map { amqpTextMessage("x\($0)", to: queue) })
 
-        let consumer = AMQPConsumer(
-            configuration: config,
-            topology: .empty,
-            queues: [queue],
-            prefetch: 20,
-            logger: amqpTestLogger("consumer")
-        )
+        let consumer = amqpConsumer(config, queue: queue, prefetch: 20, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
         let deliveries = await collector.wait(count: 10)
@@ -300,13 +270,7 @@ struct AMQPIntegrationTests {
         try await publisher.declare(Topology(queues: [QueueSpec(name: queue)]))
         try await publisher.publish(amqpTextMessage("again", to: queue))
 
-        let consumer = AMQPConsumer(
-            configuration: config,
-            topology: .empty,
-            queues: [queue],
-            prefetch: 1,
-            logger: amqpTestLogger("consumer")
-        )
+        let consumer = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
         let first = try #require(await collector.wait(count: 1).first)
@@ -387,13 +351,7 @@ struct AMQPIntegrationTests {
         #expect(ContinuousClock.now - start >= .milliseconds(300))
         #expect(try await publisher.queueState(delay).messageCount == 0)
 
-        let consumer = AMQPConsumer(
-            configuration: config,
-            topology: .empty,
-            queues: [target],
-            prefetch: 1,
-            logger: amqpTestLogger("consumer")
-        )
+        let consumer = amqpConsumer(config, queue: target, prefetch: 1, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
         let delivery = try #require(await collector.wait(count: 1).first)
@@ -415,13 +373,7 @@ struct AMQPIntegrationTests {
         try await publisher.declare(Topology(queues: [QueueSpec(name: queue)]))
         try await publisher.publish(amqpTextMessage("handover", to: queue))
 
-        let first = AMQPConsumer(
-            configuration: config,
-            topology: .empty,
-            queues: [queue],
-            prefetch: 1,
-            logger: amqpTestLogger("consumer1")
-        )
+        let first = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer1")
         let firstCollector = AMQPDeliveryCollector(first)
         try await first.start()
         let unacked = try #require(await firstCollector.wait(count: 1).first)
@@ -433,13 +385,7 @@ struct AMQPIntegrationTests {
             (error as? AMQPError)?.kind == .closed
         }
 
-        let second = AMQPConsumer(
-            configuration: config,
-            topology: .empty,
-            queues: [queue],
-            prefetch: 1,
-            logger: amqpTestLogger("consumer2")
-        )
+        let second = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer2")
         let secondCollector = AMQPDeliveryCollector(second)
         try await second.start()
         let again = try #require(await secondCollector.wait(count: 1).first)
@@ -459,13 +405,7 @@ struct AMQPIntegrationTests {
         try await publisher.declare(Topology(queues: [QueueSpec(name: queue)]))
         try await publisher.publish(amqpTextMessage("one", to: queue))
 
-        let consumer = AMQPConsumer(
-            configuration: config,
-            topology: .empty,
-            queues: [queue],
-            prefetch: 1,
-            logger: amqpTestLogger("consumer")
-        )
+        let consumer = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
         let delivery = try #require(await collector.wait(count: 1).first)
@@ -501,13 +441,7 @@ struct AMQPIntegrationTests {
         let queue = amqpUniqueName("heartbeat")
         let publisher = AMQPPublisher(configuration: config, logger: amqpTestLogger("publisher"))
         try await publisher.declare(Topology(queues: [QueueSpec(name: queue)]))
-        let consumer = AMQPConsumer(
-            configuration: config,
-            topology: .empty,
-            queues: [queue],
-            prefetch: 1,
-            logger: amqpTestLogger("consumer")
-        )
+        let consumer = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
 
@@ -546,13 +480,7 @@ struct AMQPIntegrationTests {
         try await publisher.connect()
         try await publisher.declare(Topology(queues: [QueueSpec(name: queue)]))
         try await publisher.publish(amqpTextMessage("secret", to: queue))
-        let consumer = AMQPConsumer(
-            configuration: config,
-            topology: .empty,
-            queues: [queue],
-            prefetch: 1,
-            logger: amqpTestLogger("consumer")
-        )
+        let consumer = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
         let delivery = try #require(await collector.wait(count: 1).first)
@@ -594,13 +522,7 @@ struct AMQPIntegrationTests {
         let publisher = AMQPPublisher(configuration: config, logger: amqpTestLogger("publisher"))
         try await publisher.declare(Topology(queues: [QueueSpec(name: queue)]))
         try await publisher.publish(amqpTextMessage("before", to: queue))
-        let consumer = AMQPConsumer(
-            configuration: config,
-            topology: .empty,
-            queues: [queue],
-            prefetch: 1,
-            logger: amqpTestLogger("consumer")
-        )
+        let consumer = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
         await collector.wait(count: 1)

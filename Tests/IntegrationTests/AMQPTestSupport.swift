@@ -92,6 +92,17 @@ func amqpUniqueName(_ prefix: String) -> String {
     "astro.test.\(prefix).\(UUID().uuidString.prefix(8).lowercased())"
 }
 
+/// A consumer of one queue with no topology of its own, the set-up most tests share.
+func amqpConsumer(_ configuration: AMQPConfiguration, queue: String, prefetch: UInt16, name: String) -> AMQPConsumer {
+    AMQPConsumer(
+        configuration: configuration,
+        topology: .empty,
+        queues: [queue],
+        prefetch: prefetch,
+        logger: amqpTestLogger(name)
+    )
+}
+
 func amqpTestLogger(_ label: String) -> Logger {
     var logger = Logger(label: "amqp-tests.\(label)")
     logger.logLevel = ProcessInfo.processInfo.environment["AMQP_TEST_LOG"] == nil ? .critical : .debug
