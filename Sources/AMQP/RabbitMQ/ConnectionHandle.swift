@@ -446,6 +446,29 @@ final class ConnectionHandle {
     }
 
     /// Releases librabbitmq's per-channel buffers if no frames are queued; call after processing frames.
+    /// Reads up to `limit` frames that librabbitmq can return without waiting and hands each to
+    /// `handle`, releasing buffers after each; stops early when `handle` ends the connection.
+    /// - Returns: how many frames were read, or the error when the connection was lost reading.
+    func drainFrames(limit: Int, _ handle: (amqp_frame_t) -> Void) -> Result<Int, AMQPError> {
+        var frame = amqp_frame_t()
+        var processed = 0
+        while isAlive, processed < limit {
+            let status = nextFrame(&frame)
+            if status == AMQP_STATUS_TIMEOUT.rawValue { break }
+            if status != AMQP_STATUS_OK.rawValue { return .failure(lost(status: status, "reading from the broker")) }
+            processed += 1
+            handle(frame)
+            releaseBuffers()
+        }
+        return .success(processed)
+    }
+
+    /// Whether the broker has been silent for two heartbeat intervals (plus half a second of grace)
+    /// since `lastInbound`: librabbitmq cannot tell when it is only polled without waiting.
+    func heartbeatOverdue(lastInbound: UInt64, now: UInt64) -> Bool {
+        heartbeatSeconds > 0 && now - min(lastInbound, now) > UInt64(heartbeatSeconds) * 2_000_000_000 + 500_000_000
+    }
+
     func releaseBuffers() {
         guard isAlive else { return }
         amqp_maybe_release_buffers(state)

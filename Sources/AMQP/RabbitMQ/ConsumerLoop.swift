@@ -106,29 +106,20 @@ final class ConsumerLoop {
     /// Reads what librabbitmq can return without waiting (bounded, so acknowledgements interleave), hands
     /// the deliveries out, and checks the heartbeat.
     private func pump() {
-        var frame = amqp_frame_t()
-        var processed = 0
-        while let connection, connection.isAlive, processed < 512 {
-            let status = connection.nextFrame(&frame)
-            if status == AMQP_STATUS_TIMEOUT.rawValue {
-                break
-            }
-            if status != AMQP_STATUS_OK.rawValue {
-                connectionLost(connection.lost(status: status, "reading from the broker"))
-                return
-            }
-            processed += 1
-            handleFrame(frame, on: connection)
-            connection.releaseBuffers()
-        }
         guard let connection else { return }
+        let processed: Int
+        switch connection.drainFrames(limit: 512, { handleFrame($0, on: connection) }) {
+        case .success(let count): processed = count
+        case .failure(let error):
+            connectionLost(error)
+            return
+        }
+        guard self.connection != nil else { return }
         handOut()
         let now = monotonicNow()
         if processed > 0 {
             lastInbound = now
-        } else if connection.heartbeatSeconds > 0,
-            now - min(lastInbound, now) > UInt64(connection.heartbeatSeconds) * 2_000_000_000 + 500_000_000
-        {
+        } else if connection.heartbeatOverdue(lastInbound: lastInbound, now: now) {
             connectionLost(connection.heartbeatTimedOut())
         }
     }
