@@ -147,8 +147,10 @@ struct SchemaIntegrationTests {
             try database.executeScript("ROLLBACK TO SAVEPOINT s")
             let insertCredit: SQL = """
                 INSERT INTO purchase_credits (id, purchase_record_id, transaction_id, user_id, report_area,
-                    purchase_date, consumed, consumed_date, user_profile_id, consumed_by_job)
-                VALUES ($1, $2, $3, $4, 'career', now(), $5, $6, $7, $8)
+                    purchase_date, consumed, consumed_date, user_profile_id, consumed_by_job,
+                    consumed_area, consumed_language)
+                VALUES ($1, $2, $3, $4, 'career', now(), $5, $6, $7, $8,
+                    CASE WHEN $5 THEN 'career' END, CASE WHEN $5 THEN 'en' END)
                 """
             // Consumed without a date or profile, or available with them: refused.
             let invalid: [(Bool, Date?, UUID?)] = [
