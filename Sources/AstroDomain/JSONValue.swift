@@ -64,6 +64,12 @@ public enum JSONValue: Sendable, Hashable, Codable, ExpressibleByStringLiteral, 
         return nil
     }
 
+    /// The elements, when this is an array.
+    public var arrayValue: [JSONValue]? {
+        if case .array(let value) = self { return value }
+        return nil
+    }
+
     /// The member of an object, when this is an object that has it.
     public subscript(key: String) -> JSONValue? {
         if case .object(let members) = self { return members[key] }

@@ -64,6 +64,12 @@ public struct WorkerConfiguration: Sendable {
         public var name: String
         public var defaultValue: String
         public var meaning: String
+
+        public init(name: String, defaultValue: String, meaning: String) {
+            self.name = name
+            self.defaultValue = defaultValue
+            self.meaning = meaning
+        }
     }
 
     /// The settings every worker reads, with their defaults (`HTTP_PORT` defaults per worker).
