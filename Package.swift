@@ -25,6 +25,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
     ],
     targets: [
         // C libraries, through pkg-config, with the Debian package that provides each.
@@ -70,6 +73,18 @@ let package = Package(
             dependencies: ["ChartEngine", "Ephemeris", "AstroDomain", "Postgres", "WorkerRuntime"]
         ),
 
+        // StoreKit 2 signed data (JWS with an x5c chain) verified the way Apple's App Store Server
+        // Library does it, plus a development PKI and signer for tests and demos.
+        .target(
+            name: "StoreKitVerification",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            resources: [.copy("Resources")]
+        ),
+
         // Executables: wiring and configuration only.
         .executableTarget(
             name: "chart-worker",
@@ -103,6 +118,11 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime"]),
+        .testTarget(
+            name: "StoreKitVerificationTests",
+            dependencies: ["StoreKitVerification", .product(name: "Crypto", package: "swift-crypto")],
+            resources: [.copy("Fixtures")]
+        ),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
             name: "IntegrationTests",
