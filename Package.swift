@@ -85,6 +85,15 @@ let package = Package(
             resources: [.copy("Resources")]
         ),
 
+        // A small HTTP/1.1 server on loopback, for the local fakes of outside services.
+        .target(name: "LoopbackHTTP"),
+        // Client of the App Store Server API (transaction look-up), authenticated with an ES256 JWT.
+        .target(name: "AppStoreServerAPI", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        // A local fake of the App Store Server API that behaves like Apple's, errors included.
+        .target(
+            name: "AppStoreServerFake",
+            dependencies: ["LoopbackHTTP", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         // Executables: wiring and configuration only.
         .executableTarget(
             name: "chart-worker",
@@ -122,6 +131,13 @@ let package = Package(
             name: "StoreKitVerificationTests",
             dependencies: ["StoreKitVerification", .product(name: "Crypto", package: "swift-crypto")],
             resources: [.copy("Fixtures")]
+        ),
+        .testTarget(
+            name: "AppStoreServerAPITests",
+            dependencies: [
+                "AppStoreServerAPI", "AppStoreServerFake", "LoopbackHTTP",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
