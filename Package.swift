@@ -84,7 +84,6 @@ let package = Package(
             ],
             resources: [.copy("Resources")]
         ),
-
         // A small HTTP/1.1 server on loopback, for the local fakes of outside services.
         .target(name: "LoopbackHTTP"),
         // Client of the App Store Server API (transaction look-up), authenticated with an ES256 JWT.
@@ -94,17 +93,31 @@ let package = Package(
             name: "AppStoreServerFake",
             dependencies: ["LoopbackHTTP", .product(name: "Crypto", package: "swift-crypto")]
         ),
+        // The billing-worker's jobs: product catalog, purchase verification, the credit ledger.
+        .target(
+            name: "Billing",
+            dependencies: [
+                "StoreKitVerification", "AppStoreServerAPI", "AstroDomain", "Postgres", "WorkerRuntime",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "X509", package: "swift-certificates"),
+            ]
+        ),
+
         // Executables: wiring and configuration only.
         .executableTarget(
             name: "chart-worker",
             dependencies: ["WorkerRuntime", "ChartService", "ChartEngine", "Ephemeris"]
         ),
         .executableTarget(name: "report-worker", dependencies: ["WorkerRuntime"]),
-        .executableTarget(name: "billing-worker", dependencies: ["WorkerRuntime"]),
+        .executableTarget(
+            name: "billing-worker",
+            dependencies: ["WorkerRuntime", "Billing", "StoreKitVerification", "AppStoreServerAPI"]
+        ),
         .executableTarget(
             name: "astroctl",
             dependencies: [
                 "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine", "Ephemeris",
+                "Billing", "StoreKitVerification", .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -139,13 +152,14 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        .testTarget(name: "BillingTests", dependencies: ["Billing", "StoreKitVerification", "AstroDomain"]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
                 "AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain", "SampleJobs", "ChartService",
-                "ChartEngine",
-                "Ephemeris",
+                "ChartEngine", "Ephemeris", "Billing", "StoreKitVerification", "AppStoreServerAPI",
+                "AppStoreServerFake", .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ]

@@ -17,6 +17,9 @@ struct AstroCtl: AsyncParsableCommand {
               astroctl queues                                depth and consumers of every queue
               astroctl bench amqp --count 20000              broker throughput, Swift vs raw C
             """,
-        subcommands: [Migrate.self, Publish.self, JobStatusCommand.self, Queues.self, ChartCommand.self, Bench.self]
+        subcommands: [
+            Migrate.self, Publish.self, JobStatusCommand.self, Queues.self, ChartCommand.self, BillingCommand.self,
+            Bench.self,
+        ]
     )
 }

@@ -1,0 +1,326 @@
+import AstroDomain
+import Foundation
+import Postgres
+
+/// What an App Store notification did to the ledger.
+public struct NotificationEffect: Sendable, Hashable, Codable {
+    /// `revoked`, `restored`, `consumption-info-recorded`, `recorded`, or `duplicate`.
+    public var action: String
+    public var transactionID: String?
+    public var userID: UserID?
+    /// Credits revoked (REFUND/REVOKE) or given back (REFUND_REVERSED).
+    public var credits: [CreditID] = []
+    /// Consumed credits of a refunded purchase: the customer got the report and the money back.
+    public var debts: [CreditID] = []
+    /// Why nothing was done, when nothing was.
+    public var note: String?
+
+    enum CodingKeys: String, CodingKey {
+        case action
+        case transactionID = "transactionId"
+        case userID = "userId"
+        case credits, debts, note
+    }
+}
+
+/// The ledger side of App Store Server Notifications V2, inside the job's transaction.
+public enum NotificationLedger {
+    /// Claims a notification by its UUID. Returns the earlier outcome when it was processed
+    /// before (Apple redelivers until it sees a 200); a concurrent duplicate waits for the first
+    /// to commit.
+    public static func claim(
+        notificationUUID: UUID,
+        type: String,
+        subtype: String?,
+        transactionID: String?,
+        originalTransactionID: String?,
+        environment: String?,
+        signedDate: Date?,
+        payloadJSON: String,
+        transactionPayloadJSON: String?,
+        jobID: JobID,
+        database: PostgresConnection
+    ) throws -> NotificationEffect? {
+        let inserted = try database.query(
+            """
+            INSERT INTO store_notifications (notification_uuid, notification_type, subtype, transaction_id,
+                original_transaction_id, environment, signed_date, payload, transaction_payload, outcome, job_id)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, '{"action": "processing"}', $10)
+            ON CONFLICT (notification_uuid) DO NOTHING
+            RETURNING notification_uuid
+            """,
+            [
+                notificationUUID, type, subtype, transactionID, originalTransactionID, environment, signedDate,
+                PostgresRawJSON(payloadJSON), transactionPayloadJSON.map(PostgresRawJSON.init), jobID.uuid,
+            ]
+        )
+        if !inserted.isEmpty { return nil }
+        let earlier = try database.query(
+            "SELECT outcome FROM store_notifications WHERE notification_uuid = $1",
+            [notificationUUID]
+        ).first
+        var effect =
+            try earlier?.decodeJSON(NotificationEffect.self, "outcome")
+            ?? NotificationEffect(action: "recorded")
+        effect.note = "notification \(notificationUUID.uuidString.lowercased()) was processed before (\(effect.action))"
+        effect.action = "duplicate"
+        return effect
+    }
+
+    /// Stores what was done about a claimed notification.
+    public static func finish(
+        notificationUUID: UUID,
+        effect: NotificationEffect,
+        consumptionInfo: ConsumptionInfo?,
+        database: PostgresConnection
+    ) throws {
+        try database.execute(
+            "UPDATE store_notifications SET outcome = $2, consumption_info = $3 WHERE notification_uuid = $1",
+            [notificationUUID, PostgresJSON(effect), consumptionInfo.map(PostgresJSON.init)]
+        )
+    }
+
+    /// REFUND or REVOKE: revokes the transaction's unconsumed credits and records a debt for
+    /// each consumed one. Credits being consumed right now are waited for (row locks), so each
+    /// ends up exactly one of revoked or debt.
+    public static func revoke(
+        transactionID: String,
+        notificationUUID: UUID,
+        reason: String,
+        revocationDate: Date?,
+        jobID: JobID,
+        database: PostgresConnection
+    ) throws -> NotificationEffect {
+        guard let userID = try owner(of: transactionID, database: database) else {
+            return NotificationEffect(
+                action: "recorded",
+                transactionID: transactionID,
+                note: "transaction \(transactionID) was never redeemed here; nothing to revoke"
+            )
+        }
+        try database.execute(
+            """
+            UPDATE purchase_records SET revoked_at = coalesce($2, now()), revocation_reason = $3
+            WHERE transaction_id = $1
+            """,
+            [transactionID, revocationDate, reason]
+        )
+        var effect = NotificationEffect(action: "revoked", transactionID: transactionID, userID: userID)
+        let credits = try database.query(
+            """
+            SELECT id, consumed, revoked,
+                   EXISTS (SELECT 1 FROM credit_ledger l WHERE l.credit_id = c.id AND l.entry = 'debt')
+                   AND NOT EXISTS (SELECT 1 FROM credit_ledger l WHERE l.credit_id = c.id AND l.entry = 'debt-cleared')
+                       AS open_debt
+            FROM purchase_credits c WHERE transaction_id = $1 ORDER BY id FOR UPDATE
+            """,
+            [transactionID]
+        )
+        for credit in credits {
+            let id = try credit.decode(UUID.self, "id")
+            if try credit.decode(Bool.self, "revoked") { continue }
+            if try credit.decode(Bool.self, "consumed") {
+                if try credit.decode(Bool.self, "open_debt") { continue }
+                try appendEntry(
+                    "debt",
+                    credit: id,
+                    userID: userID,
+                    transactionID: transactionID,
+                    jobID: jobID,
+                    notificationUUID: notificationUUID,
+                    reason: reason,
+                    database: database
+                )
+                effect.debts.append(CreditID(id))
+            } else {
+                try database.execute(
+                    "UPDATE purchase_credits SET revoked = true, revoked_at = now() WHERE id = $1",
+                    [id]
+                )
+                try appendEntry(
+                    "revoked",
+                    credit: id,
+                    userID: userID,
+                    transactionID: transactionID,
+                    jobID: jobID,
+                    notificationUUID: notificationUUID,
+                    reason: reason,
+                    database: database
+                )
+                effect.credits.append(CreditID(id))
+            }
+        }
+        return effect
+    }
+
+    /// REFUND_REVERSED: gives back the credits the refund revoked and clears its debts.
+    public static func restore(
+        transactionID: String,
+        notificationUUID: UUID,
+        jobID: JobID,
+        database: PostgresConnection
+    ) throws -> NotificationEffect {
+        guard let userID = try owner(of: transactionID, database: database) else {
+            return NotificationEffect(
+                action: "recorded",
+                transactionID: transactionID,
+                note: "transaction \(transactionID) was never redeemed here; nothing to restore"
+            )
+        }
+        try database.execute(
+            "UPDATE purchase_records SET revoked_at = NULL, revocation_reason = NULL WHERE transaction_id = $1",
+            [transactionID]
+        )
+        var effect = NotificationEffect(action: "restored", transactionID: transactionID, userID: userID)
+        let reason = "refund reversed"
+        let credits = try database.query(
+            """
+            SELECT id, revoked,
+                   (SELECT count(*) FILTER (WHERE entry = 'debt') - count(*) FILTER (WHERE entry = 'debt-cleared')
+                    FROM credit_ledger l WHERE l.credit_id = c.id)::int AS open_debts
+            FROM purchase_credits c WHERE transaction_id = $1 ORDER BY id FOR UPDATE
+            """,
+            [transactionID]
+        )
+        for credit in credits {
+            let id = try credit.decode(UUID.self, "id")
+            if try credit.decode(Bool.self, "revoked") {
+                try database.execute(
+                    "UPDATE purchase_credits SET revoked = false, revoked_at = NULL WHERE id = $1",
+                    [id]
+                )
+                try appendEntry(
+                    "restored",
+                    credit: id,
+                    userID: userID,
+                    transactionID: transactionID,
+                    jobID: jobID,
+                    notificationUUID: notificationUUID,
+                    reason: reason,
+                    database: database
+                )
+                effect.credits.append(CreditID(id))
+            }
+            if try credit.decode(Int.self, "open_debts") > 0 {
+                try appendEntry(
+                    "debt-cleared",
+                    credit: id,
+                    userID: userID,
+                    transactionID: transactionID,
+                    jobID: jobID,
+                    notificationUUID: notificationUUID,
+                    reason: reason,
+                    database: database
+                )
+                effect.debts.append(CreditID(id))
+            }
+        }
+        return effect
+    }
+
+    /// What Apple's "Send Consumption Information" request needs to know about a transaction,
+    /// from what the ledger holds. Stored with a CONSUMPTION_REQUEST notification.
+    public static func consumptionInfo(
+        transactionID: String,
+        appAccountToken: String?,
+        database: PostgresConnection
+    ) throws -> ConsumptionInfo {
+        var info = ConsumptionInfo(appAccountToken: appAccountToken ?? "")
+        guard let userID = try owner(of: transactionID, database: database) else { return info }
+        if let row = try database.query(
+            """
+            SELECT count(*)::int AS total,
+                   count(*) FILTER (WHERE c.consumed)::int AS consumed,
+                   count(*) FILTER (WHERE c.consumed AND NOT EXISTS (
+                       SELECT 1 FROM report_purchases r WHERE r.credit_id = c.id))::int AS undelivered
+            FROM purchase_credits c WHERE c.transaction_id = $1
+            """,
+            [transactionID]
+        ).first {
+            let total = try row.decode(Int.self, "total")
+            let consumed = try row.decode(Int.self, "consumed")
+            info.consumptionStatus = consumed == 0 ? 1 : (consumed < total ? 2 : 3)
+            info.deliveryStatus = try row.decode(Int.self, "undelivered") == 0 ? 0 : 5
+        }
+        if let user = try database.query(
+            """
+            SELECT extract(epoch FROM now() - u.created_at) / 86400 AS tenure_days,
+                   coalesce((SELECT sum(price_usd) FROM purchase_records p WHERE p.user_id = u.id), 0) AS purchased,
+                   coalesce((SELECT sum(price_usd) FROM purchase_records p
+                             WHERE p.user_id = u.id AND p.revoked_at IS NOT NULL), 0) AS refunded
+            FROM users u WHERE u.id = $1
+            """,
+            [userID.uuid]
+        ).first {
+            info.accountTenure = ConsumptionInfo.tenureBucket(days: try user.decode(Double.self, "tenure_days"))
+            info.lifetimeDollarsPurchased = ConsumptionInfo.dollarBucket(try user.decode(Decimal.self, "purchased"))
+            info.lifetimeDollarsRefunded = ConsumptionInfo.dollarBucket(try user.decode(Decimal.self, "refunded"))
+        }
+        return info
+    }
+
+    private static func owner(of transactionID: String, database: PostgresConnection) throws -> UserID? {
+        try database.query("SELECT user_id FROM purchase_records WHERE transaction_id = $1", [transactionID])
+            .first.map { UserID(try $0.decode(UUID.self, "user_id")) }
+    }
+
+    private static func appendEntry(
+        _ entry: String,
+        credit: UUID,
+        userID: UserID,
+        transactionID: String,
+        jobID: JobID,
+        notificationUUID: UUID,
+        reason: String,
+        database: PostgresConnection
+    ) throws {
+        try database.execute(
+            """
+            INSERT INTO credit_ledger (user_id, credit_id, transaction_id, entry, job_id, notification_uuid, reason)
+            VALUES ($1, $2, $3, $4, $5, $6, $7)
+            """,
+            [userID.uuid, credit, transactionID, entry, jobID.uuid, notificationUUID, reason]
+        )
+    }
+}
+
+/// The body of Apple's Send Consumption Information request (App Store Server API,
+/// `PUT /inApps/v1/transactions/consumption/{transactionId}`), as far as this service knows it.
+/// Integer fields use Apple's enumerations; 0 means "undeclared".
+public struct ConsumptionInfo: Sendable, Hashable, Codable {
+    /// Apple requires the customer's consent before sending; the app must collect it, so this
+    /// stays false until it has.
+    public var customerConsented = false
+    /// 1 not consumed, 2 partially, 3 fully.
+    public var consumptionStatus = 0
+    /// 1 = Apple platform.
+    public var platform = 1
+    public var sampleContentProvided = false
+    /// 0 delivered and working; 5 other (a paid report not delivered yet).
+    public var deliveryStatus = 0
+    public var appAccountToken: String
+    public var accountTenure = 0
+    public var playTime = 0
+    public var lifetimeDollarsRefunded = 0
+    public var lifetimeDollarsPurchased = 0
+    /// 1 = active.
+    public var userStatus = 1
+    public var refundPreference = 0
+
+    public init(appAccountToken: String) { self.appAccountToken = appAccountToken }
+
+    /// Apple's accountTenure buckets: 1 = 0–3 days, 2 = 3–10, 3 = 10–30, 4 = 30–90, 5 = 90–180,
+    /// 6 = 180–365, 7 = over 365.
+    static func tenureBucket(days: Double) -> Int {
+        let limits: [Double] = [3, 10, 30, 90, 180, 365]
+        return (limits.firstIndex { days < $0 } ?? limits.count) + 1
+    }
+
+    /// Apple's lifetime dollar buckets: 1 = $0, 2 = $0.01–49.99, 3 = $50–99.99, 4 = $100–499.99,
+    /// 5 = $500–999.99, 6 = $1000–1999.99, 7 = over $2000.
+    static func dollarBucket(_ amount: Decimal) -> Int {
+        if amount <= 0 { return 1 }
+        let limits: [Decimal] = [50, 100, 500, 1000, 2000]
+        return (limits.firstIndex { amount < $0 } ?? limits.count) + 2
+    }
+}

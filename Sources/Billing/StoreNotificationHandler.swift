@@ -1,0 +1,132 @@
+import AstroDomain
+import Foundation
+import Postgres
+import StoreKitVerification
+import WorkerRuntime
+
+/// `billing.store-notification`: an App Store Server Notification V2. Verified like a
+/// transaction (the notification and the transaction inside it); processed once per
+/// `notificationUUID`. REFUND and REVOKE revoke the purchase's unspent credits and record a
+/// debt for spent ones; REFUND_REVERSED gives them back; CONSUMPTION_REQUEST stores what
+/// Apple's consumption request needs; anything else is recorded.
+///
+/// A notification that does not verify is dead-lettered with the verifier's reason code.
+public struct StoreNotificationHandler: JobHandler {
+    public let jobType = JobType.billingStoreNotification
+    private let verifier: SignedDataVerifier
+
+    public init(verifier: SignedDataVerifier) {
+        self.verifier = verifier
+    }
+
+    public struct Prepared: Sendable {
+        var request: StoreNotificationRequest
+        var notification: VerifiedNotification
+        var notificationUUID: UUID
+    }
+
+    public func prepare(_ job: JobEnvelope) async throws -> Prepared {
+        let request = try job.decode(StoreNotificationRequest.self)
+        let notification: VerifiedNotification
+        do {
+            notification = try await verifier.verifyNotification(request.signedPayload)
+        } catch {
+            throw JobRejection(code: error.reason.rawValue, message: error.detail)
+        }
+        guard let text = notification.payload.notificationUUID, let uuid = UUID(uuidString: text) else {
+            throw JobRejection(code: "malformed-payload", message: "the notification has no notificationUUID")
+        }
+        guard notification.payload.notificationType?.isEmpty == false else {
+            throw JobRejection(code: "malformed-payload", message: "the notification has no notificationType")
+        }
+        return Prepared(request: request, notification: notification, notificationUUID: uuid)
+    }
+
+    public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
+        let payload = prepared.notification.payload
+        let type = payload.notificationType ?? ""
+        let transaction = prepared.notification.transaction
+        let transactionID = transaction?.transactionID
+        let jobID = prepared.request.jobID
+        if let duplicate = try NotificationLedger.claim(
+            notificationUUID: prepared.notificationUUID,
+            type: type,
+            subtype: payload.subtype,
+            transactionID: transactionID,
+            originalTransactionID: transaction?.payload.originalTransactionId,
+            environment: payload.data?.environment,
+            signedDate: payload.signedDate,
+            payloadJSON: String(decoding: prepared.notification.rawPayload, as: UTF8.self),
+            transactionPayloadJSON: transaction.map { String(decoding: $0.rawPayload, as: UTF8.self) },
+            jobID: jobID,
+            database: database
+        ) {
+            return JobOutcome(status: .succeeded, result: try Self.fields(duplicate, prepared))
+        }
+        var effect: NotificationEffect
+        var consumption: ConsumptionInfo?
+        var event: EventType = "billing.notification-recorded"
+        switch (type, transactionID) {
+        case ("REFUND", let id?), ("REVOKE", let id?):
+            var reason = type
+            if let code = transaction?.payload.revocationReason { reason += " (revocationReason \(code))" }
+            effect = try NotificationLedger.revoke(
+                transactionID: id,
+                notificationUUID: prepared.notificationUUID,
+                reason: reason,
+                revocationDate: transaction?.payload.revocationDate,
+                jobID: jobID,
+                database: database
+            )
+            if effect.action == "revoked" { event = "billing.credits-revoked" }
+        case ("REFUND_REVERSED", let id?):
+            effect = try NotificationLedger.restore(
+                transactionID: id,
+                notificationUUID: prepared.notificationUUID,
+                jobID: jobID,
+                database: database
+            )
+            if effect.action == "restored" { event = "billing.credits-restored" }
+        case ("CONSUMPTION_REQUEST", let id?):
+            consumption = try NotificationLedger.consumptionInfo(
+                transactionID: id,
+                appAccountToken: transaction?.payload.appAccountToken,
+                database: database
+            )
+            effect = NotificationEffect(action: "consumption-info-recorded", transactionID: id)
+            event = "billing.consumption-requested"
+        default:
+            effect = NotificationEffect(action: "recorded", transactionID: transactionID)
+        }
+        try NotificationLedger.finish(
+            notificationUUID: prepared.notificationUUID,
+            effect: effect,
+            consumptionInfo: consumption,
+            database: database
+        )
+        let fields = try Self.fields(effect, prepared)
+        guard case .object(let object) = fields else { return JobOutcome(result: fields) }
+        return JobOutcome(
+            status: .succeeded,
+            result: fields,
+            messages: [try .event(JobEvent(jobID: jobID, type: event, fields: object))]
+        )
+    }
+
+    private static func fields(_ effect: NotificationEffect, _ prepared: Prepared) throws -> JSONValue {
+        var fields: [String: JSONValue] = [
+            "notificationUUID": .string(prepared.notificationUUID.uuidString.lowercased()),
+            "notificationType": .string(prepared.notification.payload.notificationType ?? ""),
+            "action": .string(effect.action),
+            "credits": .array(effect.credits.map { .string($0.description) }),
+            "debts": .array(effect.debts.map { .string($0.description) }),
+        ]
+        if let subtype = prepared.notification.payload.subtype { fields["subtype"] = .string(subtype) }
+        if let id = effect.transactionID ?? prepared.notification.transaction?.transactionID {
+            fields["transactionId"] = .string(id)
+        }
+        if let user = effect.userID { fields["userId"] = .string(user.description) }
+        if let note = effect.note { fields["note"] = .string(note) }
+        return .object(fields)
+    }
+}

@@ -1,0 +1,196 @@
+import AppStoreServerAPI
+import AstroDomain
+import Foundation
+import Postgres
+import StoreKitVerification
+import WorkerRuntime
+
+/// `billing.verify-purchase`: verify a StoreKit 2 signed transaction (or fetch it by id from the
+/// App Store Server API and verify that), then record it and issue its credits exactly once.
+///
+/// A token that does not verify, a product we do not sell, a revoked transaction or one bought
+/// for another account grants nothing: the job ends `failed` with a stable reason code and a
+/// `billing.purchase-rejected` event. A transaction already recorded answers with what the first
+/// delivery issued.
+public struct VerifyPurchaseHandler: JobHandler {
+    public let jobType = JobType.billingVerifyPurchase
+    private let verifier: SignedDataVerifier
+    private let catalog: ProductCatalog
+    private let appStore: AppStoreServerAPIClient?
+
+    /// - Parameters:
+    ///   - appStore: the App Store Server API client for requests that carry only a
+    ///     `transactionId`; without one such requests are rejected with
+    ///     `verification-by-id-unavailable`.
+    public init(verifier: SignedDataVerifier, catalog: ProductCatalog, appStore: AppStoreServerAPIClient?) {
+        self.verifier = verifier
+        self.catalog = catalog
+        self.appStore = appStore
+    }
+
+    public enum Prepared: Sendable {
+        case verified(VerifyPurchaseRequest, VerifiedTransaction, Product)
+        case rejected(VerifyPurchaseRequest, JobError, transactionID: String?)
+    }
+
+    public func prepare(_ job: JobEnvelope) async throws -> Prepared {
+        let request = try job.decode(VerifyPurchaseRequest.self)
+        let token: String
+        switch (request.signedTransaction, request.transactionID) {
+        case (let signed?, nil):
+            token = signed
+        case (nil, let id?):
+            guard let appStore else {
+                return .rejected(
+                    request,
+                    JobError(
+                        code: "verification-by-id-unavailable",
+                        message:
+                            "this billing-worker has no App Store Server API key configured; send signedTransaction"
+                    ),
+                    transactionID: id
+                )
+            }
+            do {
+                token = try await appStore.signedTransactionInfo(transactionID: id)
+            } catch {
+                // Rate limits and outages pass: retried with backoff by the runtime.
+                if error.isTransient { throw error }
+                return .rejected(request, JobError(code: error.code, message: error.description), transactionID: id)
+            }
+        case (_?, _?):
+            throw JobRejection(
+                code: "invalid-payload",
+                message: "send either signedTransaction or transactionId, not both"
+            )
+        case (nil, nil):
+            throw JobRejection(
+                code: "invalid-payload",
+                message: "missing field \"signedTransaction\" (or \"transactionId\")"
+            )
+        }
+        let verified: VerifiedTransaction
+        do {
+            verified = try await verifier.verifyTransaction(token)
+        } catch {
+            return .rejected(
+                request,
+                JobError(code: error.reason.rawValue, message: error.detail),
+                transactionID: request.transactionID
+            )
+        }
+        let payload = verified.payload
+        if let id = request.transactionID, id != verified.transactionID {
+            return .rejected(
+                request,
+                JobError(
+                    code: "transaction-id-mismatch",
+                    message: "asked for transaction \(id), the App Store returned \(verified.transactionID)"
+                ),
+                transactionID: id
+            )
+        }
+        guard let productID = payload.productId, let product = catalog.product(id: productID) else {
+            return .rejected(
+                request,
+                JobError(
+                    code: "unknown-product",
+                    message: "product \(payload.productId ?? "(none)") is not in the catalog; no credits issued"
+                ),
+                transactionID: verified.transactionID
+            )
+        }
+        if payload.revocationDate != nil {
+            return .rejected(
+                request,
+                JobError(
+                    code: "transaction-revoked",
+                    message: "transaction \(verified.transactionID) was refunded or revoked by the App Store"
+                ),
+                transactionID: verified.transactionID
+            )
+        }
+        // The app sets appAccountToken to our user id at purchase: a token bought by one account
+        // cannot be redeemed by another.
+        if let token = payload.appAccountToken, UUID(uuidString: token) != request.userID.uuid {
+            return .rejected(
+                request,
+                JobError(
+                    code: "account-mismatch",
+                    message: "transaction \(verified.transactionID) was bought for another account"
+                ),
+                transactionID: verified.transactionID
+            )
+        }
+        return .verified(request, verified, product)
+    }
+
+    public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
+        switch prepared {
+        case .rejected(let request, let error, let transactionID):
+            return try Self.rejection(request, error, transactionID: transactionID)
+        case .verified(let request, let verified, let product):
+            let payload = verified.payload
+            let facts = PurchaseFacts(
+                transactionID: verified.transactionID,
+                originalTransactionID: payload.originalTransactionId ?? verified.transactionID,
+                productID: product.productID,
+                productType: payload.type,
+                purchaseDate: payload.purchaseDate ?? verified.signedDate,
+                quantity: payload.quantity ?? 1,
+                environment: payload.environment ?? "",
+                currency: payload.currency.flatMap { $0.wholeMatch(of: /[A-Z]{3}/) != nil ? $0 : nil } ?? "USD",
+                priceMilli: payload.price,
+                payloadJSON: String(decoding: verified.rawPayload, as: UTF8.self)
+            )
+            let grant: PurchaseGrant
+            do {
+                grant = try CreditLedger.recordPurchase(
+                    facts,
+                    product: product,
+                    userID: request.userID,
+                    jobID: request.jobID,
+                    database: database
+                )
+            } catch let rejection as LedgerRejection {
+                return try Self.rejection(
+                    request,
+                    JobError(code: rejection.code, message: rejection.message),
+                    transactionID: verified.transactionID
+                )
+            }
+            var fields: [String: JSONValue] = [
+                "userId": .string(request.userID.description),
+                "transactionId": .string(grant.transactionID),
+                "productId": .string(grant.productID),
+                "credits": .array(grant.credits.map { .string($0.description) }),
+                "area": grant.area.map { .string($0.rawValue) } ?? .string("any"),
+                "alreadyProcessed": .bool(grant.alreadyRecorded),
+            ]
+            if let restored = grant.restoredFrom { fields["restoredFrom"] = .string(restored) }
+            return JobOutcome(
+                status: .succeeded,
+                result: .object(fields),
+                messages: [try .event(JobEvent(jobID: request.jobID, type: "billing.credits-issued", fields: fields))]
+            )
+        }
+    }
+
+    private static func rejection(
+        _ request: VerifyPurchaseRequest,
+        _ error: JobError,
+        transactionID: String?
+    ) throws -> JobOutcome {
+        var fields: [String: JSONValue] = ["userId": .string(request.userID.description)]
+        if let transactionID { fields["transactionId"] = .string(transactionID) }
+        return JobOutcome(
+            status: .failed(error),
+            result: .object(fields),
+            messages: [
+                try .event(
+                    JobEvent(jobID: request.jobID, type: "billing.purchase-rejected", fields: fields, error: error)
+                )
+            ]
+        )
+    }
+}
