@@ -30,6 +30,12 @@ struct BenchE2E: AsyncParsableCommand {
 
     enum Kind: String, ExpressibleByArgument, CaseIterable {
         case chart, sample
+        /// report.request through billing-workers: one credit consumed per job, many users.
+        case consume
+        /// The same, every job from one user (all consumers contend for one user's credits).
+        case consumeHot = "consume-hot"
+
+        var isBilling: Bool { self == .consume || self == .consumeHot }
     }
 
     @Option(help: "Job type to drive: \(Kind.allCases.map(\.rawValue).joined(separator: ", ")).") var type: Kind =
@@ -52,10 +58,26 @@ struct BenchE2E: AsyncParsableCommand {
         }
     }
 
-    private var workerBinary: String { type == .chart ? "chart-worker" : "sample-worker" }
-    private var queue: String { type == .chart ? JobType.chartCalculate.rawValue : "bench.sample" }
+    private var workerBinary: String {
+        switch type {
+        case .chart: "chart-worker"
+        case .sample: "sample-worker"
+        case .consume, .consumeHot: "billing-worker"
+        }
+    }
+    private var queue: String {
+        switch type {
+        case .chart: JobType.chartCalculate.rawValue
+        case .sample: "bench.sample"
+        case .consume, .consumeHot: JobType.reportRequest.rawValue
+        }
+    }
     private var doneEvents: [String] {
-        type == .chart ? ["chart.calculated", "chart.failed"] : ["sample.done", "bench.sample.failed"]
+        switch type {
+        case .chart: ["chart.calculated", "chart.failed"]
+        case .sample: ["sample.done", "bench.sample.failed"]
+        case .consume, .consumeHot: ["billing.credit-consumed", "report.failed"]
+        }
     }
 
     func run() async throws {
@@ -94,8 +116,16 @@ struct BenchE2E: AsyncParsableCommand {
         let publisher = AMQPPublisher(configuration: amqp, logger: logger)
         try await publisher.connect()
         let retry = RetryPolicy(maxAttempts: 5, initialDelay: .seconds(1), maxDelay: .seconds(60))
-        try await publisher.declare(WorkerTopology.topology(queues: [queue], retry: retry))
+        // Consumption publishes report.generate: its queue must exist (nobody consumes it here).
+        let extraQueues = type.isBilling ? [JobType.reportGenerate.rawValue] : []
+        try await publisher.declare(WorkerTopology.topology(queues: [queue] + extraQueues, retry: retry))
         _ = try await publisher.purgeQueue(queue)
+        var generator = JobBodyGenerator(kind: type)
+        if type.isBilling {
+            generator.reportRequesters = try await connection.withPool { pool in
+                try await BillingBenchSeed.seed(pool: pool, jobs: count, hotUser: type == .consumeHot)
+            }
+        }
 
         // Events of this run: a private queue bound to the done events.
         let eventQueue = "bench.e2e.events.\(UUID().uuidString.prefix(8).lowercased())"
@@ -116,6 +146,7 @@ struct BenchE2E: AsyncParsableCommand {
         environment["MIGRATE_ON_START"] = "false"
         environment["PREFETCH"] = String(prefetch)
         environment["SAMPLE_QUEUE"] = queue
+        if type.isBilling, environment["BILLING_ENVIRONMENT"] == nil { environment["BILLING_ENVIRONMENT"] = "Sandbox" }
         for item in workerEnvironment {
             let parts = item.split(separator: "=", maxSplits: 1)
             environment[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
@@ -180,7 +211,6 @@ struct BenchE2E: AsyncParsableCommand {
             }
         }
 
-        var generator = JobBodyGenerator(kind: type)
         var published = 0
         while published < count {
             let size = min(window, count - published)
@@ -227,6 +257,7 @@ struct BenchE2E: AsyncParsableCommand {
         for process in processes where process.isRunning { process.terminate() }
         for process in processes { process.waitUntilExit() }
         try? await publisher.deleteQueue(eventQueue)
+        for extra in extraQueues { _ = try? await publisher.purgeQueue(extra) }
         await publisher.close()
 
         let report = times.report()
@@ -391,6 +422,9 @@ struct JobBodyGenerator {
     /// Jobs come from many users, as in production (one user's jobs contend for their row).
     private let users = (0..<1000).map { _ in UUID().uuidString.lowercased() }
     private var sequence = 0
+    /// For the billing kinds: (user, profile) pairs seeded with credits; job i asks for report
+    /// i % 10 (area × language) of pair i / 10, so every job is a different report.
+    var reportRequesters: [(user: String, profile: String)] = []
 
     init(kind: BenchE2E.Kind) { self.kind = kind }
 
@@ -408,6 +442,15 @@ struct JobBodyGenerator {
         switch kind {
         case .sample:
             return Data(#"{"jobId":"\#(jobID)","note":"bench \#(sequence)"}"#.utf8)
+        case .consume, .consumeHot:
+            let index = sequence - 1
+            let pair = reportRequesters[(index / 10) % max(reportRequesters.count, 1)]
+            let area = ReportArea.allCases[index % 5]
+            let language = ReportLanguage.allCases[(index / 5) % 2]
+            return Data(
+                #"{"jobId":"\#(jobID)","userId":"\#(pair.user)","profileId":"\#(pair.profile)","area":"\#(area.rawValue)","language":"\#(language.rawValue)"}"#
+                    .utf8
+            )
         case .chart:
             let place = Self.places[Int(random.next() % UInt64(Self.places.count))]
             let year = 1950 + Int(random.next() % 60)
