@@ -46,8 +46,13 @@ wait_status() { # jobId expected
 echo "==> astroctl migrate"
 "$astroctl" migrate
 
+echo "==> a development PKI for signing test purchases (the billing-worker trusts it instead of Apple's root)"
+pki=$ASTRO_STACK_DIR/dev-pki
+"$astroctl" billing dev-pki --out "$pki"
+
 echo "==> starting chart-worker, report-worker, billing-worker and a sample worker"
 export HTTP_HOST=127.0.0.1 LOG_FORMAT=json MAX_ATTEMPTS=3 RETRY_INITIAL_DELAY_MS=300 RETRY_MAX_DELAY_MS=1200
+export BILLING_ENVIRONMENT=Sandbox BILLING_TRUSTED_ROOTS=$pki/root.der
 for worker in chart-worker report-worker billing-worker sample-worker; do
     port=$(free_port)
     HTTP_PORT=$port SAMPLE_QUEUE=demo.sample "$bin/$worker" >"$logs/$worker.log" 2>&1 &
@@ -74,8 +79,35 @@ echo "==> queues (the invalid job waits in demo.sample.dead with its reason)"
 
 echo
 echo "==> a natal chart through the chart-worker (astroctl chart --publish --wait)"
-"$astroctl" chart --publish --wait --user "$(python3 -c 'import uuid; print(uuid.uuid4())')" --name "Demo" \
+user=$(python3 -c 'import uuid; print(uuid.uuid4())')
+"$astroctl" chart --publish --wait --user "$user" --name "Demo" \
     --date 1990-10-07 --time 15:00 --tz Europe/Kyiv --lat 50.4501 --lon 30.5234 --location "Kyiv, Ukraine"
+profile=$(psql "$DATABASE_URL" -Atc "SELECT id FROM user_profiles WHERE user_id = '$user'")
+
+echo
+echo "==> credits before buying"
+"$astroctl" billing credits --user "$user"
+echo
+echo "==> a dev-signed purchase of a career report, verified by the billing-worker"
+"$astroctl" billing purchase --user "$user" --dev-pki "$pki" --product com.astrosvitla.astroinsight.report.career
+"$astroctl" billing credits --user "$user"
+echo
+echo "==> a forged purchase (signed by a PKI nobody trusts) is rejected and grants nothing"
+"$astroctl" billing dev-pki --out "$ASTRO_STACK_DIR/rogue-pki"
+"$astroctl" billing dev-sign --pki "$ASTRO_STACK_DIR/rogue-pki" --product com.astrosvitla.report.credit.pack10 \
+    --user "$user" >"$ASTRO_STACK_DIR/forged.jws"
+if "$astroctl" billing purchase --user "$user" --signed-transaction-file "$ASTRO_STACK_DIR/forged.jws"; then
+    echo "demo: a forged purchase was accepted" >&2; exit 1
+fi
+"$astroctl" billing verify --root "$pki/root.der" <"$ASTRO_STACK_DIR/forged.jws"
+echo
+echo "==> a Ukrainian career report requested: one credit consumed, report.generate handed to the report-worker"
+request=$(printf '{"userId":"%s","profileId":"%s","area":"career","language":"uk"}' "$user" "$profile" \
+    | "$astroctl" publish report.request)
+wait_status "$request" succeeded
+"$astroctl" job "$request"
+"$astroctl" billing credits --user "$user"
+"$astroctl" billing ledger --user "$user"
 
 echo
 echo "==> sample-worker metrics"
