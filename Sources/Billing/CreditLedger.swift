@@ -377,13 +377,25 @@ public enum CreditLedger {
         return .insufficientCredits(available: available)
     }
 
+    // The area's own credits first, then any-area ones, each an index scan that stops at the
+    // first free row: ordering both kinds in one ORDER BY would sort every available credit of
+    // the user on each request (a user holding thousands of credits made that the bottleneck).
     private static let consumeSkippingLocked: SQL = """
-        WITH candidate AS (
+        WITH area_credit AS (
             SELECT id FROM purchase_credits
-            WHERE user_id = $1 AND NOT consumed AND NOT revoked AND (report_area = $2 OR report_area IS NULL)
-            ORDER BY report_area IS NULL, purchase_date, id
+            WHERE user_id = $1 AND NOT consumed AND NOT revoked AND report_area = $2
+            ORDER BY purchase_date, id
             LIMIT 1
             FOR UPDATE SKIP LOCKED
+        ), any_credit AS (
+            SELECT id FROM purchase_credits
+            WHERE user_id = $1 AND NOT consumed AND NOT revoked AND report_area IS NULL
+                AND NOT EXISTS (SELECT 1 FROM area_credit)
+            ORDER BY purchase_date, id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
+        ), candidate AS (
+            SELECT id FROM area_credit UNION ALL SELECT id FROM any_credit
         ), spent AS (
             UPDATE purchase_credits c
             SET consumed = true, consumed_date = now(), user_profile_id = $3, consumed_by_job = $4,
@@ -399,12 +411,21 @@ public enum CreditLedger {
         """
 
     private static let consumeWaiting: SQL = """
-        WITH candidate AS (
+        WITH area_credit AS (
             SELECT id FROM purchase_credits
-            WHERE user_id = $1 AND NOT consumed AND NOT revoked AND (report_area = $2 OR report_area IS NULL)
-            ORDER BY report_area IS NULL, purchase_date, id
+            WHERE user_id = $1 AND NOT consumed AND NOT revoked AND report_area = $2
+            ORDER BY purchase_date, id
             LIMIT 1
             FOR UPDATE
+        ), any_credit AS (
+            SELECT id FROM purchase_credits
+            WHERE user_id = $1 AND NOT consumed AND NOT revoked AND report_area IS NULL
+                AND NOT EXISTS (SELECT 1 FROM area_credit)
+            ORDER BY purchase_date, id
+            LIMIT 1
+            FOR UPDATE
+        ), candidate AS (
+            SELECT id FROM area_credit UNION ALL SELECT id FROM any_credit
         ), spent AS (
             UPDATE purchase_credits c
             SET consumed = true, consumed_date = now(), user_profile_id = $3, consumed_by_job = $4,

@@ -31,6 +31,10 @@ ALTER TABLE purchase_credits ADD CONSTRAINT purchase_credits_not_both_revoked_an
     CHECK (NOT (revoked AND consumed));
 CREATE UNIQUE INDEX purchase_credits_one_live_consumption_per_report
     ON purchase_credits (user_profile_id, consumed_area, consumed_language) WHERE consumed;
+-- Any-area credits in spending order. `report_area IS NULL` gives the planner no order on the
+-- v1 index, so without this one each request sorted all of a user's any-area credits.
+CREATE INDEX purchase_credits_available_any_area_idx ON purchase_credits (user_id, purchase_date, id)
+    WHERE NOT consumed AND NOT revoked AND report_area IS NULL;
 
 -- Every movement of every credit, appended, never changed: issued − consumed + refunded −
 -- revoked + restored = available, per user, at any time (the credit_audit view checks it).
