@@ -44,12 +44,15 @@ struct BenchE2E: AsyncParsableCommand {
     @Option(help: "Worker processes (repeatable: one measurement each).") var workers: [Int] = [1, 2]
     @Option(help: "Worker PREFETCH.") var prefetch = 64
     @Option(help: "Jobs per confirmed publish batch.") var window = 200
+    @Option(help: "Publish at most this many jobs per second (default: all at once), for latency at a steady load.")
+    var rate: Int?
     @Option(help: "Give up after this many seconds per measurement.") var timeout = 300
     @Option(name: .customLong("worker-env"), help: "Extra KEY=VALUE for the workers (repeatable).")
     var workerEnvironment: [String] = []
     @OptionGroup var connection: ConnectionOptions
 
     func validate() throws {
+        if let rate, rate <= 0 { throw ValidationError("--rate must be positive") }
         guard count > 0, window > 0, timeout > 0, !workers.isEmpty, workers.allSatisfy({ $0 > 0 && $0 <= 16 }) else {
             throw ValidationError("--count, --window, --timeout must be positive; --workers between 1 and 16")
         }
@@ -212,8 +215,14 @@ struct BenchE2E: AsyncParsableCommand {
         }
 
         var published = 0
+        let publishStart = ContinuousClock.now
         while published < count {
-            let size = min(window, count - published)
+            if let rate {
+                // Paced: the next batch leaves when the schedule says, not as fast as possible.
+                let due = publishStart + .seconds(Double(published) / Double(rate))
+                if due > ContinuousClock.now { try await Task.sleep(until: due) }
+            }
+            let size = min(window, count - published, rate.map { max(1, $0 / 20) } ?? window)
             var messages: [OutgoingMessage] = []
             var ids: [JobID] = []
             for _ in 0..<size {
