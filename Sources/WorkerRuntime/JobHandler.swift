@@ -149,6 +149,15 @@ public protocol JobHandler: Sendable {
     /// - Throws: `JobRejection` to roll back and dead-letter (e.g. a constraint says the input
     ///   is invalid); `PostgresError` or others roll back and retry.
     func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome
+
+    /// Messages that undo an earlier step when this job is dead-lettered (rejected, or out of
+    /// retries) — e.g. a refund of the credit that paid for a report that will not be written.
+    /// Published through the outbox in the transaction that records the job dead. Default: none.
+    func compensation(for job: JobEnvelope, error: JobError) -> [OutboxMessage]
+}
+
+extension JobHandler {
+    public func compensation(for job: JobEnvelope, error: JobError) -> [OutboxMessage] { [] }
 }
 
 /// A readable one-line description of a JSON decoding error: which field, what is wrong.

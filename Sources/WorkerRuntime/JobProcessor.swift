@@ -9,10 +9,12 @@ struct AnyJobHandler: Sendable {
     let jobType: JobType
     let prepare: @Sendable (JobEnvelope) async throws -> any Sendable
     let commit: @Sendable (any Sendable, JobEnvelope, PostgresConnection) throws -> JobOutcome
+    let compensation: @Sendable (JobEnvelope, JobError) -> [OutboxMessage]
 
     init<Handler: JobHandler>(_ handler: Handler) {
         jobType = handler.jobType
         prepare = { job in try await handler.prepare(job) }
+        compensation = { job, error in handler.compensation(for: job, error: error) }
         commit = { prepared, job, database in
             // The runtime hands back exactly what this handler's prepare returned.
             guard let prepared = prepared as? Handler.Prepared else {
@@ -293,6 +295,9 @@ final class JobProcessor: Sendable {
     private func recordDeadJob(_ delivery: Delivery, job: JobEnvelope, userID: UUID?, error: JobError) async throws {
         let event = try OutboxMessage.event(JobEvent(jobID: job.jobID, type: job.type.failedEvent, error: error))
         let deadLetter = Self.deadLetter(of: delivery, code: error.code, message: error.message, attempt: job.attempt)
+        // What the handler undoes for a job that will never succeed (a refund), committed with the
+        // dead row so it can be neither lost nor sent twice.
+        let compensation = handlers[delivery.queue]?.compensation(job, error) ?? []
         let jobID = job.jobID
         let type = job.type
         let attempt = job.attempt
@@ -307,7 +312,7 @@ final class JobProcessor: Sendable {
                 userID: userID,
                 database: database
             )
-            try JobStore.enqueue([deadLetter, event], jobID: jobID, database: database)
+            try JobStore.enqueue(compensation + [deadLetter, event], jobID: jobID, database: database)
         }
     }
 
