@@ -103,6 +103,9 @@ let package = Package(
             ]
         ),
 
+        // Reports: the expert-rules knowledge base (en, uk) shipped as data.
+        .target(name: "Reports", dependencies: ["AstroDomain"], resources: [.copy("Resources/KnowledgeBase")]),
+
         // Executables: wiring and configuration only.
         .executableTarget(
             name: "chart-worker",
@@ -153,6 +156,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "BillingTests", dependencies: ["Billing", "StoreKitVerification", "AstroDomain"]),
+        .testTarget(name: "ReportsTests", dependencies: ["Reports", "AstroDomain"], resources: [.copy("Fixtures")]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
             name: "IntegrationTests",
