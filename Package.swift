@@ -105,13 +105,15 @@ let package = Package(
 
         // Reports: the expert-rules knowledge base (en, uk) shipped as data.
         .target(name: "Reports", dependencies: ["AstroDomain"], resources: [.copy("Resources/KnowledgeBase")]),
+        // The report-worker's job: load the chart, write the report, store it (or refund the credit).
+        .target(name: "ReportService", dependencies: ["Reports", "AstroDomain", "Postgres", "WorkerRuntime"]),
 
         // Executables: wiring and configuration only.
         .executableTarget(
             name: "chart-worker",
             dependencies: ["WorkerRuntime", "ChartService", "ChartEngine", "Ephemeris"]
         ),
-        .executableTarget(name: "report-worker", dependencies: ["WorkerRuntime"]),
+        .executableTarget(name: "report-worker", dependencies: ["WorkerRuntime", "ReportService", "Reports"]),
         .executableTarget(
             name: "billing-worker",
             dependencies: ["WorkerRuntime", "Billing", "StoreKitVerification", "AppStoreServerAPI"]
@@ -163,7 +165,7 @@ let package = Package(
             dependencies: [
                 "AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain", "SampleJobs", "ChartService",
                 "ChartEngine", "Ephemeris", "Billing", "StoreKitVerification", "AppStoreServerAPI",
-                "AppStoreServerFake", .product(name: "Crypto", package: "swift-crypto"),
+                "AppStoreServerFake", "Reports", "ReportService", .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ]

@@ -1,0 +1,168 @@
+import AstroDomain
+import Foundation
+import Postgres
+import Reports
+import WorkerRuntime
+
+/// `report.generate`: the report a consumed credit paid for. Loads the profile's chart, writes
+/// the report, and stores it in `report_purchases` with `report.completed`, in one transaction.
+///
+/// A report that cannot be written (no chart, an unreadable chart) ends `failed` with
+/// `report.failed` and a `billing.refund-credit` for the credit, in the same transaction; a job
+/// dead-lettered after its retries gets the same refund (`compensation`). Nothing is charged
+/// for a report that was not delivered, and the same (profile, area, language) is never written
+/// twice.
+public struct ReportGenerateHandler: JobHandler {
+    public let jobType = JobType.reportGenerate
+    private let writer: BuiltInReportWriter
+
+    public init(writer: BuiltInReportWriter) {
+        self.writer = writer
+    }
+
+    public func prepare(_ job: JobEnvelope) async throws -> ReportGenerateRequest {
+        try job.decode(ReportGenerateRequest.self)
+    }
+
+    public func commit(
+        _ request: ReportGenerateRequest,
+        job: JobEnvelope,
+        database: PostgresConnection
+    ) throws -> JobOutcome {
+        var fields: [String: JSONValue] = [
+            "userId": .string(request.userID.description),
+            "profileId": .string(request.profileID.description),
+            "area": .string(request.area.rawValue),
+            "language": .string(request.language.rawValue),
+            "creditId": .string(request.creditID.description),
+        ]
+        if let existing = try database.query(
+            "SELECT id, credit_id FROM report_purchases WHERE profile_id = $1 AND area = $2 AND language = $3",
+            [request.profileID.uuid, request.area.rawValue, request.language.rawValue]
+        ).first {
+            fields["reportId"] = .string(try existing.decode(UUID.self, "id").uuidString.lowercased())
+            fields["alreadyWritten"] = true
+            var messages = [
+                try OutboxMessage.event(JobEvent(jobID: request.jobID, type: "report.completed", fields: fields))
+            ]
+            // Paid twice for one report (cannot happen through report.request): give this one back.
+            if try existing.decode(UUID?.self, "credit_id") != request.creditID.uuid {
+                messages.append(try Self.refund(request, jobID: job.jobID, reason: "report-already-written"))
+            }
+            return JobOutcome(status: .succeeded, result: .object(fields), messages: messages)
+        }
+        guard
+            let credit = try database.query(
+                """
+                SELECT c.consumed_by_job, c.purchase_date, r.price_usd, r.credit_amount, r.transaction_id
+                FROM purchase_credits c JOIN purchase_records r ON r.id = c.purchase_record_id
+                WHERE c.id = $1 AND c.consumed FOR SHARE OF c
+                """,
+                [request.creditID.uuid]
+            ).first, try credit.decode(UUID?.self, "consumed_by_job") == request.requestJobID.uuid
+        else {
+            // Refunded already (or never spent on this request): writing it would be free.
+            let error = JobError(
+                code: "credit-not-held",
+                message: "credit \(request.creditID) no longer pays for request \(request.requestJobID)"
+            )
+            return JobOutcome(
+                status: .failed(error),
+                result: .object(fields),
+                messages: [
+                    try .event(JobEvent(jobID: request.jobID, type: "report.failed", fields: fields, error: error))
+                ]
+            )
+        }
+        guard
+            let stored = try database.query(
+                "SELECT chart_data::text AS chart FROM birth_charts WHERE profile_id = $1",
+                [request.profileID.uuid]
+            ).first
+        else {
+            return try Self.failure(
+                request,
+                job: job,
+                fields: fields,
+                JobError(code: "chart-not-found", message: "profile \(request.profileID) has no chart")
+            )
+        }
+        let chart: NatalChart
+        do {
+            chart = try JSONCoding.decoder.decode(
+                NatalChart.self,
+                from: Data(try stored.decode(String.self, "chart").utf8)
+            )
+        } catch {
+            return try Self.failure(
+                request,
+                job: job,
+                fields: fields,
+                JobError(
+                    code: "chart-unreadable",
+                    message: "the stored chart of profile \(request.profileID) cannot be read"
+                )
+            )
+        }
+        let report = writer.write(chart: chart, area: request.area, language: request.language)
+        let reportID = ReportID.random()
+        // The price of one credit of the purchase, as the catalog priced it when it was bought.
+        try database.execute(
+            """
+            INSERT INTO report_purchases (id, user_id, profile_id, area, language, report_text, word_count, price,
+                currency, transaction_id, credit_id, purchase_date, generated_at, writer, prompt_version)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, round($8::numeric / $9, 2), 'USD', $10, $11, $12, now(), $13, $14)
+            """,
+            [
+                reportID.uuid, request.userID.uuid, request.profileID.uuid, request.area.rawValue,
+                request.language.rawValue, report.text, report.wordCount, try credit.decode(Decimal.self, "price_usd"),
+                max(try credit.decode(Int.self, "credit_amount"), 1), try credit.decode(String.self, "transaction_id"),
+                request.creditID.uuid, try credit.decode(Date.self, "purchase_date"), report.writer, report.version,
+            ]
+        )
+        fields["reportId"] = .string(reportID.description)
+        fields["wordCount"] = .number(Double(report.wordCount))
+        fields["writer"] = .string(report.writer)
+        return JobOutcome(
+            status: .succeeded,
+            result: .object(fields),
+            messages: [try .event(JobEvent(jobID: request.jobID, type: "report.completed", fields: fields))]
+        )
+    }
+
+    /// A report that will never be written: the credit goes back.
+    public func compensation(for job: JobEnvelope, error: JobError) -> [OutboxMessage] {
+        guard let request = try? JSONCoding.decoder.decode(ReportGenerateRequest.self, from: job.body) else {
+            return []
+        }
+        return (try? [Self.refund(request, jobID: job.jobID, reason: error.code)]) ?? []
+    }
+
+    private static func failure(
+        _ request: ReportGenerateRequest,
+        job: JobEnvelope,
+        fields: [String: JSONValue],
+        _ error: JobError
+    ) throws -> JobOutcome {
+        JobOutcome(
+            status: .failed(error),
+            result: .object(fields),
+            messages: [
+                try refund(request, jobID: job.jobID, reason: error.code),
+                try .event(JobEvent(jobID: request.jobID, type: "report.failed", fields: fields, error: error)),
+            ]
+        )
+    }
+
+    /// The `billing.refund-credit` job for this report's credit; its id is derived from the
+    /// report job's, so a replay publishes the same refund.
+    static func refund(_ request: ReportGenerateRequest, jobID: JobID, reason: String) throws -> OutboxMessage {
+        let refund = RefundCreditRequest(
+            jobID: JobID.derived(from: jobID, purpose: JobType.billingRefundCredit.rawValue),
+            creditID: request.creditID,
+            requestJobID: request.requestJobID,
+            reason: reason
+        )
+        return .job(.billingRefundCredit, body: try JSONCoding.encoder.encode(refund))
+    }
+}

@@ -1,0 +1,220 @@
+import AMQP
+import AstroDomain
+import Billing
+import Foundation
+import Postgres
+import ReportService
+import Reports
+import StoreKitVerification
+import Testing
+import WorkerRuntime
+
+/// The paid journey: a verified purchase, report.request spending the credit, report.generate
+/// writing the report; and a report that cannot be written giving the credit back.
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct ReportJourneyTests {
+    static let chartJSON: String = {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("ReportsTests/Fixtures/kyiv-1990-10-07.json")
+        return try! String(contentsOf: url, encoding: .utf8)
+    }()
+    static let writer = try! BuiltInReportWriter()
+
+    let ledger: BillingLedgerIntegrationTests
+
+    init() async throws {
+        ledger = try await BillingLedgerIntegrationTests()
+    }
+
+    /// A user with one profile whose stored chart is `chart` and one credit of `product`.
+    func buyer(
+        chart: String,
+        product: String = "com.astrosvitla.report.credit.single"
+    ) async throws -> (
+        UserID, ProfileID
+    ) {
+        let (user, profile) = try await ledger.userWithProfile(chart: false)
+        _ = try await ledger.pool.withConnection { database in
+            try database.execute(
+                """
+                INSERT INTO birth_charts (id, profile_id, chart_data, house_system, input_digest, engine_version)
+                VALUES ($1, $2, $3::jsonb, 'placidus', 'test', 'test')
+                """,
+                [UUID(), profile.uuid, chart]
+            )
+        }
+        _ = try await ledger.purchase(
+            try BillingLedgerIntegrationTests.signedPurchase(product, user: user).jws,
+            user: user
+        )
+        return (user, profile)
+    }
+
+    /// report.request run through its handler; returns the report.generate job it queued.
+    func spend(
+        _ user: UserID,
+        _ profile: ProfileID,
+        _ area: ReportArea,
+        _ language: ReportLanguage
+    ) async throws
+        -> JSONValue
+    {
+        let outcome = try await ledger.request(user, profile, area, language)
+        let message = try #require(outcome.messages.first { $0.routingKey == "report.generate" })
+        return try JSONDecoder().decode(JSONValue.self, from: message.body)
+    }
+
+    @Test func aSpentCreditBecomesAStoredReport() async throws {
+        let (user, profile) = try await buyer(chart: Self.chartJSON)
+        let generate = try await spend(user, profile, .career, .uk)
+        let handler = ReportGenerateHandler(writer: Self.writer)
+        let outcome = try await ledger.run(handler, generate, type: .reportGenerate)
+        #expect(outcome.status == .succeeded)
+        #expect(outcome.messages.map(\.routingKey) == ["report.completed"])
+        let row = try await ledger.pool.withConnection { database in
+            try database.query(
+                "SELECT report_text, word_count, price::text AS price, writer, prompt_version FROM report_purchases WHERE profile_id = $1",
+                [profile.uuid]
+            ).first
+        }
+        let text = try #require(try row?.decode(String.self, "report_text"))
+        #expect(text.contains("Ключові впливи"))
+        #expect(BuiltInReportWriter.wordRange.contains(try #require(try row?.decode(Int.self, "word_count"))))
+        #expect(try row?.decode(String.self, "price") == "4.99")
+        #expect(try row?.decode(String.self, "prompt_version").hasPrefix("kb-uk-") == true)
+        // A second delivery of the same job writes nothing new.
+        let again = try await ledger.run(handler, generate, type: .reportGenerate)
+        #expect(again.result?["alreadyWritten"] == true)
+        let reports = try await ledger.pool.withConnection { database in
+            try database.query("SELECT count(*)::int AS n FROM report_purchases WHERE profile_id = $1", [profile.uuid])
+                .first?.decode(Int.self, "n")
+        }
+        #expect(reports == 1)
+        #expect(try await ledger.balance(user).consumed == 1)
+    }
+
+    @Test func aReportThatCannotBeWrittenRefundsItsCredit() async throws {
+        let (user, profile) = try await buyer(chart: "{}")
+        let generate = try await spend(user, profile, .health, .en)
+        let handler = ReportGenerateHandler(writer: Self.writer)
+        let outcome = try await ledger.run(handler, generate, type: .reportGenerate)
+        guard case .failed(let error) = outcome.status else {
+            Issue.record("wrote a report from an unreadable chart")
+            return
+        }
+        #expect(error.code == "chart-unreadable")
+        #expect(outcome.messages.map(\.routingKey) == ["billing.refund-credit", "report.failed"])
+        // The refund, run through the billing handler, makes the credit available again.
+        let refund = try JSONDecoder().decode(JSONValue.self, from: outcome.messages[0].body)
+        let refunded = try await ledger.run(RefundCreditHandler(), refund, type: .billingRefundCredit)
+        #expect(refunded.messages.map(\.routingKey) == ["billing.credit-refunded"])
+        let balance = try await ledger.balance(user)
+        #expect(balance.available == 1 && balance.refunded == 1 && balance.balanced)
+        // A job dead-lettered after its retries is compensated the same way.
+        let envelope = JobEnvelope(
+            jobID: .random(),
+            type: .reportGenerate,
+            body: try JSONCoding.encoder.encode(generate)
+        )
+        let compensation = handler.compensation(for: envelope, error: JobError(code: "retries-exhausted", message: "x"))
+        #expect(compensation.map(\.routingKey) == ["billing.refund-credit"])
+    }
+
+    @Test func theWholeJourneyThroughTheWorkers() async throws {
+        let database = try await RuntimeTestEnvironment.database()
+        let databaseURL =
+            "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)"
+        let publisher = AMQPPublisher(
+            configuration: try RuntimeTestEnvironment.amqpConfiguration(),
+            logger: RuntimeTestEnvironment.logger
+        )
+        try await publisher.connect()
+        let retry = WorkerConfiguration(amqp: try RuntimeTestEnvironment.amqpConfiguration(), database: database)
+            .retryPolicy
+        try await publisher.declare(WorkerTopology.contract(retry: retry))
+        for queue in JobType.all where queue != .chartCalculate { _ = try await publisher.purgeQueue(queue.rawValue) }
+        var processes: [Process] = []
+        defer {
+            for process in processes where process.isRunning {
+                process.terminate()
+                process.waitUntilExit()
+            }
+        }
+        for worker in ["billing-worker", "report-worker"] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath(worker))
+            process.environment = ProcessInfo.processInfo.environment.merging([
+                "AMQP_URL": try RuntimeTestEnvironment.variable("AMQP_URL"), "DATABASE_URL": databaseURL,
+                "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
+                "BILLING_ENVIRONMENT": "Sandbox",
+                "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path,
+            ]) { _, new in new }
+            process.standardOutput = FileHandle.nullDevice
+            try process.run()
+            processes.append(process)
+        }
+        try await RuntimeTestEnvironment.eventually("both workers consume", timeout: .seconds(30)) {
+            let generate = try await publisher.queueState(JobType.reportGenerate.rawValue).consumerCount
+            let request = try await publisher.queueState(JobType.reportRequest.rawValue).consumerCount
+            return generate > 0 && request > 0
+        }
+        // One good report, one whose chart cannot be read.
+        let (user, profile) = try await ledger.userWithProfile(chart: false)
+        let (_, broken) = try await ledger.userWithProfile(chart: false)
+        _ = try await ledger.pool.withConnection { database in
+            try database.execute(
+                "UPDATE user_profiles SET user_id = $1, name = 'Second' WHERE id = $2",
+                [user.uuid, broken.uuid]
+            )
+            for (id, chart) in [(profile, Self.chartJSON), (broken, "{}")] {
+                try database.execute(
+                    """
+                    INSERT INTO birth_charts (id, profile_id, chart_data, house_system, input_digest, engine_version)
+                    VALUES ($1, $2, $3::jsonb, 'placidus', 'test', 'test')
+                    """,
+                    [UUID(), id.uuid, chart]
+                )
+            }
+        }
+        func publish(_ type: JobType, _ body: some Encodable) async throws {
+            try await publisher.publish(
+                OutgoingMessage(
+                    exchange: BrokerNames.jobsExchange,
+                    routingKey: type.rawValue,
+                    body: try JSONCoding.encoder.encode(body),
+                    properties: MessageProperties(contentType: "application/json"),
+                    mandatory: true
+                )
+            )
+        }
+        let (jws, _) = try BillingLedgerIntegrationTests.signedPurchase(
+            "com.astrosvitla.report.credit.pack5",
+            user: user
+        )
+        try await publish(
+            .billingVerifyPurchase,
+            VerifyPurchaseRequest(jobID: .random(), userID: user, signedTransaction: jws)
+        )
+        try await RuntimeTestEnvironment.eventually("credits issued") { try await ledger.balance(user).available == 5 }
+        try await publish(
+            .reportRequest,
+            ReportRequest(jobID: .random(), userID: user, profileID: profile, area: .career, language: .en)
+        )
+        try await publish(
+            .reportRequest,
+            ReportRequest(jobID: .random(), userID: user, profileID: broken, area: .career, language: .en)
+        )
+        try await RuntimeTestEnvironment.eventually("one report stored and one credit refunded", timeout: .seconds(30))
+        {
+            let balance = try await ledger.balance(user)
+            let reports = try await ledger.pool.withConnection { database in
+                try database.query("SELECT count(*)::int AS n FROM report_purchases WHERE user_id = $1", [user.uuid])
+                    .first?.decode(Int.self, "n") ?? 0
+            }
+            return reports == 1 && balance.refunded == 1
+        }
+        let balance = try await ledger.balance(user)
+        #expect(balance.available == 4 && balance.consumed == 2 && balance.refunded == 1 && balance.balanced)
+        await publisher.close()
+    }
+}
