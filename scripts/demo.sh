@@ -102,14 +102,7 @@ fi
 "$astroctl" billing verify --root "$pki/root.der" <"$ASTRO_STACK_DIR/forged.jws"
 echo
 echo "==> a Ukrainian career report requested: the billing-worker spends the credit, the report-worker writes it"
-request=$(printf '{"userId":"%s","profileId":"%s","area":"career","language":"uk"}' "$user" "$profile" \
-    | "$astroctl" publish report.request)
-wait_status "$request" succeeded
-"$astroctl" job "$request"
-report_job=$(psql "$DATABASE_URL" -Atc "SELECT result->>'reportJobId' FROM jobs WHERE id = '$request'")
-wait_status "$report_job" succeeded
-echo
-psql "$DATABASE_URL" -Atc "SELECT report_text || E'\n\n(' || word_count || ' words, ' || writer || ', ' || prompt_version || ', ' || price || ' ' || currency || ')' FROM report_purchases WHERE profile_id = '$profile'"
+"$astroctl" report request --user "$user" --profile "$profile" --area career --language uk --wait
 echo
 "$astroctl" billing credits --user "$user"
 "$astroctl" billing ledger --user "$user"

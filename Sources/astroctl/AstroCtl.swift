@@ -19,6 +19,7 @@ struct AstroCtl: AsyncParsableCommand {
             """,
         subcommands: [
             Migrate.self, Publish.self, JobStatusCommand.self, Queues.self, ChartCommand.self, BillingCommand.self,
+            ReportCommand.self,
             Bench.self,
         ]
     )

@@ -120,7 +120,26 @@ struct ReportJourneyTests {
         #expect(compensation.map(\.routingKey) == ["billing.refund-credit"])
     }
 
-    @Test func theWholeJourneyThroughTheWorkers() async throws {
+    /// A billing-worker and a report-worker process on the contract's (emptied) queues.
+    final class Workers: Sendable {
+        let publisher: AMQPPublisher
+        let processes: [Process]
+        let databaseURL: String
+        init(publisher: AMQPPublisher, processes: [Process], databaseURL: String) {
+            self.publisher = publisher
+            self.processes = processes
+            self.databaseURL = databaseURL
+        }
+        func stop() async {
+            for process in processes where process.isRunning {
+                process.terminate()
+                process.waitUntilExit()
+            }
+            await publisher.close()
+        }
+    }
+
+    func startWorkers() async throws -> Workers {
         let database = try await RuntimeTestEnvironment.database()
         let databaseURL =
             "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)"
@@ -134,12 +153,6 @@ struct ReportJourneyTests {
         try await publisher.declare(WorkerTopology.contract(retry: retry))
         for queue in JobType.all where queue != .chartCalculate { _ = try await publisher.purgeQueue(queue.rawValue) }
         var processes: [Process] = []
-        defer {
-            for process in processes where process.isRunning {
-                process.terminate()
-                process.waitUntilExit()
-            }
-        }
         for worker in ["billing-worker", "report-worker"] {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath(worker))
@@ -153,11 +166,78 @@ struct ReportJourneyTests {
             try process.run()
             processes.append(process)
         }
-        try await RuntimeTestEnvironment.eventually("both workers consume", timeout: .seconds(30)) {
-            let generate = try await publisher.queueState(JobType.reportGenerate.rawValue).consumerCount
-            let request = try await publisher.queueState(JobType.reportRequest.rawValue).consumerCount
-            return generate > 0 && request > 0
+        let workers = Workers(publisher: publisher, processes: processes, databaseURL: databaseURL)
+        do {
+            try await RuntimeTestEnvironment.eventually("both workers consume", timeout: .seconds(30)) {
+                let generate = try await publisher.queueState(JobType.reportGenerate.rawValue).consumerCount
+                let request = try await publisher.queueState(JobType.reportRequest.rawValue).consumerCount
+                return generate > 0 && request > 0
+            }
+        } catch {
+            await workers.stop()
+            throw error
         }
+        return workers
+    }
+
+    @Test func astroctlRequestsWaitsAndShowsTheReport() async throws {
+        let workers = try await startWorkers()
+        let (user, profile) = try await buyer(chart: Self.chartJSON)
+        let environment = [
+            "AMQP_URL": try RuntimeTestEnvironment.variable("AMQP_URL"), "DATABASE_URL": workers.databaseURL,
+        ]
+        let astroctl = ProcessRunner.productPath("astroctl")
+        let arguments = [
+            "report", "request", "--user", user.description, "--profile", profile.description, "--area", "general",
+            "--language", "en", "--wait", "--timeout", "60",
+        ]
+        let done = try await ProcessRunner.run(astroctl, arguments, environment: environment)
+        #expect(done.status == 0, "\(done.error)")
+        #expect(done.output.contains("Key influences") && done.output.contains("Practical recommendations"))
+        let reportID = try #require(
+            try await ledger.pool.withConnection { database in
+                try database.query("SELECT id FROM report_purchases WHERE profile_id = $1", [profile.uuid]).first?
+                    .decode(UUID.self, "id")
+            }
+        )
+        let shown = try await ProcessRunner.run(
+            astroctl,
+            ["report", "show", reportID.uuidString.lowercased()],
+            environment: environment
+        )
+        #expect(shown.status == 0, "\(shown.error)")
+        #expect(shown.output.contains("general/en"))
+        // The only credit is spent: another report is refused, with the reason.
+        var other = arguments
+        other[other.firstIndex(of: "general")!] = "career"
+        let refused = try await ProcessRunner.run(astroctl, other, environment: environment)
+        #expect(refused.status == 1)
+        #expect(refused.error.contains("insufficient-credits"))
+        await workers.stop()
+    }
+
+    @Test func astroctlPreviewWritesOffline() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("chart-\(UUID()).json")
+        try Data(Self.chartJSON.utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let astroctl = ProcessRunner.productPath("astroctl")
+        let preview = try await ProcessRunner.run(
+            astroctl,
+            ["report", "preview", "--chart", file.path, "--area", "finances", "--language", "uk"]
+        )
+        #expect(preview.status == 0, "\(preview.error)")
+        #expect(preview.output.contains("Ключові впливи"))
+        let bad = try await ProcessRunner.run(
+            astroctl,
+            ["report", "preview", "--chart", "/nonexistent", "--area", "career"]
+        )
+        #expect(bad.status != 0)
+        #expect(bad.error.contains("--chart"))
+    }
+
+    @Test func theWholeJourneyThroughTheWorkers() async throws {
+        let workers = try await startWorkers()
+        let publisher = workers.publisher
         // One good report, one whose chart cannot be read.
         let (user, profile) = try await ledger.userWithProfile(chart: false)
         let (_, broken) = try await ledger.userWithProfile(chart: false)
@@ -215,6 +295,6 @@ struct ReportJourneyTests {
         }
         let balance = try await ledger.balance(user)
         #expect(balance.available == 4 && balance.consumed == 2 && balance.refunded == 1 && balance.balanced)
-        await publisher.close()
+        await workers.stop()
     }
 }

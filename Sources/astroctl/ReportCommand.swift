@@ -1,0 +1,190 @@
+import AMQP
+import ArgumentParser
+import AstroDomain
+import Foundation
+import Postgres
+import Reports
+
+/// `astroctl report …`: request a paid report and wait for it, show a stored one, or write one
+/// offline with the built-in writer.
+struct ReportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "report",
+        abstract: "Request a report (spends one credit), show a stored report, or preview one offline.",
+        subcommands: [ReportRequestCommand.self, ReportShow.self, ReportPreview.self]
+    )
+}
+
+extension ReportArea: ExpressibleByArgument {}
+extension ReportLanguage: ExpressibleByArgument {}
+
+struct ReportRequestCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "request",
+        abstract: "Publish report.request for a profile and, with --wait, print the report once it is stored.",
+        discussion: """
+            astroctl report request --user <uuid> --profile <uuid> --area career --language uk --wait
+            Exit status 1 when the request fails (e.g. insufficient-credits) or the report could not be
+            written (the credit is then refunded).
+            """
+    )
+
+    @Option(help: "The user (UUID).") var user: String
+    @Option(help: "The profile (UUID) whose chart the report reads.") var profile: String
+    @Option(help: "finances, career, relationships, health or general.") var area: ReportArea
+    @Option(help: "en or uk.") var language: ReportLanguage = .en
+    @Flag(help: "Wait for the report and print it.") var wait = false
+    @Option(help: "With --wait: give up after this many seconds.") var timeout = 120
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() async throws {
+        guard let userID = UserID(user) else { throw ValidationError("--user: expected a UUID, got \(user)") }
+        guard let profileID = ProfileID(profile) else {
+            throw ValidationError("--profile: expected a UUID, got \(profile)")
+        }
+        let request = ReportRequest(
+            jobID: .random(),
+            userID: userID,
+            profileID: profileID,
+            area: area,
+            language: language
+        )
+        var properties = MessageProperties(contentType: "application/json")
+        properties.persistent = true
+        properties.messageID = request.jobID.description
+        properties.appID = "astroctl"
+        let message = OutgoingMessage(
+            exchange: BrokerNames.jobsExchange,
+            routingKey: JobType.reportRequest.rawValue,
+            body: try JSONCoding.encoder.encode(request),
+            properties: properties,
+            mandatory: true
+        )
+        do {
+            try await connection.withPublisher { try await $0.publish(message) }
+        } catch let error as AMQPError where error.kind == .unroutable {
+            throw CommandFailure("no queue is bound for report.request: run `astroctl migrate` first")
+        }
+        guard wait else {
+            print(request.jobID)
+            return
+        }
+        FileHandle.standardError.write(Data("published report.request \(request.jobID); waiting…\n".utf8))
+        let reportJob = JobID.derived(from: request.jobID, purpose: JobType.reportGenerate.rawValue)
+        let deadline = ContinuousClock.now + .seconds(timeout)
+        try await connection.withPool(size: 1) { pool in
+            // The request (billing-worker), then the report job it queued (report-worker).
+            var watched = request.jobID
+            while ContinuousClock.now < deadline {
+                let current = watched
+                let row = try await pool.withConnection { database in
+                    try database.query(
+                        "SELECT status, error, result FROM jobs WHERE id = $1 AND status IN ('succeeded', 'failed', 'dead')",
+                        [current.uuid]
+                    ).first.map { row in
+                        (
+                            try row.decode(String.self, "status"), try row.decodeJSON(JobError?.self, "error"),
+                            try row.decodeJSON(JSONValue?.self, "result")
+                        )
+                    }
+                }
+                guard let (status, error, result) = row else {
+                    try await Task.sleep(for: .milliseconds(100))
+                    continue
+                }
+                guard status == "succeeded" else {
+                    let reason = error.map { "\($0.code): \($0.message)" } ?? status
+                    throw CommandFailure("the report was not delivered: \(reason)")
+                }
+                if watched == request.jobID, result?["reportId"] == nil {
+                    watched = reportJob
+                    continue
+                }
+                let text = try await pool.withConnection { database in
+                    try ReportShow.render(
+                        try database.query(
+                            """
+                            SELECT id, area, language, report_text, word_count, price::text AS price, currency, writer,
+                                   prompt_version, generated_at
+                            FROM report_purchases WHERE profile_id = $1 AND area = $2 AND language = $3
+                            """,
+                            [profileID.uuid, area.rawValue, language.rawValue]
+                        ).first
+                    )
+                }
+                print(text)
+                return
+            }
+            throw CommandFailure("no report within \(timeout) s: are the billing- and report-workers running?")
+        }
+    }
+}
+
+struct ReportShow: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "show", abstract: "Print a stored report.")
+
+    @Argument(help: "The report's id (reportId of report.completed).") var reportID: String
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() async throws {
+        guard let id = ReportID(reportID) else { throw ValidationError("expected a report UUID, got \(reportID)") }
+        let text = try await connection.withPool(size: 1) { pool in
+            try await pool.withConnection { database in
+                try Self.render(
+                    try database.query(
+                        """
+                        SELECT id, area, language, report_text, word_count, price::text AS price, currency, writer,
+                               prompt_version, generated_at
+                        FROM report_purchases WHERE id = $1
+                        """,
+                        [id.uuid]
+                    ).first
+                )
+            }
+        }
+        print(text)
+    }
+
+    static func render(_ row: PostgresRow?) throws -> String {
+        guard let row else { throw CommandFailure("no such report") }
+        let id = try row.decode(UUID.self, "id").uuidString.lowercased()
+        let footer = [
+            "report \(id)", "\(try row.decode(String.self, "area"))/\(try row.decode(String.self, "language"))",
+            "\(try row.decode(Int.self, "word_count")) words",
+            "\(try row.decode(String.self, "price")) \(try row.decode(String.self, "currency"))",
+            "writer \(try row.decode(String.self, "writer")) \(try row.decode(String?.self, "prompt_version") ?? "")",
+            "generated \(ISO8601.string(from: try row.decode(Date.self, "generated_at")))",
+        ]
+        return try row.decode(String.self, "report_text") + "\n\n(" + footer.joined(separator: ", ") + ")"
+    }
+}
+
+struct ReportPreview: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "preview",
+        abstract: "Write a report offline with the built-in writer (no broker, no database).",
+        discussion: """
+            astroctl chart --date 1990-10-07 --time 15:00 --tz Europe/Kyiv --lat 50.4501 --lon 30.5234 --json > chart.json
+            astroctl report preview --chart chart.json --area career --language uk
+            """
+    )
+
+    @Option(help: "A NatalChart JSON file (astroctl chart --json).") var chart: String
+    @Option(help: "finances, career, relationships, health or general.") var area: ReportArea
+    @Option(help: "en or uk.") var language: ReportLanguage = .en
+
+    func run() async throws {
+        guard let data = FileManager.default.contents(atPath: chart) else {
+            throw ValidationError("--chart: cannot read \(chart)")
+        }
+        let natal: NatalChart
+        do {
+            natal = try JSONCoding.decoder.decode(NatalChart.self, from: data)
+        } catch {
+            throw ValidationError("--chart: \(chart) is not a NatalChart JSON (astroctl chart --json makes one)")
+        }
+        let report = try BuiltInReportWriter().write(chart: natal, area: area, language: language)
+        print(report.text)
+        print("\n(\(report.wordCount) words, \(report.writer), \(report.version))")
+    }
+}
