@@ -104,7 +104,14 @@ let package = Package(
         ),
 
         // Reports: the expert-rules knowledge base (en, uk) shipped as data.
-        .target(name: "Reports", dependencies: ["AstroDomain"], resources: [.copy("Resources/KnowledgeBase")]),
+        .target(
+            name: "Reports",
+            dependencies: ["AstroDomain", "LLMClient"],
+            resources: [.copy("Resources/KnowledgeBase")]
+        ),
+        // OpenAI-compatible chat completions client (URLSession), and a local fake of such an endpoint.
+        .target(name: "LLMClient"),
+        .target(name: "LLMFake", dependencies: ["LLMClient", "LoopbackHTTP"]),
         // The report-worker's job: load the chart, write the report, store it (or refund the credit).
         .target(name: "ReportService", dependencies: ["Reports", "AstroDomain", "Postgres", "WorkerRuntime"]),
 
@@ -158,6 +165,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "BillingTests", dependencies: ["Billing", "StoreKitVerification", "AstroDomain"]),
+        .testTarget(name: "LLMClientTests", dependencies: ["LLMClient", "LLMFake", "LoopbackHTTP"]),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "AstroDomain"], resources: [.copy("Fixtures")]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
@@ -165,7 +173,8 @@ let package = Package(
             dependencies: [
                 "AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain", "SampleJobs", "ChartService",
                 "ChartEngine", "Ephemeris", "Billing", "StoreKitVerification", "AppStoreServerAPI",
-                "AppStoreServerFake", "Reports", "ReportService", .product(name: "Crypto", package: "swift-crypto"),
+                "AppStoreServerFake", "Reports", "ReportService", "LLMClient", "LLMFake",
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ]
