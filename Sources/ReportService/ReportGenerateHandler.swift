@@ -15,20 +15,87 @@ import WorkerRuntime
 public struct ReportGenerateHandler: JobHandler {
     public let jobType = JobType.reportGenerate
     private let writer: BuiltInReportWriter
+    private let llm: LLMSetup?
 
-    public init(writer: BuiltInReportWriter) {
+    /// The LLM writer and the pool it reads charts through (in `prepare`, outside any transaction).
+    public struct LLMSetup: Sendable {
+        public var writer: LLMReportWriter
+        public var pool: PostgresPool
+        public init(writer: LLMReportWriter, pool: PostgresPool) {
+            self.writer = writer
+            self.pool = pool
+        }
+    }
+
+    /// - Parameter llm: when given, reports are written by the LLM; otherwise by the built-in writer.
+    public init(writer: BuiltInReportWriter, llm: LLMSetup? = nil) {
         self.writer = writer
+        self.llm = llm
     }
 
-    public func prepare(_ job: JobEnvelope) async throws -> ReportGenerateRequest {
-        try job.decode(ReportGenerateRequest.self)
+    public enum Prepared: Sendable {
+        /// The built-in writer runs inside the transaction (it takes about a millisecond).
+        case builtIn(ReportGenerateRequest)
+        case written(ReportGenerateRequest, WrittenReport, ReportUsage)
+        case failed(ReportGenerateRequest, JobError)
+
+        var request: ReportGenerateRequest {
+            switch self {
+            case .builtIn(let request), .written(let request, _, _), .failed(let request, _): request
+            }
+        }
     }
 
-    public func commit(
-        _ request: ReportGenerateRequest,
-        job: JobEnvelope,
-        database: PostgresConnection
-    ) throws -> JobOutcome {
+    public func prepare(_ job: JobEnvelope) async throws -> Prepared {
+        let request = try job.decode(ReportGenerateRequest.self)
+        guard let llm else { return .builtIn(request) }
+        let profile = request.profileID.uuid
+        let (chartText, written) = try await llm.pool.withConnection { database in
+            (
+                try database.query(
+                    "SELECT chart_data::text AS chart FROM birth_charts WHERE profile_id = $1",
+                    [profile]
+                )
+                .first?.decode(String.self, "chart"),
+                try !database.query(
+                    "SELECT 1 FROM report_purchases WHERE profile_id = $1 AND area = $2 AND language = $3",
+                    [profile, request.area.rawValue, request.language.rawValue]
+                ).isEmpty
+            )
+        }
+        // Already written (a redelivery): the transaction answers with it; no tokens spent.
+        if written { return .builtIn(request) }
+        guard let chartText else {
+            return .failed(
+                request,
+                JobError(code: "chart-not-found", message: "profile \(request.profileID) has no chart")
+            )
+        }
+        guard let chart = try? JSONCoding.decoder.decode(NatalChart.self, from: Data(chartText.utf8)) else {
+            return .failed(
+                request,
+                JobError(
+                    code: "chart-unreadable",
+                    message: "the stored chart of profile \(request.profileID) cannot be read"
+                )
+            )
+        }
+        do {
+            let (report, usage) = try await llm.writer.write(
+                chart: chart,
+                area: request.area,
+                language: request.language
+            )
+            return .written(request, report, usage)
+        } catch {
+            // Rate limits, outages and timeouts: retried by the runtime; out of retries, refunded.
+            guard error.isPermanent else { throw error }
+            return .failed(request, JobError(code: error.code, message: error.message))
+        }
+    }
+
+    public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
+        let request = prepared.request
         var fields: [String: JSONValue] = [
             "userId": .string(request.userID.description),
             "profileId": .string(request.profileID.description),
@@ -74,50 +141,63 @@ public struct ReportGenerateHandler: JobHandler {
                 ]
             )
         }
-        guard
-            let stored = try database.query(
-                "SELECT chart_data::text AS chart FROM birth_charts WHERE profile_id = $1",
-                [request.profileID.uuid]
-            ).first
-        else {
-            return try Self.failure(
-                request,
-                job: job,
-                fields: fields,
-                JobError(code: "chart-not-found", message: "profile \(request.profileID) has no chart")
-            )
-        }
-        let chart: NatalChart
-        do {
-            chart = try JSONCoding.decoder.decode(
-                NatalChart.self,
-                from: Data(try stored.decode(String.self, "chart").utf8)
-            )
-        } catch {
-            return try Self.failure(
-                request,
-                job: job,
-                fields: fields,
-                JobError(
-                    code: "chart-unreadable",
-                    message: "the stored chart of profile \(request.profileID) cannot be read"
+        var usage: ReportUsage?
+        let report: WrittenReport
+        switch prepared {
+        case .failed(_, let error):
+            return try Self.failure(request, job: job, fields: fields, error)
+        case .written(_, let written, let cost):
+            report = written
+            usage = cost
+        case .builtIn:
+            guard
+                let stored = try database.query(
+                    "SELECT chart_data::text AS chart FROM birth_charts WHERE profile_id = $1",
+                    [request.profileID.uuid]
+                ).first
+            else {
+                return try Self.failure(
+                    request,
+                    job: job,
+                    fields: fields,
+                    JobError(code: "chart-not-found", message: "profile \(request.profileID) has no chart")
                 )
-            )
+            }
+            let chart: NatalChart
+            do {
+                chart = try JSONCoding.decoder.decode(
+                    NatalChart.self,
+                    from: Data(try stored.decode(String.self, "chart").utf8)
+                )
+            } catch {
+                return try Self.failure(
+                    request,
+                    job: job,
+                    fields: fields,
+                    JobError(
+                        code: "chart-unreadable",
+                        message: "the stored chart of profile \(request.profileID) cannot be read"
+                    )
+                )
+            }
+            report = writer.write(chart: chart, area: request.area, language: request.language)
         }
-        let report = writer.write(chart: chart, area: request.area, language: request.language)
         let reportID = ReportID.random()
         // The price of one credit of the purchase, as the catalog priced it when it was bought.
         try database.execute(
             """
             INSERT INTO report_purchases (id, user_id, profile_id, area, language, report_text, word_count, price,
-                currency, transaction_id, credit_id, purchase_date, generated_at, writer, prompt_version)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, round($8::numeric / $9, 2), 'USD', $10, $11, $12, now(), $13, $14)
+                currency, transaction_id, credit_id, purchase_date, generated_at, writer, prompt_version,
+                llm_model, prompt_tokens, completion_tokens, cost_usd)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, round($8::numeric / $9, 2), 'USD', $10, $11, $12, now(), $13, $14,
+                $15, $16, $17, $18)
             """,
             [
                 reportID.uuid, request.userID.uuid, request.profileID.uuid, request.area.rawValue,
                 request.language.rawValue, report.text, report.wordCount, try credit.decode(Decimal.self, "price_usd"),
                 max(try credit.decode(Int.self, "credit_amount"), 1), try credit.decode(String.self, "transaction_id"),
                 request.creditID.uuid, try credit.decode(Date.self, "purchase_date"), report.writer, report.version,
+                usage?.model, usage?.promptTokens, usage?.completionTokens, usage?.costUSD,
             ]
         )
         fields["reportId"] = .string(reportID.description)

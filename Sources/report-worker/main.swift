@@ -1,14 +1,18 @@
 import Foundation
+import LLMClient
+import Logging
+import Postgres
 import ReportService
 import Reports
 import WorkerRuntime
 
 // The report-worker: consumes report.generate (published by the billing-worker once a credit is
-// spent), writes the report with the built-in expert-rules writer and stores it; a report that
-// cannot be written gives the credit back. Configuration: the workers' environment variables
-// (README).
+// spent), writes the report — through an OpenAI-compatible LLM when LLM_BASE_URL is set, with the
+// built-in expert-rules writer otherwise — and stores it; a report that cannot be written gives
+// the credit back. Configuration: the workers' environment variables plus LLM_* (README).
+let environment = ProcessInfo.processInfo.environment
 let status = await WorkerMain.run(name: "report-worker", defaultHTTPPort: 8082, queues: [.reportGenerate]) {
-    _,
+    configuration,
     logger in
     let writer: BuiltInReportWriter
     do {
@@ -16,13 +20,50 @@ let status = await WorkerMain.run(name: "report-worker", defaultHTTPPort: 8082, 
     } catch {
         throw ConfigurationError(variable: "(package resources)", problem: "\(error)")
     }
+    var setup: ReportGenerateHandler.LLMSetup?
+    let llm: LLMConfiguration?
+    do {
+        llm = try LLMConfiguration.fromEnvironment(environment)
+    } catch {
+        throw ConfigurationError(variable: "LLM_*", problem: "\(error)")
+    }
+    if let llm {
+        func price(_ name: String) throws -> Decimal {
+            guard let text = environment[name], !text.isEmpty else { return 0 }
+            guard let value = Decimal(string: text), value >= 0 else {
+                throw ConfigurationError(
+                    variable: name,
+                    problem: "expected a price in USD per million tokens, got \(text)"
+                )
+            }
+            return value
+        }
+        let pricing = LLMPricing(
+            inputPerMillionUSD: try price("LLM_PRICE_INPUT_PER_1M_USD"),
+            outputPerMillionUSD: try price("LLM_PRICE_OUTPUT_PER_1M_USD")
+        )
+        // Charts are read in the jobs' prepare step, outside the commit transactions.
+        let pool = PostgresPool(
+            configuration: configuration.database,
+            options: .init(maxConnections: 4, acquireTimeout: configuration.databaseAcquireTimeout),
+            logger: logger
+        )
+        do {
+            setup = .init(
+                writer: try LLMReportWriter(client: LLMClient(configuration: llm), model: llm.model, pricing: pricing),
+                pool: pool
+            )
+        } catch {
+            throw ConfigurationError(variable: "(package resources)", problem: "\(error)")
+        }
+    }
     logger.info(
         "report writer ready",
         metadata: [
-            "writer": "built-in",
+            "writer": "\(llm.map { "llm \($0.model)" } ?? "built-in")",
             "knowledge_base": "\(writer.knowledgeBase(.en).version), \(writer.knowledgeBase(.uk).version)",
         ]
     )
-    return [ReportGenerateHandler(writer: writer)]
+    return [ReportGenerateHandler(writer: writer, llm: setup)]
 }
 exit(status)

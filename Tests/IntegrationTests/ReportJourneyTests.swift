@@ -139,7 +139,7 @@ struct ReportJourneyTests {
         }
     }
 
-    func startWorkers() async throws -> Workers {
+    func startWorkers(reportEnvironment: [String: String] = [:]) async throws -> Workers {
         let database = try await RuntimeTestEnvironment.database()
         let databaseURL =
             "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)"
@@ -162,6 +162,9 @@ struct ReportJourneyTests {
                 "BILLING_ENVIRONMENT": "Sandbox",
                 "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path,
             ]) { _, new in new }
+            if worker == "report-worker" {
+                process.environment = process.environment?.merging(reportEnvironment) { _, new in new }
+            }
             process.standardOutput = FileHandle.nullDevice
             try process.run()
             processes.append(process)

@@ -1,0 +1,156 @@
+import AstroDomain
+import Foundation
+import LLMClient
+
+/// What an LLM-written report cost.
+public struct ReportUsage: Sendable, Hashable {
+    public var model: String
+    public var promptTokens: Int
+    public var completionTokens: Int
+    public var costUSD: Decimal
+}
+
+/// Why a report could not be written; `isPermanent` decides between a retry of the job and a
+/// refund.
+public struct ReportWriterError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// `llm-unauthorized`, `llm-bad-request`, `llm-rejected-answer`, or the LLM client's code for
+    /// transient failures (`rate-limited`, `server-error`, `timeout`, …).
+    public var code: String
+    public var message: String
+    public var isPermanent: Bool
+    public var description: String { "\(code): \(message)" }
+}
+
+/// Token prices of the configured model, for the cost stored with each report.
+public struct LLMPricing: Sendable, Hashable {
+    public var inputPerMillionUSD: Decimal
+    public var outputPerMillionUSD: Decimal
+
+    public init(inputPerMillionUSD: Decimal = 0, outputPerMillionUSD: Decimal = 0) {
+        self.inputPerMillionUSD = inputPerMillionUSD
+        self.outputPerMillionUSD = outputPerMillionUSD
+    }
+
+    func cost(prompt: Int, completion: Int) -> Decimal {
+        (Decimal(prompt) * inputPerMillionUSD + Decimal(completion) * outputPerMillionUSD) / 1_000_000
+    }
+}
+
+/// Writes reports through an OpenAI-compatible chat-completions endpoint, following the seed's
+/// prompt templates. The answer is checked (finished, not truncated; 300–700 words; in the asked
+/// language); a bad answer is asked for once more, then the report fails permanently.
+public struct LLMReportWriter: Sendable {
+    private let client: LLMClient
+    private let model: String
+    private let pricing: LLMPricing
+    private let bases: [ReportLanguage: KnowledgeBase]
+    private let phrases: [ReportLanguage: ReportPhrases]
+    private let templates: [ReportLanguage: PromptTemplates]
+
+    /// - Throws: `KnowledgeBaseError` when the shipped data is missing (a broken build).
+    public init(client: LLMClient, model: String, pricing: LLMPricing = .init()) throws(KnowledgeBaseError) {
+        self.client = client
+        self.model = model
+        self.pricing = pricing
+        var bases: [ReportLanguage: KnowledgeBase] = [:]
+        var phrases: [ReportLanguage: ReportPhrases] = [:]
+        var templates: [ReportLanguage: PromptTemplates] = [:]
+        for language in ReportLanguage.allCases {
+            bases[language] = try KnowledgeBase.load(language)
+            phrases[language] = try ReportPhrases.load(language)
+            templates[language] = try PromptTemplates.load(language)
+        }
+        self.bases = bases
+        self.phrases = phrases
+        self.templates = templates
+    }
+
+    /// The words an answer must have: the prompt asks for 400–500; models miscount a little.
+    public static let acceptedWords = 300...700
+
+    /// Writes the report of `area` for `chart` in `language`.
+    ///
+    /// - Throws: `ReportWriterError`; permanent for a rejected key or request and for an answer
+    ///   that fails the checks twice, transient for rate limits, outages and timeouts.
+    public func write(
+        chart: NatalChart,
+        area: ReportArea,
+        language: ReportLanguage
+    ) async throws(ReportWriterError) -> (WrittenReport, ReportUsage) {
+        let prompt = ReportPrompt.build(
+            chart: chart,
+            area: area,
+            language: language,
+            base: bases[language]!,
+            phrases: phrases[language]!,
+            templates: templates[language]!
+        )
+        let request = ChatCompletionRequest(
+            messages: [.system(prompt.system), .user(prompt.user)],
+            maxTokens: 1400,
+            temperature: 0.7
+        )
+        var promptTokens = 0
+        var completionTokens = 0
+        var problem = ""
+        for _ in 0..<2 {
+            let completion: ChatCompletion
+            do {
+                completion = try await client.complete(request)
+            } catch {
+                throw ReportWriterError(
+                    code: error.isTransient ? error.code : "llm-\(error.code)",
+                    message: error.description,
+                    isPermanent: !error.isTransient
+                )
+            }
+            promptTokens += completion.promptTokens ?? prompt.estimatedTokens
+            completionTokens += completion.completionTokens ?? ReportPrompt.estimateTokens(completion.content)
+            let text = completion.content.trimmingCharacters(in: .whitespacesAndNewlines)
+            let words = BuiltInReportWriter.countWords(text)
+            if completion.finishReason != "stop" {
+                problem = "the answer was cut off (finish_reason \(completion.finishReason ?? "none"))"
+            } else if !Self.acceptedWords.contains(words) {
+                problem = "the answer has \(words) words"
+            } else if !Self.isWritten(in: language, text) {
+                problem = "the answer is not in \(language == .en ? "English" : "Ukrainian")"
+            } else {
+                let usage = ReportUsage(
+                    model: completion.model ?? model,
+                    promptTokens: promptTokens,
+                    completionTokens: completionTokens,
+                    costUSD: pricing.cost(prompt: promptTokens, completion: completionTokens)
+                )
+                let report = WrittenReport(
+                    title: phrases[language]!.titles[area.rawValue] ?? area.rawValue,
+                    keyInfluences: "",
+                    analysis: [],
+                    recommendations: [],
+                    text: text,
+                    wordCount: words,
+                    ruleKeys: [],
+                    writer: "llm:\(usage.model)",
+                    version: prompt.version
+                )
+                return (report, usage)
+            }
+        }
+        throw ReportWriterError(code: "llm-rejected-answer", message: problem + ", twice", isPermanent: true)
+    }
+
+    /// English: Latin letters; Ukrainian: Cyrillic with Ukrainian letters and none that only
+    /// Russian has.
+    static func isWritten(in language: ReportLanguage, _ text: String) -> Bool {
+        let letters = text.lowercased().unicodeScalars.filter { CharacterSet.letters.contains($0) }
+        guard !letters.isEmpty else { return false }
+        let cyrillic = letters.filter { (0x0400...0x04FF).contains($0.value) }.count
+        let share = Double(cyrillic) / Double(letters.count)
+        switch language {
+        case .en:
+            return share < 0.05
+        case .uk:
+            let lower = text.lowercased()
+            return share > 0.8 && lower.contains { "іїє".contains($0) } && !lower.contains { "ыэъё".contains($0) }
+        }
+    }
+}
