@@ -102,6 +102,8 @@ public struct ReportGenerateHandler: JobHandler {
             "area": .string(request.area.rawValue),
             "language": .string(request.language.rawValue),
             "creditId": .string(request.creditID.description),
+            // The id the client published report.request with, so it can match this outcome.
+            "requestJobId": .string(request.requestJobID.description),
         ]
         if let existing = try database.query(
             "SELECT id, credit_id FROM report_purchases WHERE profile_id = $1 AND area = $2 AND language = $3",

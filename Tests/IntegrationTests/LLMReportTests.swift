@@ -130,12 +130,17 @@ struct LLMReportTests {
             "LLM_BASE_URL": fake.baseURL.absoluteString, "LLM_MODEL": "test-model", "LLM_API_KEY": "sk-wrong",
         ])
         let (user, profile) = try await journey.buyer(chart: ReportJourneyTests.chartJSON)
+        let failures = try await RuntimeTestEnvironment.eventQueue(
+            publisher: workers.publisher,
+            routingKey: "report.failed"
+        )
+        let jobID = JobID.random()
         try await workers.publisher.publish(
             OutgoingMessage(
                 exchange: BrokerNames.jobsExchange,
                 routingKey: JobType.reportRequest.rawValue,
                 body: try JSONCoding.encoder.encode(
-                    ReportRequest(jobID: .random(), userID: user, profileID: profile, area: .career, language: .uk)
+                    ReportRequest(jobID: jobID, userID: user, profileID: profile, area: .career, language: .uk)
                 ),
                 properties: MessageProperties(contentType: "application/json"),
                 mandatory: true
@@ -146,7 +151,17 @@ struct LLMReportTests {
         }
         let balance = try await journey.ledger.balance(user)
         #expect(balance.available == 1 && balance.consumed == 1 && balance.balanced)
-        #expect(fake.requestCount >= 1)
+        // 401 is permanent: one call, no retries, and the failure is announced with its code.
+        #expect(fake.requestCount == 1)
+        let failed = try await RuntimeTestEnvironment.drain(failures, count: 1)
+        #expect(failed.count == 1)
+        let event = try failed.first.map { try JSONSerialization.jsonObject(with: $0.body) as? [String: Any] } ?? nil
+        #expect(event?["jobId"] as? String == ReportRequestHandler.reportJobID(for: jobID).description)
+        #expect(event?["requestJobId"] as? String == jobID.description)
+        #expect((event?["error"] as? [String: Any])?["code"] as? String == "llm-unauthorized")
+        #expect(try await journey.ledger.pool.withConnection { database in
+            try database.query("SELECT 1 FROM report_purchases WHERE profile_id = $1", [profile.uuid]).isEmpty
+        })
         await workers.stop()
     }
 

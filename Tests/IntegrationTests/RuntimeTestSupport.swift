@@ -73,6 +73,48 @@ enum RuntimeTestEnvironment {
         }
         throw RuntimeTestError("timed out waiting for: \(what)")
     }
+
+    /// Declares a queue bound to astro.events for the given routing key, to observe events.
+    static func eventQueue(publisher: AMQPPublisher, routingKey: String) async throws -> String {
+        let name = "events." + UUID().uuidString.lowercased().prefix(8)
+        try await publisher.declare(
+            Topology(
+                queues: [QueueSpec(name: name, durable: false, autoDelete: false)],
+                bindings: [BindingSpec(queue: name, exchange: BrokerNames.eventsExchange, routingKey: routingKey)]
+            )
+        )
+        return name
+    }
+
+    /// Reads up to `count` messages from a queue (acknowledging them), waiting up to `timeout`.
+    static func drain(_ queueName: String, count: Int, timeout: Duration = .seconds(20)) async throws -> [Delivery] {
+        let consumer = AMQPConsumer(
+            configuration: try RuntimeTestEnvironment.amqpConfiguration(),
+            topology: .empty,
+            queues: [queueName],
+            prefetch: 50,
+            logger: RuntimeTestEnvironment.logger
+        )
+        try await consumer.start()
+        var received: [Delivery] = []
+        let collector = Task {
+            var collected: [Delivery] = []
+            for await delivery in consumer.deliveries {
+                try? await consumer.ack(delivery)
+                collected.append(delivery)
+                if collected.count >= count { break }
+            }
+            return collected
+        }
+        let timer = Task {
+            try await Task.sleep(for: timeout)
+            await consumer.close()
+        }
+        received = await collector.value
+        timer.cancel()
+        await consumer.close()
+        return received
+    }
 }
 
 struct RuntimeTestError: Error, CustomStringConvertible {
@@ -146,44 +188,12 @@ struct RunningWorker: Sendable {
 
     /// Declares a queue bound to astro.events for the given routing key, to observe events.
     func eventQueue(routingKey: String) async throws -> String {
-        let name = "events." + UUID().uuidString.lowercased().prefix(8)
-        try await publisher.declare(
-            Topology(
-                queues: [QueueSpec(name: name, durable: false, autoDelete: false)],
-                bindings: [BindingSpec(queue: name, exchange: BrokerNames.eventsExchange, routingKey: routingKey)]
-            )
-        )
-        return name
+        try await RuntimeTestEnvironment.eventQueue(publisher: publisher, routingKey: routingKey)
     }
 
     /// Reads up to `count` messages from a queue (acknowledging them), waiting up to `timeout`.
     func drain(_ queueName: String, count: Int, timeout: Duration = .seconds(20)) async throws -> [Delivery] {
-        let consumer = AMQPConsumer(
-            configuration: try RuntimeTestEnvironment.amqpConfiguration(),
-            topology: .empty,
-            queues: [queueName],
-            prefetch: 50,
-            logger: RuntimeTestEnvironment.logger
-        )
-        try await consumer.start()
-        var received: [Delivery] = []
-        let collector = Task {
-            var collected: [Delivery] = []
-            for await delivery in consumer.deliveries {
-                try? await consumer.ack(delivery)
-                collected.append(delivery)
-                if collected.count >= count { break }
-            }
-            return collected
-        }
-        let timer = Task {
-            try await Task.sleep(for: timeout)
-            await consumer.close()
-        }
-        received = await collector.value
-        timer.cancel()
-        await consumer.close()
-        return received
+        try await RuntimeTestEnvironment.drain(queueName, count: count, timeout: timeout)
     }
 
     func jobRow(_ id: JobID) async throws -> (status: String, attempts: Int, errorCode: String?)? {
