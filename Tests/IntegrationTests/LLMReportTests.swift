@@ -159,9 +159,11 @@ struct LLMReportTests {
         #expect(event?["jobId"] as? String == ReportRequestHandler.reportJobID(for: jobID).description)
         #expect(event?["requestJobId"] as? String == jobID.description)
         #expect((event?["error"] as? [String: Any])?["code"] as? String == "llm-unauthorized")
-        #expect(try await journey.ledger.pool.withConnection { database in
-            try database.query("SELECT 1 FROM report_purchases WHERE profile_id = $1", [profile.uuid]).isEmpty
-        })
+        #expect(
+            try await journey.ledger.pool.withConnection { database in
+                try database.query("SELECT 1 FROM report_purchases WHERE profile_id = $1", [profile.uuid]).isEmpty
+            }
+        )
         await workers.stop()
     }
 
