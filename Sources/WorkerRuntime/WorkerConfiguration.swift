@@ -84,7 +84,11 @@ public struct WorkerConfiguration: Sendable {
             defaultValue: "postgres://astro:astro@127.0.0.1:5432/astro",
             meaning: "PostgreSQL URL (?sslmode=…, ?application_name=…)"
         ),
-        .init(name: "PREFETCH", defaultValue: "16", meaning: "jobs in flight per process (broker prefetch)"),
+        .init(
+            name: "PREFETCH",
+            defaultValue: "16 (report-worker 32)",
+            meaning: "jobs in flight per process (broker prefetch)"
+        ),
         .init(name: "MAX_ATTEMPTS", defaultValue: "5", meaning: "attempts before a failing job is dead-lettered"),
         .init(name: "RETRY_INITIAL_DELAY_MS", defaultValue: "1000", meaning: "first retry delay"),
         .init(name: "RETRY_MAX_DELAY_MS", defaultValue: "60000", meaning: "cap of the exponential retry delay"),
@@ -116,10 +120,12 @@ public struct WorkerConfiguration: Sendable {
     /// - Parameters:
     ///   - environment: the variables (the process environment by default).
     ///   - defaultHTTPPort: this worker's default health port.
+    ///   - defaultPrefetch: this worker's default `PREFETCH` (jobs in flight).
     /// - Throws: `ConfigurationError` naming the first malformed variable.
     public static func fromEnvironment(
         _ environment: [String: String] = ProcessInfo.processInfo.environment,
-        defaultHTTPPort: Int
+        defaultHTTPPort: Int,
+        defaultPrefetch: Int = 16
     ) throws(ConfigurationError) -> WorkerConfiguration {
         let reader = EnvironmentReader(environment)
         let amqp: AMQPConfiguration
@@ -139,7 +145,7 @@ public struct WorkerConfiguration: Sendable {
             throw ConfigurationError(variable: "DATABASE_URL", problem: error.message)
         }
         var configuration = WorkerConfiguration(amqp: amqp, database: database, httpPort: defaultHTTPPort)
-        configuration.prefetch = try reader.int("PREFETCH", default: 16, range: 1...1000)
+        configuration.prefetch = try reader.int("PREFETCH", default: defaultPrefetch, range: 1...1000)
         configuration.maxAttempts = try reader.int("MAX_ATTEMPTS", default: 5, range: 1...100)
         configuration.retryInitialDelay = .milliseconds(
             try reader.int("RETRY_INITIAL_DELAY_MS", default: 1000, range: 1...3_600_000)

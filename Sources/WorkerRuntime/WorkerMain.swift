@@ -9,6 +9,7 @@ public enum WorkerMain {
     public static func run(
         name: String,
         defaultHTTPPort: Int,
+        defaultPrefetch: Int = 16,
         queues: [JobType],
         environment: [String: String] = ProcessInfo.processInfo.environment,
         databaseSetup: DatabaseSetup? = nil,
@@ -16,7 +17,11 @@ public enum WorkerMain {
     ) async -> Int32 {
         let configuration: WorkerConfiguration
         do {
-            configuration = try WorkerConfiguration.fromEnvironment(environment, defaultHTTPPort: defaultHTTPPort)
+            configuration = try WorkerConfiguration.fromEnvironment(
+                environment,
+                defaultHTTPPort: defaultHTTPPort,
+                defaultPrefetch: defaultPrefetch
+            )
         } catch {
             FileHandle.standardError.write(Data("\(name): \(error)\n".utf8))
             return 2

@@ -11,9 +11,13 @@ import WorkerRuntime
 // built-in expert-rules writer otherwise — and stores it; a report that cannot be written gives
 // the credit back. Configuration: the workers' environment variables plus LLM_* (README).
 let environment = ProcessInfo.processInfo.environment
-let status = await WorkerMain.run(name: "report-worker", defaultHTTPPort: 8082, queues: [.reportGenerate]) {
-    configuration,
-    logger in
+// 32 jobs in flight by default: an LLM answer takes seconds, and waiting on it holds no thread.
+let status = await WorkerMain.run(
+    name: "report-worker",
+    defaultHTTPPort: 8082,
+    defaultPrefetch: 32,
+    queues: [.reportGenerate]
+) { configuration, logger in
     let writer: BuiltInReportWriter
     do {
         writer = try BuiltInReportWriter()

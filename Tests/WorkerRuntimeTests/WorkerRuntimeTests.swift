@@ -21,6 +21,17 @@ import FoundationNetworking
         #expect(configuration.migrateOnStart)
     }
 
+    @Test func aWorkerChoosesItsOwnDefaultPrefetchAndPREFETCHStillWins() throws {
+        let reportWorker = try WorkerConfiguration.fromEnvironment([:], defaultHTTPPort: 8082, defaultPrefetch: 32)
+        #expect(reportWorker.prefetch == 32)
+        let told = try WorkerConfiguration.fromEnvironment(
+            ["PREFETCH": "8"],
+            defaultHTTPPort: 8082,
+            defaultPrefetch: 32
+        )
+        #expect(told.prefetch == 8)
+    }
+
     @Test func readsEverySetting() throws {
         let configuration = try WorkerConfiguration.fromEnvironment(
             [
