@@ -129,7 +129,8 @@ let package = Package(
             name: "astroctl",
             dependencies: [
                 "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine", "Ephemeris",
-                "Billing", "StoreKitVerification", "Reports", .product(name: "X509", package: "swift-certificates"),
+                "Billing", "StoreKitVerification", "Reports", "LLMClient", "LLMFake",
+                .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

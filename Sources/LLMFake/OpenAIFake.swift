@@ -51,13 +51,16 @@ public final class OpenAIFake: Sendable {
     ///   - apiKey: the key requests must carry as `Authorization: Bearer <apiKey>`.
     ///   - defaultResponder: the answer to a request when nothing is scripted, built from its
     ///     messages; by default a short text quoting the last message.
+    ///   - defaultDelay: how long an unscripted answer takes (a model's generation time), zero by
+    ///     default; requests wait concurrently, as they do at a real endpoint.
     /// - Throws: `LoopbackHTTPError` when no port can be bound.
     public init(
         apiKey: String = "sk-fake-0123456789abcdef",
-        defaultResponder: @escaping @Sendable ([ChatMessage]) -> String = OpenAIFake.echo
+        defaultResponder: @escaping @Sendable ([ChatMessage]) -> String = OpenAIFake.echo,
+        defaultDelay: Duration = .zero
     ) throws(LoopbackHTTPError) {
         self.apiKey = apiKey
-        let store = FakeStore(apiKey: apiKey, defaultResponder: defaultResponder)
+        let store = FakeStore(apiKey: apiKey, defaultResponder: defaultResponder, defaultDelay: defaultDelay)
         self.store = store
         // The handler holds the store, not the fake, so releasing the fake stops the server.
         self.server = try LoopbackHTTPServer(name: "openai-fake") { request in
@@ -164,10 +167,12 @@ private final class FakeStore: Sendable {
     let state = Mutex(State())
     let apiKey: String
     let defaultResponder: @Sendable ([ChatMessage]) -> String
+    let defaultDelay: Duration
 
-    init(apiKey: String, defaultResponder: @escaping @Sendable ([ChatMessage]) -> String) {
+    init(apiKey: String, defaultResponder: @escaping @Sendable ([ChatMessage]) -> String, defaultDelay: Duration) {
         self.apiKey = apiKey
         self.defaultResponder = defaultResponder
+        self.defaultDelay = defaultDelay
     }
 
     func handle(_ request: HTTPRequest) async -> HTTPResponse {
@@ -203,6 +208,7 @@ private final class FakeStore: Sendable {
             return (state.scripted.isEmpty ? nil : state.scripted.removeFirst(), state.nextID)
         }
         guard let scripted else {
+            if defaultDelay > .zero { try? await Task.sleep(for: defaultDelay) }
             return success(parsed, content: defaultResponder(parsed.messages), finishReason: "stop", id: id)
         }
         switch scripted {

@@ -10,12 +10,19 @@ import Synchronization
 /// purchase path is not what is measured): one profile with a chart per ten jobs, and one
 /// credit per job.
 enum BillingBenchSeed {
-    static func seed(pool: PostgresPool, jobs: Int, hotUser: Bool) async throws -> [(user: String, profile: String)] {
+    /// - Parameter chartData: the NatalChart JSON stored for every profile (`{}` when only the
+    ///   billing-worker runs, which never reads it).
+    static func seed(
+        pool: PostgresPool,
+        jobs: Int,
+        hotUser: Bool,
+        chartData: String = "{}"
+    ) async throws -> [(user: String, profile: String)] {
         let profiles = (jobs + 9) / 10
         // The jobs row of the seeding, so ledger entries name a job like every other entry.
         let seedJob = UUID()
         let rows = try await pool.withTransaction { database in
-            try database.query(hotUser ? hotSQL : manySQL, [profiles, seedJob]).map {
+            try database.query(hotUser ? hotSQL : manySQL, [profiles, seedJob, chartData]).map {
                 (user: try $0.decode(String.self, "user_id"), profile: try $0.decode(String.self, "profile_id"))
             }
         }
@@ -37,7 +44,7 @@ enum BillingBenchSeed {
             RETURNING id, user_id
         ), c AS (
             INSERT INTO birth_charts (id, profile_id, chart_data, house_system, input_digest, engine_version)
-            SELECT gen_random_uuid(), id, '{}', 'placidus', 'bench', 'bench' FROM p
+            SELECT gen_random_uuid(), id, $3::jsonb, 'placidus', 'bench', 'bench' FROM p
         ), r AS (
             INSERT INTO purchase_records (id, user_id, transaction_id, original_transaction_id, product_id,
                 purchase_date, price_usd, currency_code, credit_amount, environment)
@@ -65,7 +72,7 @@ enum BillingBenchSeed {
             RETURNING id, user_id
         ), c AS (
             INSERT INTO birth_charts (id, profile_id, chart_data, house_system, input_digest, engine_version)
-            SELECT gen_random_uuid(), id, '{}', 'placidus', 'bench', 'bench' FROM p
+            SELECT gen_random_uuid(), id, $3::jsonb, 'placidus', 'bench', 'bench' FROM p
         ), r AS (
             INSERT INTO purchase_records (id, user_id, transaction_id, original_transaction_id, product_id,
                 purchase_date, price_usd, currency_code, credit_amount, environment)

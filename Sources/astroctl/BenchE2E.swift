@@ -2,6 +2,7 @@ import AMQP
 import ArgumentParser
 import AstroDomain
 import Foundation
+import LLMFake
 import Postgres
 import Schema
 import Synchronization
@@ -22,9 +23,17 @@ struct BenchE2E: AsyncParsableCommand {
             throughput, p50/p95/p99 latency, and the workers' peak resident memory, with a progress bar
             on standard error while it runs. Needs a migrated database and the broker (astroctl migrate).
 
+            --type report is the paid journey: report.request through one billing-worker (spends a
+            seeded credit) and --workers report-workers (write and store the report), timed to
+            report.completed. With --llm-delay the report-workers write through a local fake
+            OpenAI-compatible endpoint that answers after that many seconds; their LLM concurrency
+            is --prefetch.
+
             Examples:
               astroctl bench e2e --type chart --count 20000 --workers 1 --workers 2
               astroctl bench e2e --type sample --count 5000
+              astroctl bench e2e --type report --count 2000 --workers 1
+              astroctl bench e2e --type report --count 640 --workers 1 --prefetch 32 --llm-delay 1.5
             """
     )
 
@@ -34,8 +43,11 @@ struct BenchE2E: AsyncParsableCommand {
         case consume
         /// The same, every job from one user (all consumers contend for one user's credits).
         case consumeHot = "consume-hot"
+        /// report.request to a stored report: a billing-worker and report-workers.
+        case report
 
-        var isBilling: Bool { self == .consume || self == .consumeHot }
+        /// Jobs that spend seeded credits.
+        var isBilling: Bool { self == .consume || self == .consumeHot || self == .report }
     }
 
     @Option(help: "Job type to drive: \(Kind.allCases.map(\.rawValue).joined(separator: ", ")).") var type: Kind =
@@ -49,12 +61,21 @@ struct BenchE2E: AsyncParsableCommand {
     @Option(help: "Give up after this many seconds per measurement.") var timeout = 300
     @Option(name: .customLong("worker-env"), help: "Extra KEY=VALUE for the workers (repeatable).")
     var workerEnvironment: [String] = []
+    @Option(
+        name: .customLong("llm-delay"),
+        help: "--type report: write through a local fake LLM endpoint answering after this many seconds."
+    )
+    var llmDelay: Double?
     @OptionGroup var connection: ConnectionOptions
 
     func validate() throws {
         if let rate, rate <= 0 { throw ValidationError("--rate must be positive") }
         guard count > 0, window > 0, timeout > 0, !workers.isEmpty, workers.allSatisfy({ $0 > 0 && $0 <= 16 }) else {
             throw ValidationError("--count, --window, --timeout must be positive; --workers between 1 and 16")
+        }
+        if let llmDelay {
+            guard type == .report else { throw ValidationError("--llm-delay applies to --type report") }
+            guard llmDelay >= 0, llmDelay <= 60 else { throw ValidationError("--llm-delay must be 0…60 seconds") }
         }
         for item in workerEnvironment where !item.contains("=") {
             throw ValidationError("--worker-env takes KEY=VALUE, got \(item.debugDescription)")
@@ -66,20 +87,24 @@ struct BenchE2E: AsyncParsableCommand {
         case .chart: "chart-worker"
         case .sample: "sample-worker"
         case .consume, .consumeHot: "billing-worker"
+        case .report: "report-worker"
         }
     }
     private var queue: String {
         switch type {
         case .chart: JobType.chartCalculate.rawValue
         case .sample: "bench.sample"
-        case .consume, .consumeHot: JobType.reportRequest.rawValue
+        case .consume, .consumeHot, .report: JobType.reportRequest.rawValue
         }
     }
+    /// The queue the measured workers consume (report-workers: report.generate).
+    private var workerQueue: String { type == .report ? JobType.reportGenerate.rawValue : queue }
     private var doneEvents: [String] {
         switch type {
         case .chart: ["chart.calculated", "chart.failed"]
         case .sample: ["sample.done", "bench.sample.failed"]
         case .consume, .consumeHot: ["billing.credit-consumed", "report.failed"]
+        case .report: ["report.completed", "report.failed"]
         }
     }
 
@@ -88,13 +113,20 @@ struct BenchE2E: AsyncParsableCommand {
         let amqp = try connection.amqpConfiguration()
         let database = try connection.databaseConfiguration()
         let binary = BenchAMQP.sibling(workerBinary)
-        guard FileManager.default.isExecutableFile(atPath: binary) else {
-            throw CommandFailure("\(workerBinary) not found beside astroctl at \(binary): build it first")
+        for needed in [binary] + (type == .report ? [BenchAMQP.sibling("billing-worker")] : [])
+        where !FileManager.default.isExecutableFile(atPath: needed) {
+            throw CommandFailure("\(needed) not found beside astroctl: build it first")
         }
         try await connection.withPool { pool in
             _ = try await Migrator(migrations: try AstroSchema.migrations(), logger: logger).migrate(pool: pool)
         }
         print("bench e2e: \(count) \(queue) jobs per measurement, prefetch \(prefetch), publish window \(window)")
+        if type == .report {
+            print(
+                "  one billing-worker spends the credits; report-workers write "
+                    + (llmDelay.map { "through a fake LLM answering after \($0) s" } ?? "with the built-in writer")
+            )
+        }
         var summaries: [String] = []
         for workerCount in workers {
             let result = try await measure(workers: workerCount, amqp: amqp, database: database, binary: binary)
@@ -123,12 +155,22 @@ struct BenchE2E: AsyncParsableCommand {
         let extraQueues = type.isBilling ? [JobType.reportGenerate.rawValue] : []
         try await publisher.declare(WorkerTopology.topology(queues: [queue] + extraQueues, retry: retry))
         _ = try await publisher.purgeQueue(queue)
+        _ = try await publisher.purgeQueue(workerQueue)
         var generator = JobBodyGenerator(kind: type)
         if type.isBilling {
+            let chartData = type == .report ? try await ReportBenchFixture.chartJSON() : "{}"
             generator.reportRequesters = try await connection.withPool { pool in
-                try await BillingBenchSeed.seed(pool: pool, jobs: count, hotUser: type == .consumeHot)
+                try await BillingBenchSeed.seed(
+                    pool: pool,
+                    jobs: count,
+                    hotUser: type == .consumeHot,
+                    chartData: chartData
+                )
             }
         }
+        var llmFake: OpenAIFake?
+        if let llmDelay { llmFake = try await ReportBenchFixture.llmFake(delay: llmDelay) }
+        defer { llmFake?.stop() }
 
         // Events of this run: a private queue bound to the done events.
         let eventQueue = "bench.e2e.events.\(UUID().uuidString.prefix(8).lowercased())"
@@ -150,15 +192,24 @@ struct BenchE2E: AsyncParsableCommand {
         environment["PREFETCH"] = String(prefetch)
         environment["SAMPLE_QUEUE"] = queue
         if type.isBilling, environment["BILLING_ENVIRONMENT"] == nil { environment["BILLING_ENVIRONMENT"] = "Sandbox" }
+        if let llmFake {
+            environment["LLM_BASE_URL"] = llmFake.baseURL.absoluteString
+            environment["LLM_MODEL"] = "bench-fake"
+            environment["LLM_API_KEY"] = llmFake.apiKey
+        }
         for item in workerEnvironment {
             let parts = item.split(separator: "=", maxSplits: 1)
             environment[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
         }
         var processes: [Process] = []
         var healthPorts: [Int] = []
-        for _ in 0..<workerCount {
+        // --type report: the measured report-workers, then the billing-worker feeding them.
+        let binaries =
+            Array(repeating: binary, count: workerCount)
+            + (type == .report ? [BenchAMQP.sibling("billing-worker")] : [])
+        for processBinary in binaries {
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
+            process.executableURL = URL(fileURLWithPath: processBinary)
             // A known port per worker, so its /metrics can be read at the end.
             let port = try Self.freePort()
             healthPorts.append(port)
@@ -173,7 +224,10 @@ struct BenchE2E: AsyncParsableCommand {
             for process in processes where process.isRunning { process.terminate() }
         }
         let started = ContinuousClock.now
-        while (try await publisher.queueState(queue)).consumerCount < workerCount {
+        while true {
+            let consuming = try await publisher.queueState(workerQueue).consumerCount
+            let feeding = try await publisher.queueState(queue).consumerCount
+            if consuming >= workerCount && feeding >= 1 { break }
             guard ContinuousClock.now - started < .seconds(60) else {
                 throw CommandFailure("the \(workerBinary) processes did not start consuming within 60 s")
             }
@@ -193,8 +247,9 @@ struct BenchE2E: AsyncParsableCommand {
             for await delivery in consumer.deliveries {
                 let now = ContinuousClock.now
                 try? await consumer.ack(delivery)
+                // report-workers' events run under a derived job id and name the request's.
                 if let object = try? JSONDecoder().decode(JSONValue.self, from: delivery.body),
-                    let id = object["jobId"]?.stringValue, let jobID = JobID(id)
+                    let id = (object["requestJobId"] ?? object["jobId"])?.stringValue, let jobID = JobID(id)
                 {
                     if times.finish(jobID, at: now, failed: object["error"] != nil) >= count { break }
                 }
@@ -267,16 +322,18 @@ struct BenchE2E: AsyncParsableCommand {
         for process in processes { process.waitUntilExit() }
         try? await publisher.deleteQueue(eventQueue)
         for extra in extraQueues { _ = try? await publisher.purgeQueue(extra) }
+        let llmConcurrency = llmFake?.maxConcurrentRequests
         await publisher.close()
 
         let report = times.report()
         guard report.finished == count else {
             throw CommandFailure("only \(report.finished) of \(count) jobs finished within \(timeout) s")
         }
+        let llmNote = llmConcurrency.map { "  LLM requests in flight at most \($0)" } ?? ""
         return String(
             format:
-                "%d worker%@: %7.0f jobs/s  p50 %6.1f ms  p95 %6.1f ms  p99 %6.1f ms  failed %d  worker peak RSS %.1f MB"
-                + "  jobs per commit %.1f",
+                "%d worker%@: %7.1f jobs/s  p50 %6.1f ms  p95 %6.1f ms  p99 %6.1f ms  failed %d  worker peak RSS %.1f MB"
+                + "  jobs per commit %.1f%@",
             workerCount,
             workerCount == 1 ? "" : "s",
             report.throughput,
@@ -285,7 +342,8 @@ struct BenchE2E: AsyncParsableCommand {
             report.p99 * 1000,
             report.failed,
             Double(peakMemory.peakKilobytes) / 1024,
-            batches > 0 ? batchedJobs / batches : 0
+            batches > 0 ? batchedJobs / batches : 0,
+            llmNote
         )
     }
 
@@ -451,7 +509,7 @@ struct JobBodyGenerator {
         switch kind {
         case .sample:
             return Data(#"{"jobId":"\#(jobID)","note":"bench \#(sequence)"}"#.utf8)
-        case .consume, .consumeHot:
+        case .consume, .consumeHot, .report:
             let index = sequence - 1
             let pair = reportRequesters[(index / 10) % max(reportRequesters.count, 1)]
             let area = ReportArea.allCases[index % 5]
