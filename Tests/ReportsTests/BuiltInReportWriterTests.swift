@@ -95,4 +95,22 @@ import Testing
             phrases.name(.aspect(PlanetPair(.mars, .pluto)!, .conjunction, orb: 1)) == "Марс у з'єднанні з Плутоном"
         )
     }
+
+    /// The word counter reads Unicode scalars for speed; it must count as a reader does: runs
+    /// between whitespace (Characters) that hold a letter or a digit.
+    @Test(arguments: ReportLanguage.allCases)
+    func theFastWordCountMatchesTheCharacterDefinition(language: ReportLanguage) {
+        func reference(_ text: String) -> Int {
+            text.split(whereSeparator: \.isWhitespace).filter { $0.contains { $0.isLetter || $0.isNumber } }.count
+        }
+        let base = Self.writer.knowledgeBase(language)
+        var texts = base.planetInSign.values.flatMap(\.values).map(\.text)
+        texts += base.planetInHouse.values.flatMap(\.values).map(\.text)
+        texts += base.aspects.values.flatMap(\.values).map(\.text)
+        texts += base.angles.values.flatMap(\.values).map(\.text)
+        texts += ["", "  ", "— 1. ok", "п'ять ʼслів — і 2024 рік\n\tкінець", "a\u{00A0}b", "x\u{2003}y z"]
+        for text in texts {
+            #expect(BuiltInReportWriter.countWords(text) == reference(text), "\(text.prefix(60))")
+        }
+    }
 }
