@@ -446,6 +446,9 @@ public enum CreditLedger {
     /// - Throws: `LedgerRejection` (`credit-not-found`, `credit-not-consumed-by-request`,
     ///   `report-already-delivered`); `PostgresError`.
     public static func refund(_ request: RefundCreditRequest, database: PostgresConnection) throws -> RefundOutcome {
+        // Waits for a report-worker storing a report paid by this credit (it holds the lock shared),
+        // so the report_purchases check below sees that report (migration 0004).
+        try database.execute("SELECT pg_advisory_xact_lock(credit_lock_key($1))", [request.creditID.uuid])
         guard
             let credit = try database.query(
                 """

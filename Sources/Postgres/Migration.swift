@@ -130,16 +130,21 @@ public struct Migrator: Sendable {
                     }
                 }
             }
-            try connection.executeScript(
-                """
-                CREATE TABLE IF NOT EXISTS schema_migrations (
-                    version int PRIMARY KEY,
-                    name text NOT NULL,
-                    checksum text NOT NULL,
-                    applied_at timestamptz NOT NULL DEFAULT now()
+            // Only when missing: a role without CREATE on the schema (a worker's own role) can then
+            // check an up-to-date schema without failing.
+            let present = try connection.query("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")
+            if try present.first?.decode(Bool.self, "present") != true {
+                try connection.executeScript(
+                    """
+                    CREATE TABLE IF NOT EXISTS schema_migrations (
+                        version int PRIMARY KEY,
+                        name text NOT NULL,
+                        checksum text NOT NULL,
+                        applied_at timestamptz NOT NULL DEFAULT now()
+                    )
+                    """
                 )
-                """
-            )
+            }
             var appliedChecksums: [Int: String] = [:]
             for row in try connection.query("SELECT version, checksum FROM schema_migrations") {
                 appliedChecksums[try row.decode(Int.self, "version")] = try row.decode(String.self, "checksum")

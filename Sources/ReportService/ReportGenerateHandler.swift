@@ -120,12 +120,15 @@ public struct ReportGenerateHandler: JobHandler {
             }
             return JobOutcome(status: .succeeded, result: .object(fields), messages: messages)
         }
+        // Shared with other reports, exclusive with a refund of this credit (migration 0004): the
+        // credit cannot be given back between this check and the commit of the report it pays for.
+        try database.execute("SELECT pg_advisory_xact_lock_shared(credit_lock_key($1))", [request.creditID.uuid])
         guard
             let credit = try database.query(
                 """
                 SELECT c.consumed_by_job, c.purchase_date, r.price_usd, r.credit_amount, r.transaction_id
                 FROM purchase_credits c JOIN purchase_records r ON r.id = c.purchase_record_id
-                WHERE c.id = $1 AND c.consumed FOR SHARE OF c
+                WHERE c.id = $1 AND c.consumed
                 """,
                 [request.creditID.uuid]
             ).first, try credit.decode(UUID?.self, "consumed_by_job") == request.requestJobID.uuid

@@ -98,8 +98,17 @@ public final class Worker: Sendable {
                 }
             }
             if configuration.migrateOnStart {
-                let applied = try await Migrator(migrations: try AstroSchema.migrations(), logger: logger)
-                    .migrate(pool: pool)
+                let applied: [Migration]
+                do {
+                    applied = try await Migrator(migrations: try AstroSchema.migrations(), logger: logger)
+                        .migrate(pool: pool)
+                } catch let error as PostgresError where error.sqlState == "42501" {
+                    throw WorkerStartupError(
+                        message: "MIGRATE_ON_START: \(configuration.database.user) may not change the schema "
+                            + "(\(error.message)); run `astroctl migrate` as the schema owner, or set "
+                            + "MIGRATE_ON_START=false for a worker that connects with its own role"
+                    )
+                }
                 logger.info("schema up to date", metadata: ["migrations.applied": "\(applied.map(\.version))"])
             }
             try await databaseSetup?(pool)

@@ -14,6 +14,11 @@ struct Migrate: AsyncParsableCommand {
             order inside transactions under an advisory lock and are recorded in schema_migrations;
             exchanges, queues and bindings are declared idempotently. Workers do the same at start-up
             (MIGRATE_ON_START), so this is for deployments that migrate in a separate step.
+
+            Each worker connects as its own database role (astro_chart_worker, astro_report_worker,
+            astro_billing_worker), which the migrations create without login. Set
+            CHART_WORKER_DB_PASSWORD, REPORT_WORKER_DB_PASSWORD and BILLING_WORKER_DB_PASSWORD and
+            this command lets each role log in with that password (set again on every run).
             """
     )
 
@@ -25,13 +30,26 @@ struct Migrate: AsyncParsableCommand {
 
     func run() async throws {
         let logger = connection.logger
+        let environment = ProcessInfo.processInfo.environment
+        let passwords = WorkerRole.allCases.compactMap { role in
+            environment[role.passwordVariable].flatMap { $0.isEmpty ? nil : (role, $0) }
+        }
         let applied = try await connection.withPool { pool in
-            try await Migrator(migrations: try AstroSchema.migrations(), logger: logger).migrate(pool: pool)
+            let applied = try await Migrator(migrations: try AstroSchema.migrations(), logger: logger).migrate(
+                pool: pool
+            )
+            try await pool.withConnection { database in
+                for (role, password) in passwords { try role.enableLogin(password: password, database: database) }
+            }
+            return applied
         }
         if applied.isEmpty {
             print("database: schema up to date")
         } else {
             for migration in applied { print("database: applied \(migration.version) \(migration.name)") }
+        }
+        for (role, _) in passwords {
+            print("database: role \(role.rawValue) may log in (password from \(role.passwordVariable))")
         }
         guard !databaseOnly else { return }
         let topology = WorkerTopology.contract(

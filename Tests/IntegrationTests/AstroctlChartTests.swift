@@ -1,6 +1,7 @@
 import AMQP
 import AstroDomain
 import Foundation
+import Schema
 import Testing
 
 #if canImport(Glibc)
@@ -77,9 +78,8 @@ struct AstroctlChartTests {
     }
 
     @Test func publishWaitsForTheWorkerAndPrintsTheStoredChart() async throws {
-        let database = try await RuntimeTestEnvironment.database()
-        let databaseURL =
-            "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)"
+        // The chart-worker runs as its own least-privilege role, as deployed.
+        let databaseURL = try await RuntimeTestEnvironment.databaseURL(as: .chartWorker)
         let amqpURL = try RuntimeTestEnvironment.variable("AMQP_URL")
         let worker = Process()
         worker.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("chart-worker"))

@@ -3,6 +3,7 @@ import AstroDomain
 import Billing
 import Foundation
 import Postgres
+import Schema
 import StoreKitVerification
 import Testing
 import WorkerRuntime
@@ -52,8 +53,8 @@ struct BillingWorkerProcessTests {
 
     init() async throws {
         let database = try await RuntimeTestEnvironment.database()
-        databaseURL =
-            "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)"
+        // The billing-worker processes run as their own least-privilege role, as deployed.
+        databaseURL = try await RuntimeTestEnvironment.databaseURL(as: .billingWorker)
         publisher = AMQPPublisher(
             configuration: try RuntimeTestEnvironment.amqpConfiguration(),
             logger: RuntimeTestEnvironment.logger

@@ -5,6 +5,7 @@ import Foundation
 import Postgres
 import ReportService
 import Reports
+import Schema
 import StoreKitVerification
 import Testing
 import WorkerRuntime
@@ -156,8 +157,11 @@ struct ReportJourneyTests {
         for worker in ["billing-worker", "report-worker"] {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath(worker))
+            // Each worker runs as its own least-privilege role, as deployed.
+            let role: WorkerRole = worker == "billing-worker" ? .billingWorker : .reportWorker
             process.environment = ProcessInfo.processInfo.environment.merging([
-                "AMQP_URL": try RuntimeTestEnvironment.variable("AMQP_URL"), "DATABASE_URL": databaseURL,
+                "AMQP_URL": try RuntimeTestEnvironment.variable("AMQP_URL"),
+                "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: role),
                 "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
                 "BILLING_ENVIRONMENT": "Sandbox",
                 "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path,

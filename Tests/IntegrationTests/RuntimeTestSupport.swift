@@ -32,6 +32,17 @@ enum RuntimeTestEnvironment {
     /// A database of its own for the runtime tests, migrated once per test process.
     static func database() async throws -> PostgresConfiguration { try await DatabaseOnce.shared.configuration() }
 
+    /// The shared test database's URL for a worker's own role (migration 0004), after giving
+    /// that role a login password: worker processes in these tests run with only their grants.
+    static func databaseURL(as role: WorkerRole) async throws -> String {
+        let database = try await database()
+        let password = "test-\(role.rawValue)"
+        let pool = PostgresPool(configuration: database, options: .init(maxConnections: 1), logger: logger)
+        try await pool.withConnection { try role.enableLogin(password: password, database: $0) }
+        await pool.close()
+        return "postgres://\(role.rawValue):\(password)@\(database.host):\(database.port)/\(database.database)"
+    }
+
     /// A fresh, empty database (not migrated), for migration tests.
     static func freshDatabase() async throws -> PostgresConfiguration {
         let base = try PostgresConfiguration(url: try variable("DATABASE_URL"))

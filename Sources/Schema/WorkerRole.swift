@@ -1,0 +1,35 @@
+import Postgres
+
+/// The database role a worker connects as (created by migration 0004 with only the grants that
+/// worker's jobs need), and the environment variable `astroctl migrate` reads its password from.
+public enum WorkerRole: String, CaseIterable, Sendable {
+    case chartWorker = "astro_chart_worker"
+    case reportWorker = "astro_report_worker"
+    case billingWorker = "astro_billing_worker"
+
+    /// `CHART_WORKER_DB_PASSWORD`, `REPORT_WORKER_DB_PASSWORD`, `BILLING_WORKER_DB_PASSWORD`.
+    public var passwordVariable: String {
+        switch self {
+        case .chartWorker: "CHART_WORKER_DB_PASSWORD"
+        case .reportWorker: "REPORT_WORKER_DB_PASSWORD"
+        case .billingWorker: "BILLING_WORKER_DB_PASSWORD"
+        }
+    }
+
+    /// Lets the role log in with `password` (run by the schema owner after migrating).
+    ///
+    /// - Throws: `PostgresError` when the role does not exist (migrations not applied) or the
+    ///   connected user may not alter it.
+    public func enableLogin(password: String, database: PostgresConnection) throws(PostgresError) {
+        // ALTER ROLE takes no bind parameters: the server quotes the name and the password itself.
+        let rows = try database.query(
+            "SELECT format('ALTER ROLE %I LOGIN PASSWORD %L', $1::text, $2::text) AS sql",
+            [rawValue, password]
+        )
+        guard let row = rows.first else {
+            throw PostgresError(kind: .decoding, message: "format() returned no row for role \(rawValue)")
+        }
+        let statement = try row.decode(String.self, "sql")
+        try database.executeScript(SQL(unsafeSQL: statement))
+    }
+}

@@ -1,0 +1,141 @@
+import AstroDomain
+import Foundation
+import Postgres
+import Schema
+import Testing
+
+/// Least privilege in PostgreSQL (migration 0004): each worker's role can do what its jobs need
+/// and nothing more. The journeys through real worker processes run under these roles too
+/// (ReportJourneyTests, BillingWorkerProcessTests, AstroctlChartTests), which shows the grants
+/// suffice; these tests show what they refuse.
+@Suite(.serialized, .timeLimit(.minutes(2)))
+struct WorkerRoleTests {
+    let owner: PostgresPool
+
+    init() async throws {
+        owner = PostgresPool(
+            configuration: try await RuntimeTestEnvironment.database(),
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+    }
+
+    /// A connection as `role`, with the login password the test environment gives it.
+    func connect(as role: WorkerRole) async throws -> PostgresPool {
+        PostgresPool(
+            configuration: try PostgresConfiguration(url: try await RuntimeTestEnvironment.databaseURL(as: role)),
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+    }
+
+    /// The SQLSTATE a statement fails with, or nil when it succeeds.
+    func failure(_ pool: PostgresPool, _ sql: SQL, _ parameters: [any PostgresBindable] = []) async -> String? {
+        do {
+            try await pool.withConnection { _ = try $0.execute(sql, parameters) }
+            return nil
+        } catch let error as PostgresError {
+            return error.sqlState ?? "\(error)"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    /// A user with a profile and one unspent credit, written by the owner.
+    func creditHolder() async throws -> (user: UUID, credit: UUID) {
+        let user = UUID()
+        let record = UUID()
+        let credit = UUID()
+        let transaction = "role-test-\(UUID().uuidString)"
+        try await owner.withTransaction { database in
+            try database.execute("INSERT INTO users (id) VALUES ($1)", [user])
+            try database.execute(
+                """
+                INSERT INTO purchase_records (id, user_id, transaction_id, original_transaction_id, product_id,
+                    purchase_date, price_usd, currency_code, credit_amount, environment)
+                VALUES ($1, $2, $3, $3, 'com.astrosvitla.report.credit.single', now(), 4.99, 'USD', 1, 'Sandbox')
+                """,
+                [record, user, transaction]
+            )
+            try database.execute(
+                """
+                INSERT INTO purchase_credits (id, purchase_record_id, transaction_id, user_id, purchase_date)
+                VALUES ($1, $2, $3, $4, now())
+                """,
+                [credit, record, transaction, user]
+            )
+        }
+        return (user, credit)
+    }
+
+    @Test func theReportWorkersRoleCannotChangeACredit() async throws {
+        let (user, credit) = try await creditHolder()
+        let report = try await connect(as: .reportWorker)
+        // It reads what a report needs...
+        #expect(await failure(report, "SELECT count(*) FROM birth_charts") == nil)
+        #expect(await failure(report, "SELECT consumed FROM purchase_credits WHERE id = $1", [credit]) == nil)
+        // ...and cannot spend, give back, create, delete or forge a credit or its ledger.
+        let denied = "42501"
+        #expect(await failure(report, "UPDATE purchase_credits SET consumed = true WHERE id = $1", [credit]) == denied)
+        #expect(await failure(report, "DELETE FROM purchase_credits WHERE id = $1", [credit]) == denied)
+        #expect(
+            await failure(
+                report,
+                """
+                INSERT INTO purchase_credits (id, purchase_record_id, transaction_id, user_id, purchase_date)
+                SELECT gen_random_uuid(), purchase_record_id, transaction_id, user_id, now()
+                FROM purchase_credits WHERE id = $1
+                """,
+                [credit]
+            ) == denied
+        )
+        #expect(
+            await failure(
+                report,
+                """
+                INSERT INTO credit_ledger (user_id, credit_id, transaction_id, entry, job_id)
+                SELECT user_id, id, transaction_id, 'issued', gen_random_uuid() FROM purchase_credits WHERE id = $1
+                """,
+                [credit]
+            ) == denied
+        )
+        #expect(
+            await failure(report, "UPDATE purchase_records SET credit_amount = 100 WHERE user_id = $1", [user])
+                == denied
+        )
+        // Locking a credit row needs UPDATE rights, which it does not have: it uses the advisory lock.
+        #expect(await failure(report, "SELECT 1 FROM purchase_credits WHERE id = $1 FOR SHARE", [credit]) == denied)
+        #expect(await failure(report, "SELECT pg_advisory_xact_lock_shared(credit_lock_key($1))", [credit]) == nil)
+        // Nor does it touch charts or profiles, or the schema.
+        #expect(await failure(report, "UPDATE birth_charts SET engine_version = 'x' WHERE false") == denied)
+        #expect(await failure(report, "CREATE TABLE report_worker_table (id int)") == denied)
+        let unchanged = try await owner.withConnection { database in
+            try database.query("SELECT consumed, revoked FROM purchase_credits WHERE id = $1", [credit]).first
+        }
+        #expect(try unchanged?.decode(Bool.self, "consumed") == false)
+        #expect(try unchanged?.decode(Bool.self, "revoked") == false)
+        await report.close()
+    }
+
+    @Test func theChartWorkersRoleWritesChartsButNeverSeesCredits() async throws {
+        let (_, credit) = try await creditHolder()
+        let chart = try await connect(as: .chartWorker)
+        #expect(await failure(chart, "INSERT INTO users (id) VALUES (gen_random_uuid())") == nil)
+        #expect(await failure(chart, "UPDATE birth_charts SET engine_version = engine_version WHERE false") == nil)
+        #expect(await failure(chart, "SELECT 1 FROM purchase_credits WHERE id = $1", [credit]) == "42501")
+        #expect(await failure(chart, "SELECT 1 FROM credit_ledger") == "42501")
+        #expect(await failure(chart, "SELECT 1 FROM report_purchases") == "42501")
+        await chart.close()
+    }
+
+    @Test func onlyTheBillingWorkersRoleMovesCreditsAndTheLedgerStaysAppendOnly() async throws {
+        let (_, credit) = try await creditHolder()
+        let billing = try await connect(as: .billingWorker)
+        #expect(await failure(billing, "UPDATE purchase_credits SET revoked = revoked WHERE id = $1", [credit]) == nil)
+        #expect(await failure(billing, "DELETE FROM purchase_credits WHERE id = $1", [credit]) == "42501")
+        #expect(await failure(billing, "UPDATE credit_ledger SET entry = entry WHERE false") == "42501")
+        #expect(await failure(billing, "UPDATE birth_charts SET engine_version = 'x' WHERE false") == "42501")
+        #expect(await failure(billing, "INSERT INTO report_purchases DEFAULT VALUES") == "42501")
+        await billing.close()
+    }
+}
