@@ -28,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
+        // Tests only: reading docker-compose.yml and the Kubernetes manifests.
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
     ],
     targets: [
         // C libraries, through pkg-config, with the Debian package that provides each.
@@ -166,6 +168,8 @@ let package = Package(
             ]
         ),
         .testTarget(name: "BillingTests", dependencies: ["Billing", "StoreKitVerification", "AstroDomain"]),
+        // Offline checks of docker-compose.yml and deploy/k8s (no Docker or cluster needed).
+        .testTarget(name: "DeployTests", dependencies: [.product(name: "Yams", package: "Yams")]),
         .testTarget(name: "LLMClientTests", dependencies: ["LLMClient", "LLMFake", "LoopbackHTTP"]),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "AstroDomain"], resources: [.copy("Fixtures")]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.

@@ -1,0 +1,529 @@
+import Foundation
+import Testing
+import Yams
+
+// Offline checks of docker-compose.yml and .env.example: the properties the local stack relies on
+// (health checks, start order, scaling, least-privilege database roles, documented variables).
+// When a Docker client with the compose plugin is installed, `docker compose config` validates the
+// file as well.
+
+/// The repository: ASTRO_REPO_ROOT when set, else three levels above this file.
+private let repositoryRoot: URL = {
+    if let override = ProcessInfo.processInfo.environment["ASTRO_REPO_ROOT"], !override.isEmpty {
+        return URL(fileURLWithPath: override, isDirectory: true)
+    }
+    return URL(fileURLWithPath: #filePath).resolvingSymlinksInPath()
+        .deletingLastPathComponent()  // DeployTests
+        .deletingLastPathComponent()  // Tests
+        .deletingLastPathComponent()
+}()
+
+private let workers = ["chart-worker", "report-worker", "billing-worker"]
+
+/// What `BILLING_ENVIRONMENT` accepts (Sources/Billing/BillingConfiguration.swift).
+private let storeEnvironments: Set<String> = ["Production", "Sandbox", "Xcode", "LocalTesting"]
+
+/// docker-compose.yml as loaded by Yams, which applies the `<<:` merge keys.
+private struct ComposeFile {
+    var services: [String: [String: Any]]
+    var volumes: Set<String>
+    /// Every string of the document (keys and values, comments excluded), for interpolation checks.
+    var strings: [String]
+
+    static func load() throws -> ComposeFile {
+        let url = repositoryRoot.appendingPathComponent("docker-compose.yml")
+        let text = try String(contentsOf: url, encoding: .utf8)
+        let document = try #require(mapping(try Yams.load(yaml: text)), "docker-compose.yml: not a mapping")
+        let servicesNode = try #require(mapping(document["services"]), "docker-compose.yml: no services mapping")
+        var services: [String: [String: Any]] = [:]
+        for (name, node) in servicesNode {
+            let service = try #require(mapping(node), "docker-compose.yml: service \(name) is not a mapping")
+            services[name] = service
+        }
+        var strings: [String] = []
+        collectStrings(document, into: &strings)
+        return ComposeFile(
+            services: services,
+            volumes: Set((mapping(document["volumes"]) ?? [:]).keys),
+            strings: strings
+        )
+    }
+
+    func service(_ name: String) throws -> [String: Any] {
+        try #require(services[name], "docker-compose.yml has no service \(name)")
+    }
+}
+
+@Suite struct ComposeFileTests {
+    // MARK: broker and database
+
+    @Test func brokerHasTheManagementUIAndAHealthCheck() throws {
+        let rabbitmq = try ComposeFile.load().service("rabbitmq")
+        let image = text(rabbitmq["image"]) ?? ""
+        #expect(image.hasPrefix("rabbitmq:"), "rabbitmq: image \(image) is not RabbitMQ")
+        #expect(image.contains("management"), "rabbitmq: image \(image) lacks the management UI")
+        expectHealthCheck(rabbitmq, service: "rabbitmq")
+    }
+
+    @Test func databaseHasAVolumeAndAHealthCheck() throws {
+        let compose = try ComposeFile.load()
+        let postgres = try compose.service("postgres")
+        expectHealthCheck(postgres, service: "postgres")
+        let mounts = list(postgres["volumes"]).compactMap(volumeMount)
+        let data = mounts.first { $0.target == "/var/lib/postgresql/data" }
+        #expect(data != nil, "postgres: volumes mount nothing at /var/lib/postgresql/data")
+        if let data {
+            #expect(
+                compose.volumes.contains(data.source),
+                "postgres: data volume \(data.source) is not a named volume declared under top-level volumes"
+            )
+        }
+    }
+
+    // MARK: migrate
+
+    @Test func migrateIsOneShotAndRunsAsTheOwner() throws {
+        let migrate = try ComposeFile.load().service("migrate")
+        #expect(restartPolicy(migrate) == "no", "migrate: restart must be \"no\" (one-shot)")
+        let dependencies = dependsOn(migrate)
+        #expect(dependencies["postgres"] == "service_healthy", "migrate: depends_on postgres must be service_healthy")
+        let environment = environmentOf(migrate)
+        let url = environment["DATABASE_URL"] ?? ""
+        #expect(
+            databaseUser(url).hasPrefix("${POSTGRES_USER"),
+            "migrate: DATABASE_URL must connect as the owner (POSTGRES_USER), got \(url)"
+        )
+    }
+
+    @Test(arguments: workers)
+    func migrateReceivesTheWorkerRolePassword(worker: String) throws {
+        let migrate = try ComposeFile.load().service("migrate")
+        let variable = passwordVariable(worker)
+        let value = environmentOf(migrate)[variable]
+        #expect(value != nil, "migrate: environment lacks \(variable)")
+        if let value {
+            #expect(
+                variableNames(in: value).contains(variable),
+                "migrate: \(variable) must come from ${\(variable)...}, got \(value)"
+            )
+        }
+    }
+
+    // MARK: workers
+
+    @Test(arguments: workers)
+    func workerStartsAfterAHealthyStackAndACompletedMigration(worker: String) throws {
+        let dependencies = dependsOn(try ComposeFile.load().service(worker))
+        #expect(dependencies["rabbitmq"] == "service_healthy", "\(worker): depends_on rabbitmq must be service_healthy")
+        #expect(dependencies["postgres"] == "service_healthy", "\(worker): depends_on postgres must be service_healthy")
+        #expect(
+            dependencies["migrate"] == "service_completed_successfully",
+            "\(worker): depends_on migrate must be service_completed_successfully"
+        )
+    }
+
+    @Test(arguments: workers)
+    func workerHasAReadinessHealthCheckOnItsPort(worker: String) throws {
+        let service = try ComposeFile.load().service(worker)
+        expectHealthCheck(service, service: worker)
+        let probe = list(mapping(service["healthcheck"])?["test"]).compactMap(text).joined(separator: " ")
+        #expect(probe.contains("/readyz"), "\(worker): healthcheck does not ask /readyz: \(probe)")
+        let port = environmentOf(service)["HTTP_PORT"] ?? ""
+        #expect(!port.isEmpty, "\(worker): environment lacks HTTP_PORT, which the healthcheck depends on")
+        #expect(probe.contains(port), "\(worker): healthcheck does not probe HTTP_PORT \(port): \(probe)")
+    }
+
+    @Test(arguments: workers)
+    func workerRestartsAndDrainsBeforeItIsKilled(worker: String) throws {
+        let service = try ComposeFile.load().service(worker)
+        let restart = restartPolicy(service)
+        #expect(
+            ["always", "unless-stopped"].contains(restart) || restart.hasPrefix("on-failure"),
+            "\(worker): restart is \"\(restart)\"; a worker must be restarted"
+        )
+        let drainText = environmentOf(service)["SHUTDOWN_DRAIN_SECONDS"].map { resolvedDefault($0) } ?? "25"
+        let drain = try #require(Double(drainText), "\(worker): SHUTDOWN_DRAIN_SECONDS is not a number: \(drainText)")
+        let grace = text(service["stop_grace_period"]) ?? ""
+        let graceSeconds = seconds(ofDuration: grace)
+        #expect(graceSeconds != nil, "\(worker): stop_grace_period \"\(grace)\" is missing or not a duration")
+        if let graceSeconds {
+            #expect(
+                graceSeconds > drain,
+                "\(worker): stop_grace_period \(grace) must exceed SHUTDOWN_DRAIN_SECONDS (\(drainText) s)"
+            )
+        }
+    }
+
+    @Test(arguments: workers)
+    func workerScalesWithoutFixedNamesOrHostPorts(worker: String) throws {
+        let service = try ComposeFile.load().service(worker)
+        #expect(service["container_name"] == nil, "\(worker): container_name prevents --scale")
+        #expect(service["ports"] == nil, "\(worker): host ports prevent --scale")
+        #expect(text(service["network_mode"]) != "host", "\(worker): network_mode host prevents --scale")
+    }
+
+    @Test(arguments: workers)
+    func workerIsConfiguredThroughTheEnvironment(worker: String) throws {
+        let environment = environmentOf(try ComposeFile.load().service(worker))
+        for variable in ["AMQP_URL", "DATABASE_URL", "HTTP_PORT"] {
+            #expect(environment[variable] != nil, "\(worker): environment lacks \(variable)")
+        }
+        #expect(
+            environment["MIGRATE_ON_START"] == "false",
+            "\(worker): MIGRATE_ON_START must be \"false\" (migrate changes the schema, the worker roles may not)"
+        )
+    }
+
+    @Test(arguments: workers)
+    func workerConnectsAsItsOwnRole(worker: String) throws {
+        let compose = try ComposeFile.load()
+        let url = environmentOf(try compose.service(worker))["DATABASE_URL"] ?? ""
+        let role = "astro_" + worker.replacingOccurrences(of: "-", with: "_")
+        #expect(url.hasPrefix("postgres://"), "\(worker): DATABASE_URL is not a postgres:// URL: \(url)")
+        #expect(databaseUser(url) == role, "\(worker): DATABASE_URL must connect as \(role), got \(url)")
+        #expect(url.contains("@postgres:5432/"), "\(worker): DATABASE_URL must point at postgres:5432, got \(url)")
+        let variable = passwordVariable(worker)
+        let password = databasePassword(url)
+        #expect(
+            password.hasPrefix("${\(variable)"),
+            "\(worker): DATABASE_URL's password must come from ${\(variable)...}, got \(password)"
+        )
+        let workerDefault = resolvedDefault(password)
+        let migrateDefault = resolvedDefault(environmentOf(try compose.service("migrate"))[variable] ?? "")
+        #expect(
+            workerDefault == migrateDefault,
+            "\(worker): \(variable) defaults to \(workerDefault) in DATABASE_URL but to \(migrateDefault) in migrate"
+        )
+    }
+
+    @Test(arguments: workers + ["migrate"])
+    func serviceRunsItsProgramFromTheImage(service name: String) throws {
+        let compose = try ComposeFile.load()
+        let service = try compose.service(name)
+        let program = name == "migrate" ? "astroctl" : name
+        let entrypoint = command(service["entrypoint"])
+        #expect(entrypoint.first == "/app/\(program)", "\(name): entrypoint must start with /app/\(program)")
+        if name == "migrate" {
+            #expect(entrypoint.dropFirst().first == "migrate", "migrate: entrypoint must run `astroctl migrate`")
+        }
+        let image = text(service["image"]) ?? ""
+        let workerImage = text(try compose.service("chart-worker")["image"]) ?? ""
+        #expect(!image.isEmpty && image == workerImage, "\(name): image \(image) differs from the workers' image")
+        let dockerfile = text(mapping(service["build"])?["dockerfile"]) ?? ""
+        #expect(dockerfile == "deploy/Dockerfile", "\(name): build.dockerfile must be deploy/Dockerfile")
+        let recipe = try String(
+            contentsOf: repositoryRoot.appendingPathComponent("deploy/Dockerfile"),
+            encoding: .utf8
+        )
+        #expect(
+            recipe.contains("--product \(program)") && recipe.contains("$bin/\(program)"),
+            "\(name): deploy/Dockerfile does not build and copy \(program) into /app"
+        )
+    }
+
+    // MARK: billing
+
+    @Test func billingWorkerIsToldItsStoreEnvironment() throws {
+        let billing = environmentOf(try ComposeFile.load().service("billing-worker"))
+        let value = try #require(
+            billing["BILLING_ENVIRONMENT"],
+            "billing-worker: environment lacks BILLING_ENVIRONMENT, without which the worker refuses to start"
+        )
+        let chosen = resolvedDefault(value)
+        #expect(
+            storeEnvironments.contains(chosen),
+            "billing-worker: BILLING_ENVIRONMENT defaults to \"\(chosen)\", not one of \(storeEnvironments.sorted())"
+        )
+        if chosen == "Production" {
+            let appleID = resolvedDefault(billing["BILLING_APP_APPLE_ID"] ?? "")
+            #expect(!appleID.isEmpty, "billing-worker: a Production default needs a BILLING_APP_APPLE_ID default")
+        }
+        let example = try envExample()["BILLING_ENVIRONMENT"] ?? ""
+        #expect(
+            example.isEmpty || storeEnvironments.contains(example),
+            ".env.example: BILLING_ENVIRONMENT=\(example) is not one of \(storeEnvironments.sorted())"
+        )
+    }
+
+    // MARK: variables
+
+    @Test func everyInterpolatedVariableIsInTheEnvExample() throws {
+        let compose = try ComposeFile.load()
+        let used = Set(compose.strings.flatMap(variableNames))
+        #expect(!used.isEmpty, "docker-compose.yml: no ${VARIABLE} found; the scan is broken")
+        let documented = Set(try envExample().keys)
+        let missing = used.subtracting(documented).sorted()
+        #expect(missing.isEmpty, ".env.example lacks variables that docker-compose.yml uses: \(missing)")
+    }
+
+    @Test func variableScanFollowsComposeInterpolation() {
+        #expect(variableNames(in: "pg_isready -U $${POSTGRES_USER}").isEmpty)
+        #expect(variableNames(in: "a${A:-x}b${B}c$C $$D") == ["A", "B", "C"])
+        #expect(variableNames(in: "${OUTER:-${INNER:-z}}") == ["OUTER", "INNER"])
+        #expect(resolvedDefault("${PASSWORD:-secret}") == "secret")
+        #expect(resolvedDefault("${PASSWORD-}") == "")
+        #expect(resolvedDefault("plain") == "plain")
+        #expect(seconds(ofDuration: "1m30s") == 90)
+        #expect(seconds(ofDuration: "500ms") == 0.5)
+        #expect(seconds(ofDuration: "40") == nil)
+    }
+
+    // MARK: docker compose
+
+    @Test(
+        "docker compose config accepts the file",
+        .enabled(if: dockerComposeAvailable, "needs a Docker client with the compose plugin")
+    )
+    func dockerComposeConfigAccepts() throws {
+        for extra in [[], ["--env-file", ".env.example"]] {
+            let arguments = ["compose", "-f", "docker-compose.yml"] + extra + ["config", "-q"]
+            let docker = try #require(dockerExecutable, "docker is not on PATH")
+            let (status, output) = try run(docker, arguments)
+            #expect(status == 0, "docker \(arguments.joined(separator: " ")) exited \(status): \(output)")
+        }
+    }
+}
+
+// MARK: - Reading the parsed document
+
+private func mapping(_ node: Any?) -> [String: Any]? {
+    if let node = node as? [String: Any] { return node }
+    guard let node = node as? [AnyHashable: Any] else { return nil }
+    var result: [String: Any] = [:]
+    for (key, value) in node {
+        result[(key.base as? String) ?? "\(key.base)"] = value
+    }
+    return result
+}
+
+private func list(_ node: Any?) -> [Any] {
+    node as? [Any] ?? []
+}
+
+/// A scalar as compose would see it; nil for mappings, sequences and null.
+private func text(_ node: Any?) -> String? {
+    switch node {
+    case let value as String: value
+    case let value as Bool: value ? "true" : "false"
+    case let value as Int: String(value)
+    case let value as Double: String(value)
+    default: nil
+    }
+}
+
+private func collectStrings(_ node: Any?, into strings: inout [String]) {
+    if let value = node as? String {
+        strings.append(value)
+    } else if let node = mapping(node) {
+        for (key, value) in node {
+            strings.append(key)
+            collectStrings(value, into: &strings)
+        }
+    } else if let node = node as? [Any] {
+        for value in node { collectStrings(value, into: &strings) }
+    }
+}
+
+/// `environment:` in either form compose accepts: a mapping, or a list of NAME=value.
+private func environmentOf(_ service: [String: Any]) -> [String: String] {
+    if let node = mapping(service["environment"]) {
+        return node.mapValues { text($0) ?? "" }
+    }
+    var result: [String: String] = [:]
+    for case let entry as String in list(service["environment"]) {
+        let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+        result[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+    }
+    return result
+}
+
+/// `depends_on:` as service → condition; the list form means service_started.
+private func dependsOn(_ service: [String: Any]) -> [String: String] {
+    if let node = mapping(service["depends_on"]) {
+        return node.mapValues { text(mapping($0)?["condition"]) ?? "service_started" }
+    }
+    return Dictionary(
+        list(service["depends_on"]).compactMap(text).map { ($0, "service_started") },
+        uniquingKeysWith: { first, _ in first }
+    )
+}
+
+/// The restart policy; compose's default is "no", and YAML 1.1 reads a bare `no` as false.
+private func restartPolicy(_ service: [String: Any]) -> String {
+    guard let value = service["restart"] else { return "no" }
+    if let value = value as? Bool, !value { return "no" }
+    return text(value) ?? ""
+}
+
+/// An entrypoint or command: a list, or a string split on spaces.
+private func command(_ node: Any?) -> [String] {
+    if let value = text(node) { return value.split(separator: " ").map(String.init) }
+    return list(node).compactMap(text)
+}
+
+private func expectHealthCheck(
+    _ service: [String: Any],
+    service name: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    let healthcheck = mapping(service["healthcheck"])
+    #expect(healthcheck != nil, "\(name): no healthcheck", sourceLocation: sourceLocation)
+    guard let healthcheck else { return }
+    let probe = command(healthcheck["test"])
+    #expect(
+        healthcheck["disable"] as? Bool != true && !probe.isEmpty && probe.first != "NONE",
+        "\(name): healthcheck is disabled or has no test",
+        sourceLocation: sourceLocation
+    )
+}
+
+/// A volume entry as (source, target): the short "source:target[:mode]" or the long mapping form.
+private func volumeMount(_ node: Any) -> (source: String, target: String)? {
+    if let node = mapping(node) {
+        guard let source = text(node["source"]), let target = text(node["target"]) else { return nil }
+        return (source, target)
+    }
+    guard let entry = text(node) else { return nil }
+    let parts = entry.split(separator: ":").map(String.init)
+    return parts.count >= 2 ? (parts[0], parts[1]) : nil
+}
+
+// MARK: - URLs, interpolation, durations
+
+private func passwordVariable(_ worker: String) -> String {
+    worker.replacingOccurrences(of: "-", with: "_").uppercased() + "_DB_PASSWORD"
+}
+
+/// user:password of a postgres:// URL (the part before the last "@").
+private func userInfo(_ url: String) -> String {
+    guard let scheme = url.range(of: "://"), let at = url.range(of: "@", options: .backwards) else { return "" }
+    guard scheme.upperBound <= at.lowerBound else { return "" }
+    return String(url[scheme.upperBound..<at.lowerBound])
+}
+
+/// The user of a postgres:// URL; an interpolation such as ${POSTGRES_USER:-astro} counts as one.
+private func databaseUser(_ url: String) -> String {
+    let info = userInfo(url)
+    if info.hasPrefix("${"), let close = info.firstIndex(of: "}") {
+        return String(info[...close])
+    }
+    return String(info.prefix { $0 != ":" })
+}
+
+private func databasePassword(_ url: String) -> String {
+    let info = userInfo(url)
+    let user = databaseUser(url)
+    guard info.count > user.count else { return "" }
+    return String(info.dropFirst(user.count + 1))
+}
+
+/// The names a compose value interpolates: $NAME, ${NAME}, ${NAME:-default}, …; `$$` is a literal
+/// dollar sign. Names inside a default are found too, in order of appearance.
+private func variableNames(in value: String) -> [String] {
+    let characters = Array(value)
+    var names: [String] = []
+    var index = 0
+    func isNameCharacter(_ character: Character, first: Bool) -> Bool {
+        character.isASCII && (character.isLetter || character == "_" || (!first && character.isNumber))
+    }
+    while index < characters.count {
+        guard characters[index] == "$", index + 1 < characters.count else {
+            index += 1
+            continue
+        }
+        let next = characters[index + 1]
+        if next == "$" {
+            index += 2
+            continue
+        }
+        var start = index + 1
+        if next == "{" { start += 1 }
+        var end = start
+        while end < characters.count && isNameCharacter(characters[end], first: end == start) { end += 1 }
+        if end > start { names.append(String(characters[start..<end])) }
+        index = max(end, index + 1)
+    }
+    return names
+}
+
+/// What a value becomes when no variable is set: ${NAME:-default} and ${NAME-default} give the
+/// default, other forms nothing; a value that is not one interpolation is itself.
+private func resolvedDefault(_ value: String) -> String {
+    guard value.hasPrefix("${"), value.hasSuffix("}"), let name = variableNames(in: value).first else { return value }
+    let modifier = value.dropFirst(2 + name.count).dropLast()
+    for separator in [":-", "-"] where modifier.hasPrefix(separator) {
+        return String(modifier.dropFirst(separator.count))
+    }
+    return ""
+}
+
+/// A compose duration such as "40s", "1m30s" or "500ms", in seconds; nil if it is not one.
+private func seconds(ofDuration duration: String) -> Double? {
+    let units: [(suffix: String, seconds: Double)] = [
+        ("ms", 0.001), ("us", 0.000_001), ("ns", 0.000_000_001), ("h", 3600), ("m", 60), ("s", 1),
+    ]
+    var rest = Substring(duration)
+    var total = 0.0
+    guard !rest.isEmpty else { return nil }
+    while !rest.isEmpty {
+        let number = rest.prefix { $0.isNumber || $0 == "." }
+        guard let amount = Double(number) else { return nil }
+        rest = rest.dropFirst(number.count)
+        guard let unit = units.first(where: { rest.hasPrefix($0.suffix) }) else { return nil }
+        rest = rest.dropFirst(unit.suffix.count)
+        total += amount * unit.seconds
+    }
+    return total
+}
+
+// MARK: - .env.example
+
+/// NAME → value of every `NAME=value` line of .env.example.
+private func envExample() throws -> [String: String] {
+    let url = repositoryRoot.appendingPathComponent(".env.example")
+    var result: [String: String] = [:]
+    for line in try String(contentsOf: url, encoding: .utf8).split(whereSeparator: \.isNewline) {
+        var entry = line.trimmingCharacters(in: .whitespaces)
+        if entry.isEmpty || entry.hasPrefix("#") { continue }
+        if entry.hasPrefix("export ") { entry = String(entry.dropFirst("export ".count)) }
+        guard let equals = entry.firstIndex(of: "=") else { continue }
+        result[String(entry[..<equals])] = String(entry[entry.index(after: equals)...])
+    }
+    return result
+}
+
+// MARK: - docker
+
+/// `docker` from PATH, if there is one.
+private let dockerExecutable: URL? = {
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+    for directory in path.split(separator: ":") {
+        let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent("docker")
+        if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+    }
+    return nil
+}()
+
+/// Whether `docker compose version` works (a client with the compose plugin; no daemon needed).
+private let dockerComposeAvailable: Bool = {
+    guard let docker = dockerExecutable, let (status, _) = try? run(docker, ["compose", "version"]) else {
+        return false
+    }
+    return status == 0
+}()
+
+/// Runs a program in the repository root; its exit status and combined output.
+private func run(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    process.currentDirectoryURL = repositoryRoot
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+}
