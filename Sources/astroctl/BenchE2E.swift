@@ -34,6 +34,7 @@ struct BenchE2E: AsyncParsableCommand {
               astroctl bench e2e --type sample --count 5000
               astroctl bench e2e --type report --count 2000 --workers 1
               astroctl bench e2e --type report --count 640 --workers 1 --prefetch 32 --llm-delay 1.5
+              astroctl bench e2e --mix chart=80,report=20 --count 20000 --workers 1 --workers 2 --workers 4
             """
     )
 
@@ -66,6 +67,13 @@ struct BenchE2E: AsyncParsableCommand {
         help: "--type report: write through a local fake LLM endpoint answering after this many seconds."
     )
     var llmDelay: Double?
+    @Option(
+        help: """
+            A mix of job types instead of --type, e.g. chart=80,report=20: --workers counts the \
+            chart-workers; one billing-worker and one report-worker serve the reports.
+            """
+    )
+    var mix: String?
     @OptionGroup var connection: ConnectionOptions
 
     func validate() throws {
@@ -77,6 +85,7 @@ struct BenchE2E: AsyncParsableCommand {
             guard type == .report else { throw ValidationError("--llm-delay applies to --type report") }
             guard llmDelay >= 0, llmDelay <= 60 else { throw ValidationError("--llm-delay must be 0…60 seconds") }
         }
+        if let mix { _ = try BenchMix(parsing: mix) }
         for item in workerEnvironment where !item.contains("=") {
             throw ValidationError("--worker-env takes KEY=VALUE, got \(item.debugDescription)")
         }
@@ -112,6 +121,10 @@ struct BenchE2E: AsyncParsableCommand {
         let logger = connection.logger
         let amqp = try connection.amqpConfiguration()
         let database = try connection.databaseConfiguration()
+        if let mix {
+            try await runMix(try BenchMix(parsing: mix), amqp: amqp, database: database)
+            return
+        }
         let binary = BenchAMQP.sibling(workerBinary)
         for needed in [binary] + (type == .report ? [BenchAMQP.sibling("billing-worker")] : [])
         where !FileManager.default.isExecutableFile(atPath: needed) {
@@ -345,6 +358,32 @@ struct BenchE2E: AsyncParsableCommand {
             batches > 0 ? batchedJobs / batches : 0,
             llmNote
         )
+    }
+
+    private func runMix(_ mix: BenchMix, amqp: AMQPConfiguration, database: PostgresConfiguration) async throws {
+        for name in ["chart-worker", "billing-worker", "report-worker"]
+        where !FileManager.default.isExecutableFile(atPath: BenchAMQP.sibling(name)) {
+            throw CommandFailure("\(name) not found beside astroctl: build it first")
+        }
+        try await connection.withPool { pool in
+            _ = try await Migrator(migrations: try AstroSchema.migrations(), logger: connection.logger).migrate(
+                pool: pool
+            )
+        }
+        print(
+            "bench e2e --mix chart=\(mix.chart),report=\(mix.report): \(count) jobs per measurement "
+                + "(\(mix.reports(of: count)) report requests), prefetch \(prefetch), publish window \(window)"
+        )
+        var summaries: [String] = []
+        for chartWorkers in workers {
+            let result = try await measureMix(mix, chartWorkers: chartWorkers, amqp: amqp, database: database)
+            summaries.append(result)
+            print(result)
+        }
+        if summaries.count > 1 {
+            print("summary:")
+            for line in summaries { print(line) }
+        }
     }
 
     /// A port nobody listens on right now (bound once to port 0, then released).
