@@ -307,9 +307,11 @@ struct AppStoreServerAPIClientTests {
         let seconds = elapsed(since: start)
         #expect(error.code == "deadline-exceeded")
         #expect(error.isTransient)
-        #expect((2...4).contains(error.attempts), "\(error.attempts) attempts")
+        // Ten attempts of 0.5 s would take over 5 s: the deadline stops them after a few. On a
+        // loaded machine a timed-out attempt can end late, so one attempt may use it all up.
+        #expect((1...4).contains(error.attempts), "\(error.attempts) attempts")
         #expect(seconds >= 1.2, "\(seconds) s")
-        #expect(seconds < 2.5, "\(seconds) s")
+        #expect(seconds < 4, "\(seconds) s")
     }
 
     @Test("a Retry-After past the deadline gives up at once instead of sleeping")
