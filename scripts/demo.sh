@@ -43,19 +43,28 @@ wait_status() { # jobId expected
     echo "demo: job $1 did not reach status $2" >&2; "$astroctl" job "$1" >&2 || true; return 1
 }
 
-echo "==> astroctl migrate"
+echo "==> astroctl migrate (as the schema owner; it also lets each worker's own database role log in)"
+export CHART_WORKER_DB_PASSWORD=demo-chart REPORT_WORKER_DB_PASSWORD=demo-report BILLING_WORKER_DB_PASSWORD=demo-billing
 "$astroctl" migrate
+# Each worker connects as its own least-privilege role, as docker compose and Kubernetes do.
+role_url() { echo "$DATABASE_URL" | sed -E "s#//[^@]*@#//$1:$2@#"; }
+url_chart_worker=$(role_url astro_chart_worker "$CHART_WORKER_DB_PASSWORD")
+url_report_worker=$(role_url astro_report_worker "$REPORT_WORKER_DB_PASSWORD")
+url_billing_worker=$(role_url astro_billing_worker "$BILLING_WORKER_DB_PASSWORD")
+url_sample_worker=$DATABASE_URL
 
 echo "==> a development PKI for signing test purchases (the billing-worker trusts it instead of Apple's root)"
 pki=$ASTRO_STACK_DIR/dev-pki
 "$astroctl" billing dev-pki --out "$pki"
 
-echo "==> starting chart-worker, report-worker, billing-worker and a sample worker"
+echo "==> starting chart-worker, report-worker, billing-worker (each on its own database role) and a sample worker"
 export HTTP_HOST=127.0.0.1 LOG_FORMAT=json MAX_ATTEMPTS=3 RETRY_INITIAL_DELAY_MS=300 RETRY_MAX_DELAY_MS=1200
 export BILLING_ENVIRONMENT=Sandbox BILLING_TRUSTED_ROOTS=$pki/root.der
 for worker in chart-worker report-worker billing-worker sample-worker; do
     port=$(free_port)
-    HTTP_PORT=$port SAMPLE_QUEUE=demo.sample "$bin/$worker" >"$logs/$worker.log" 2>&1 &
+    url_var="url_${worker//-/_}"
+    DATABASE_URL=${!url_var} MIGRATE_ON_START=false HTTP_PORT=$port SAMPLE_QUEUE=demo.sample \
+        "$bin/$worker" >"$logs/$worker.log" 2>&1 &
     pids+=($!)
     eval "port_${worker//-/_}=$port"
 done
