@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every check CI runs, from a fresh clone: installs what is missing, lints, builds with warnings
 # as errors, runs the unit tests, then the integration tests against a real RabbitMQ and
-# PostgreSQL started for the run (scripts/stack.sh) and stopped afterwards.
+# PostgreSQL started for the run (scripts/stack.sh) and stopped afterwards, then the chaos suite.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -30,4 +30,9 @@ swift test --skip-build --skip IntegrationTests
 
 step "integration tests (real RabbitMQ and PostgreSQL)"
 # Serially: some tests restart RabbitMQ or PostgreSQL, which would disturb tests running beside them.
-bash scripts/stack.sh run -- swift test --skip-build --no-parallel --filter IntegrationTests
+bash scripts/stack.sh run -- swift test --skip-build --no-parallel --filter IntegrationTests --skip ChaosTests
+
+step "chaos suite (kill -9 workers, restart RabbitMQ and PostgreSQL with thousands of jobs in flight)"
+# On a stack of its own, after the fast tests: it prints what it found (outcomes, duplicates, losses,
+# dead letters, ledger balance) and fails if any job has other than exactly one outcome.
+bash scripts/stack.sh run -- swift test --skip-build --no-parallel --filter ChaosTests
