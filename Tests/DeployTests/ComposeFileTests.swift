@@ -215,10 +215,41 @@ private struct ComposeFile {
             contentsOf: repositoryRoot.appendingPathComponent("deploy/Dockerfile"),
             encoding: .utf8
         )
+        // The build loops over its products, one `swift build --product` each (given several
+        // --product options, SwiftPM builds only the last one).
+        let loop = recipe.split(separator: "\n").first { $0.contains("for product in") }.map(String.init) ?? ""
+        let products =
+            loop.components(separatedBy: " in ").last?.components(separatedBy: ";").first?
+            .split(separator: " ").map(String.init) ?? []
         #expect(
-            recipe.contains("--product \(program)") && recipe.contains("$bin/\(program)"),
+            products.contains(program) && recipe.contains("--product \"$product\"")
+                && recipe.contains("$bin/\(program)"),
             "\(name): deploy/Dockerfile does not build and copy \(program) into /app"
         )
+        let doubled = recipe.split(separator: "\n").filter {
+            !$0.trimmingCharacters(in: .whitespaces).hasPrefix("#")
+                && $0.components(separatedBy: "--product ").count > 2
+        }
+        #expect(
+            doubled.isEmpty,
+            "deploy/Dockerfile: one --product per swift build (SwiftPM builds only the last of several): \(doubled)"
+        )
+    }
+
+    /// What `ldd` lists for a --static-swift-stdlib build of the programs (measured when the
+    /// image was last changed): librabbitmq, libpq, libswe, and libcurl for FoundationNetworking.
+    @Test func theRuntimeStageInstallsTheLibrariesTheProgramsLinkAndRunsAsNonRoot() throws {
+        let recipe = try String(
+            contentsOf: repositoryRoot.appendingPathComponent("deploy/Dockerfile"),
+            encoding: .utf8
+        )
+        let runtime = recipe.components(separatedBy: "FROM ${RUNTIME_IMAGE}").last ?? ""
+        #expect(recipe.contains("FROM ${RUNTIME_IMAGE}"), "deploy/Dockerfile: no runtime stage")
+        for package in ["librabbitmq4", "libpq5", "libswe2.0", "swe-standard-data", "libcurl4", "tzdata"] {
+            #expect(runtime.contains(" \(package) "), "deploy/Dockerfile: the runtime stage lacks \(package)")
+        }
+        #expect(!runtime.contains("-dev "), "deploy/Dockerfile: development packages in the runtime stage")
+        #expect(runtime.contains("USER 10001"), "deploy/Dockerfile: the runtime stage must run as uid 10001")
     }
 
     // MARK: billing
