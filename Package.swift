@@ -111,6 +111,12 @@ let package = Package(
             dependencies: ["AstroDomain", "LLMClient"],
             resources: [.copy("Resources/KnowledgeBase")]
         ),
+        // Magical Stories: the story knowledge base (en, uk) shipped as data, and the built-in writer.
+        .target(
+            name: "Stories",
+            dependencies: ["AstroDomain"],
+            resources: [.copy("Resources/StoryKnowledgeBase")]
+        ),
         // OpenAI-compatible chat completions client (URLSession), and a local fake of such an endpoint.
         .target(name: "LLMClient"),
         .target(name: "LLMFake", dependencies: ["LLMClient", "LoopbackHTTP"]),
@@ -170,6 +176,7 @@ let package = Package(
         .testTarget(name: "BillingTests", dependencies: ["Billing", "StoreKitVerification", "AstroDomain"]),
         // Offline checks of docker-compose.yml and deploy/k8s (no Docker or cluster needed).
         .testTarget(name: "DeployTests", dependencies: [.product(name: "Yams", package: "Yams")]),
+        .testTarget(name: "StoriesTests", dependencies: ["Stories", "AstroDomain"]),
         .testTarget(name: "LLMClientTests", dependencies: ["LLMClient", "LLMFake", "LoopbackHTTP"]),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "AstroDomain"], resources: [.copy("Fixtures")]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
