@@ -137,7 +137,7 @@ let package = Package(
             name: "astroctl",
             dependencies: [
                 "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine", "Ephemeris",
-                "Billing", "StoreKitVerification", "Reports", "LLMClient", "LLMFake",
+                "Billing", "StoreKitVerification", "Reports", "LLMClient", "LLMFake", "Stories",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -19,7 +19,7 @@ struct AstroCtl: AsyncParsableCommand {
             """,
         subcommands: [
             Migrate.self, Publish.self, JobStatusCommand.self, Queues.self, ChartCommand.self, BillingCommand.self,
-            ReportCommand.self,
+            ReportCommand.self, StoriesCommand.self,
             Bench.self,
         ]
     )
