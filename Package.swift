@@ -89,7 +89,10 @@ let package = Package(
         // A small HTTP/1.1 server on loopback, for the local fakes of outside services.
         .target(name: "LoopbackHTTP"),
         // Client of the App Store Server API (transaction look-up), authenticated with an ES256 JWT.
-        .target(name: "AppStoreServerAPI", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
+        .target(
+            name: "AppStoreServerAPI",
+            dependencies: ["HTTPTransport", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         // A local fake of the App Store Server API that behaves like Apple's, errors included.
         .target(
             name: "AppStoreServerFake",
@@ -118,7 +121,9 @@ let package = Package(
             resources: [.copy("Resources/StoryKnowledgeBase")]
         ),
         // OpenAI-compatible chat completions client (URLSession), and a local fake of such an endpoint.
-        .target(name: "LLMClient"),
+        .target(name: "LLMClient", dependencies: ["HTTPTransport"]),
+        // URLSession with exact per-attempt timeouts: shared by the App Store and LLM clients.
+        .target(name: "HTTPTransport"),
         .target(name: "LLMFake", dependencies: ["LLMClient", "LoopbackHTTP"]),
         // The report-worker's job: load the chart, write the report, store it (or refund the credit).
         .target(name: "ReportService", dependencies: ["Reports", "AstroDomain", "Postgres", "WorkerRuntime"]),

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTransport
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -61,10 +62,10 @@ public final class AppStoreServerAPIClient: Sendable {
         self.configuration = configuration
         self.timing = timing
         self.tokens = BearerTokenProvider(configuration: configuration, wallClock: timing.wallClock)
-        self.transport = Transport(session: Transport.makeSession())
+        self.transport = Transport(maxConnectionsPerHost: 8)
     }
 
-    deinit { transport.session.invalidateAndCancel() }
+    deinit { transport.invalidate() }
 
     /// Gets a transaction's signed information (Get Transaction Info:
     /// `GET /inApps/v1/transactions/{transactionId}`).
@@ -235,10 +236,10 @@ public final class AppStoreServerAPIClient: Sendable {
             return .retryable(
                 AppStoreAPIError(kind: .network, reason: "\(summary) (URLError \(code))", attempts: attempt)
             )
-        case .response(let status, let retryAfterText, let body):
+        case .response(let status, let headers, let body):
             if status == 200 { return .success(body) }
             let apple = AppleErrorBody.parse(body)
-            let retryAfter = retryAfterText.flatMap(parseRetryAfter)
+            let retryAfter = headers["Retry-After"].flatMap(parseRetryAfter)
             func error(_ kind: AppStoreAPIError.Kind, _ reason: String) -> AppStoreAPIError {
                 AppStoreAPIError(
                     kind: kind,

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTransport
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -57,11 +58,12 @@ public final class LLMClient: Sendable {
     public init(configuration: LLMConfiguration, timing: Timing = .system) {
         self.configuration = configuration
         self.timing = timing
-        self.transport = Transport(session: Transport.makeSession())
+        // Completions take seconds; many are in flight at once on one client.
+        self.transport = Transport(maxConnectionsPerHost: 64)
         self.endpoint = configuration.baseURL.appendingPathComponent("chat").appendingPathComponent("completions")
     }
 
-    deinit { transport.session.invalidateAndCancel() }
+    deinit { transport.invalidate() }
 
     /// Asks the configured model for a chat completion.
     /// - Returns: the first choice's text, its finish reason (`length` means `max_tokens` cut it
@@ -213,12 +215,12 @@ public final class LLMClient: Sendable {
             )
         case .failed(let code, let summary):
             return .retryable(LLMError(kind: .network, reason: "\(summary) (URLError \(code))", attempts: attempt))
-        case .response(let status, let retryAfterText, let retryAfterMillisecondsText, let body):
+        case .response(let status, let headers, let body):
             if (200...299).contains(status) { return .success(body) }
             let api = APIErrorBody.parse(body, redact: redact)
             let retryAfter =
-                retryAfterMillisecondsText.flatMap(parseRetryAfterMilliseconds)
-                ?? retryAfterText.flatMap(parseRetryAfter)
+                headers["retry-after-ms"].flatMap(parseRetryAfterMilliseconds)
+                ?? headers["Retry-After"].flatMap(parseRetryAfter)
             func error(_ kind: LLMError.Kind, _ reason: String, isTransient: Bool? = nil) -> LLMError {
                 LLMError(
                     kind: kind,

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTransport
 
 /// Where the client calls an OpenAI-compatible chat-completions API, with which model and key, and
 /// how patiently.

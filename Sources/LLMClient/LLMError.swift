@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTransport
 
 /// Why a chat completion failed.
 ///

@@ -5,11 +5,25 @@ import Synchronization
 import FoundationNetworking
 #endif
 
+/// The response headers of one exchange, looked up without regard to case.
+public struct HTTPHeaders: Sendable, Hashable {
+    private let values: [String: String]
+
+    public init(_ values: [String: String]) {
+        self.values = Dictionary(
+            values.map { ($0.key.lowercased(), $0.value) },
+            uniquingKeysWith: { first, _ in first }
+        )
+    }
+
+    /// The value of header `name` (any case), or nil.
+    public subscript(name: String) -> String? { values[name.lowercased()] }
+}
+
 /// What one HTTP exchange came to.
-enum TransportOutcome: Sendable {
-    /// `retryAfter` is the `Retry-After` header, `retryAfterMilliseconds` the `retry-after-ms` one
-    /// (OpenAI's, more precise).
-    case response(status: Int, retryAfter: String?, retryAfterMilliseconds: String?, body: Data)
+public enum TransportOutcome: Sendable {
+    /// An HTTP answer, whatever its status.
+    case response(status: Int, headers: HTTPHeaders, body: Data)
     /// No complete answer within the attempt's timeout (the request was cancelled).
     case timedOut
     /// The connection failed; `code` is the `URLError` code.
@@ -18,27 +32,38 @@ enum TransportOutcome: Sendable {
     case cancelled
 }
 
-/// Runs one request on a `URLSession` with a timeout of our own.
+/// Runs one request on a `URLSession` with a timeout of our own: the transport under the App Store
+/// Server API client and the LLM client (both retry on top of it, each by its API's rules).
 ///
 /// On Linux, FoundationNetworking turns `URLRequest.timeoutInterval` into whole seconds
 /// (`Int(timeoutInterval) * 1000` ms), so 0.5 s would become 0 and fail at once, and it is an idle
 /// timeout besides. So the request carries a generous whole-second backstop and a timer of ours
 /// cancels the task at the exact per-attempt timeout.
-struct Transport: Sendable {
+public struct Transport: Sendable {
     let session: URLSession
 
-    static func makeSession() -> URLSession {
+    /// A transport on an ephemeral session (no cache, no cookies).
+    /// - Parameter maxConnectionsPerHost: connections kept to one host: an LLM client keeps many
+    ///   slow completions in flight, the App Store client a few quick look-ups.
+    public init(maxConnectionsPerHost: Int) {
+        session = Self.makeSession(maxConnectionsPerHost: maxConnectionsPerHost)
+    }
+
+    static func makeSession(maxConnectionsPerHost: Int) -> URLSession {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.urlCache = nil
         configuration.httpCookieStorage = nil
         configuration.httpShouldSetCookies = false
-        // Completions take seconds; many are in flight at once on one client.
-        configuration.httpMaximumConnectionsPerHost = 64
+        configuration.httpMaximumConnectionsPerHost = maxConnectionsPerHost
         return URLSession(configuration: configuration)
     }
 
-    func send(_ request: URLRequest, timeout: Duration) async -> TransportOutcome {
+    /// Cancels what is in flight and lets the session go (the owning client's deinit).
+    public func invalidate() { session.invalidateAndCancel() }
+
+    /// Sends `request`; never throws: every way it can end is a `TransportOutcome`.
+    public func send(_ request: URLRequest, timeout: Duration) async -> TransportOutcome {
         var request = request
         request.timeoutInterval = (timeout.seconds.rounded(.up) + 1).clamped(to: 2...600)
         let exchange = Exchange()
@@ -72,16 +97,13 @@ struct Transport: Sendable {
         guard let http = response as? HTTPURLResponse else {
             return .failed(code: URLError.badServerResponse.rawValue, summary: "the answer was not HTTP")
         }
-        return .response(
-            status: http.statusCode,
-            retryAfter: http.value(forHTTPHeaderField: "Retry-After"),
-            retryAfterMilliseconds: http.value(forHTTPHeaderField: "retry-after-ms"),
-            body: data ?? Data()
-        )
+        var headers: [String: String] = [:]
+        for case let (name as String, value as String) in http.allHeaderFields { headers[name] = value }
+        return .response(status: http.statusCode, headers: HTTPHeaders(headers), body: data ?? Data())
     }
 
     /// A short phrase for a `URLError` code (the localized descriptions differ by platform).
-    static func summary(code: Int) -> String {
+    public static func summary(code: Int) -> String {
         switch URLError.Code(rawValue: code) {
         case .cannotConnectToHost: return "cannot connect to the host"
         case .cannotFindHost, .dnsLookupFailed: return "cannot resolve the host"
@@ -161,15 +183,18 @@ private final class Exchange: Sendable {
 }
 
 extension Duration {
-    var seconds: Double {
+    /// The duration in seconds, fractions included.
+    public var seconds: Double {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 
-    static func seconds(double value: Double) -> Duration {
+    /// A duration of `value` seconds (to the nanosecond).
+    public static func seconds(double value: Double) -> Duration {
         .nanoseconds(Int64((value * 1e9).rounded()))
     }
 }
 
 extension Comparable {
-    func clamped(to range: ClosedRange<Self>) -> Self { min(max(self, range.lowerBound), range.upperBound) }
+    /// The value moved into `range` if outside it.
+    public func clamped(to range: ClosedRange<Self>) -> Self { min(max(self, range.lowerBound), range.upperBound) }
 }
