@@ -117,7 +117,7 @@ let package = Package(
         // Magical Stories: the story knowledge base (en, uk) shipped as data, and the built-in writer.
         .target(
             name: "Stories",
-            dependencies: ["AstroDomain"],
+            dependencies: ["AstroDomain", "Reports"],
             resources: [.copy("Resources/StoryKnowledgeBase")]
         ),
         // OpenAI-compatible chat completions client (URLSession), and a local fake of such an endpoint.

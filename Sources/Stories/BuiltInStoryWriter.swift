@@ -1,5 +1,6 @@
 import AstroDomain
 import Foundation
+import Reports
 
 /// What a story is written for (the `story.generate` job's fields that shape the text).
 public struct StoryRequestDetails: Sendable, Hashable {
@@ -167,12 +168,14 @@ public enum StoryContentCheck {
             problems.append("the title contains \(word.debugDescription)")
         }
         for (index, page) in pages.enumerated() {
-            let words = wordCount(page)
+            let words = BuiltInReportWriter.countWords(page)
             let range = max(1, rules.minWordsPerPage - nameSlack)...(rules.maxWordsPerPage + nameSlack)
             if !range.contains(words) {
                 problems.append("page \(index + 1) has \(words) words (\(range.lowerBound)…\(range.upperBound))")
             }
-            let longest = page.split(whereSeparator: { ".!?…".contains($0) }).map { wordCount(String($0)) }.max() ?? 0
+            let longest =
+                page.split(whereSeparator: { ".!?…".contains($0) }).map { BuiltInReportWriter.countWords(String($0)) }
+                .max() ?? 0
             if longest > rules.maxWordsPerSentence + nameSlack {
                 problems.append("page \(index + 1) has a sentence of \(longest) words")
             }
@@ -187,10 +190,5 @@ public enum StoryContentCheck {
     public static func blockedWord(in text: String, blocklist: Set<String>) -> String? {
         text.lowercased().split(whereSeparator: { !$0.isLetter && $0 != "'" && $0 != "ʼ" }).lazy.map(String.init)
             .first { blocklist.contains($0) }
-    }
-
-    /// Words as a reader counts them: runs between whitespace holding a letter or digit.
-    static func wordCount(_ text: String) -> Int {
-        text.split(whereSeparator: \.isWhitespace).filter { $0.contains { $0.isLetter || $0.isNumber } }.count
     }
 }
