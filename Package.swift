@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "chart-worker", targets: ["chart-worker"]),
         .executable(name: "report-worker", targets: ["report-worker"]),
         .executable(name: "billing-worker", targets: ["billing-worker"]),
+        .executable(name: "story-worker", targets: ["story-worker"]),
         .executable(name: "astroctl", targets: ["astroctl"]),
         .executable(name: "amqp-raw-bench", targets: ["amqp-raw-bench"]),
         .executable(name: "sample-worker", targets: ["sample-worker"]),
@@ -117,8 +118,22 @@ let package = Package(
         // Magical Stories: the story knowledge base (en, uk) shipped as data, and the built-in writer.
         .target(
             name: "Stories",
-            dependencies: ["AstroDomain", "Reports"],
+            dependencies: ["AstroDomain", "Reports", "LLMClient"],
             resources: [.copy("Resources/StoryKnowledgeBase")]
+        ),
+        // Pictures for story pages: the built-in SVG illustrator and an OpenAI-compatible images API.
+        .target(
+            name: "StoryIllustration",
+            dependencies: ["Stories", "AstroDomain", "LLMClient"],
+            resources: [.copy("Resources/Illustration")]
+        ),
+        // The story-worker's jobs: write and store stories, illustrate pages, record readings.
+        .target(
+            name: "StoryService",
+            dependencies: [
+                "Stories", "StoryIllustration", "Reports", "AstroDomain", "Postgres", "WorkerRuntime",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // OpenAI-compatible chat completions client (URLSession), and a local fake of such an endpoint.
         .target(name: "LLMClient", dependencies: ["HTTPTransport"]),
@@ -135,6 +150,10 @@ let package = Package(
         ),
         .executableTarget(name: "report-worker", dependencies: ["WorkerRuntime", "ReportService", "Reports"]),
         .executableTarget(
+            name: "story-worker",
+            dependencies: ["WorkerRuntime", "StoryService", "Stories", "StoryIllustration", "Reports", "LLMClient"]
+        ),
+        .executableTarget(
             name: "billing-worker",
             dependencies: ["WorkerRuntime", "Billing", "StoreKitVerification", "AppStoreServerAPI"]
         ),
@@ -143,6 +162,7 @@ let package = Package(
             dependencies: [
                 "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine", "Ephemeris",
                 "Billing", "StoreKitVerification", "Reports", "LLMClient", "LLMFake", "Stories",
+                "StoryIllustration", "StoryService",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -181,7 +201,11 @@ let package = Package(
         .testTarget(name: "BillingTests", dependencies: ["Billing", "StoreKitVerification", "AstroDomain"]),
         // Offline checks of docker-compose.yml and deploy/k8s (no Docker or cluster needed).
         .testTarget(name: "DeployTests", dependencies: [.product(name: "Yams", package: "Yams")]),
-        .testTarget(name: "StoriesTests", dependencies: ["Stories", "AstroDomain"]),
+        .testTarget(name: "StoriesTests", dependencies: ["Stories", "AstroDomain", "Reports", "LLMClient", "LLMFake"]),
+        .testTarget(
+            name: "StoryIllustrationTests",
+            dependencies: ["StoryIllustration", "Stories", "AstroDomain", "LLMClient", "LLMFake", "LoopbackHTTP"]
+        ),
         .testTarget(name: "LLMClientTests", dependencies: ["LLMClient", "LLMFake", "LoopbackHTTP"]),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "AstroDomain"], resources: [.copy("Fixtures")]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
@@ -190,7 +214,8 @@ let package = Package(
             dependencies: [
                 "AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain", "SampleJobs", "ChartService",
                 "ChartEngine", "Ephemeris", "Billing", "StoreKitVerification", "AppStoreServerAPI",
-                "AppStoreServerFake", "Reports", "ReportService", "LLMClient", "LLMFake",
+                "AppStoreServerFake", "Reports", "ReportService", "LLMClient", "LLMFake", "Stories",
+                "StoryIllustration", "StoryService",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

@@ -48,8 +48,8 @@ public final class LLMClient: Sendable {
     }
 
     public let configuration: LLMConfiguration
-    private let timing: Timing
     private let transport: Transport
+    private let sender: RetryingSender
     private let endpoint: URL
 
     /// - Parameters:
@@ -57,9 +57,17 @@ public final class LLMClient: Sendable {
     ///   - timing: the real clock and sleep unless a test injects its own.
     public init(configuration: LLMConfiguration, timing: Timing = .system) {
         self.configuration = configuration
-        self.timing = timing
         // Completions take seconds; many are in flight at once on one client.
-        self.transport = Transport(maxConnectionsPerHost: 64)
+        let transport = Transport(maxConnectionsPerHost: 64)
+        self.transport = transport
+        self.sender = RetryingSender(
+            transport: transport,
+            timing: timing,
+            retryPolicy: configuration.retryPolicy,
+            requestTimeout: configuration.requestTimeout,
+            authorization: configuration.authorization,
+            redact: { configuration.redactingKey($0) }
+        )
         self.endpoint = configuration.baseURL.appendingPathComponent("chat").appendingPathComponent("completions")
     }
 
@@ -91,7 +99,7 @@ public final class LLMClient: Sendable {
                 attempts: 0
             )
         }
-        let (answer, attempts) = try await post(body)
+        let (answer, attempts) = try await sender.post(body, to: endpoint, contentType: "application/json")
         return try Self.parseCompletion(answer, attempts: attempts, redact: configuration.redactingKey)
     }
 
@@ -117,151 +125,8 @@ public final class LLMClient: Sendable {
         return encoder
     }()
 
-    // MARK: - The retry loop
-
-    /// POSTs `body` until a 2xx (its body and the attempts made) or a final error.
-    private func post(_ body: Data) async throws(LLMError) -> (Data, Int) {
-        let policy = configuration.retryPolicy.normalized
-        let requestTimeout = configuration.requestTimeout.clamped(to: .milliseconds(1)...(.seconds(3_600)))
-        let deadline = timing.now() + policy.deadline
-        var attempt = 0
-        var lastFailure: LLMError?
-        while true {
-            let remaining = deadline - timing.now()
-            if let lastFailure, remaining <= .zero {
-                throw deadlineExceeded(after: lastFailure, attempts: attempt)
-            }
-            attempt += 1
-            let attemptTimeout = min(requestTimeout, max(remaining, .milliseconds(1)))
-            var request = URLRequest(url: endpoint)
-            request.httpMethod = "POST"
-            request.httpBody = body
-            request.setValue(configuration.authorization, forHTTPHeaderField: "Authorization")
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            request.setValue("application/json", forHTTPHeaderField: "Accept")
-            request.setValue("astrosvitla-backend", forHTTPHeaderField: "User-Agent")
-
-            let outcome = await transport.send(request, timeout: attemptTimeout)
-            let failure: LLMError
-            switch Self.classify(outcome, attempt: attempt, redact: configuration.redactingKey) {
-            case .success(let answer):
-                return (answer, attempt)
-            case .final(let error):
-                throw error
-            case .retryable(let error):
-                failure = error
-            }
-            lastFailure = failure
-            if failure.kind == .cancelled { throw failure }
-            if failure.kind == .timeout && failure.httpStatus == nil && attemptTimeout < requestTimeout {
-                // The deadline, not the request timeout, cut this attempt short.
-                throw deadlineExceeded(after: failure, attempts: attempt)
-            }
-            guard attempt < policy.maxAttempts else { throw failure }
-
-            let delay = failure.retryAfter ?? backoff(afterAttempt: attempt)
-            if timing.now() + delay >= deadline {
-                throw deadlineExceeded(after: failure, attempts: attempt)
-            }
-            do {
-                try await timing.sleep(delay)
-            } catch {
-                var cancelled = failure
-                cancelled.kind = .cancelled
-                cancelled.isTransient = true
-                cancelled.reason = "cancelled while waiting to retry; last: \(failure.reason)"
-                throw cancelled
-            }
-        }
-    }
-
     /// Full jitter: uniform in `0...min(maxDelay, baseDelay × 2^(attempt-1))`.
-    func backoff(afterAttempt attempt: Int) -> Duration {
-        let policy = configuration.retryPolicy.normalized
-        let exponent = Double(min(max(attempt - 1, 0), 30))
-        let ceiling = min(policy.maxDelay.seconds, policy.baseDelay.seconds * pow(2, exponent))
-        let draw = timing.random().clamped(to: 0...1)
-        return .seconds(double: ceiling * draw)
-    }
-
-    private func deadlineExceeded(after failure: LLMError, attempts: Int) -> LLMError {
-        var error = failure
-        error.kind = .deadlineExceeded
-        error.isTransient = true
-        error.attempts = attempts
-        error.reason = "gave up within the \(configuration.retryPolicy.deadline) deadline; last: \(failure.reason)"
-        return error
-    }
-
-    // MARK: - Reading answers
-
-    private enum Classification {
-        case success(Data)
-        case final(LLMError)
-        case retryable(LLMError)
-    }
-
-    private static func classify(
-        _ outcome: TransportOutcome,
-        attempt: Int,
-        redact: (String) -> String
-    ) -> Classification {
-        switch outcome {
-        case .cancelled:
-            return .retryable(LLMError(kind: .cancelled, reason: "the call was cancelled", attempts: attempt))
-        case .timedOut:
-            return .retryable(
-                LLMError(kind: .timeout, reason: "no answer within the request timeout", attempts: attempt)
-            )
-        case .failed(let code, let summary):
-            return .retryable(LLMError(kind: .network, reason: "\(summary) (URLError \(code))", attempts: attempt))
-        case .response(let status, let headers, let body):
-            if (200...299).contains(status) { return .success(body) }
-            let api = APIErrorBody.parse(body, redact: redact)
-            let retryAfter =
-                headers["retry-after-ms"].flatMap(parseRetryAfterMilliseconds)
-                ?? headers["Retry-After"].flatMap(parseRetryAfter)
-            func error(_ kind: LLMError.Kind, _ reason: String, isTransient: Bool? = nil) -> LLMError {
-                LLMError(
-                    kind: kind,
-                    reason: reason,
-                    httpStatus: status,
-                    errorMessage: api?.message,
-                    errorType: api?.type,
-                    errorCode: api?.code,
-                    attempts: attempt,
-                    retryAfter: retryAfter,
-                    isTransient: isTransient
-                )
-            }
-            switch status {
-            case 401:
-                return .final(error(.unauthorized, "the API refused the key"))
-            case 403:
-                return .final(error(.unauthorized, "the API denied access with this key"))
-            case 408:
-                return .retryable(error(.timeout, "the server timed out waiting for the request"))
-            case 409:
-                return .retryable(error(.serverError, "the API reported a conflict"))
-            case 429 where api?.code == "insufficient_quota":
-                return .final(
-                    error(
-                        .rateLimited,
-                        "the account's quota is used up (check the plan and billing)",
-                        isTransient: false
-                    )
-                )
-            case 429:
-                return .retryable(error(.rateLimited, "the API's rate limit was exceeded"))
-            case 400...499:
-                return .final(error(.badRequest, "the API refused the request"))
-            case 500...599:
-                return .retryable(error(.serverError, "the API answered with a server error"))
-            default:
-                return .final(error(.malformedResponse, "unexpected HTTP status \(status)"))
-            }
-        }
-    }
+    func backoff(afterAttempt attempt: Int) -> Duration { sender.backoff(afterAttempt: attempt) }
 
     private struct ResponseBody: Decodable {
         struct Choice: Decodable {
@@ -310,16 +175,7 @@ public final class LLMClient: Sendable {
         redact: (String) -> String
     ) throws(LLMError) -> ChatCompletion {
         func malformed(_ reason: String) -> LLMError {
-            let api = APIErrorBody.parse(body, redact: redact)
-            return LLMError(
-                kind: .malformedResponse,
-                reason: reason,
-                httpStatus: 200,
-                errorMessage: api?.message,
-                errorType: api?.type,
-                errorCode: api?.code,
-                attempts: attempts
-            )
+            LLMError.malformedAnswer(body, reason: reason, attempts: attempts, redact: redact)
         }
         guard let decoded = try? JSONDecoder().decode(ResponseBody.self, from: body) else {
             throw malformed("the answer is not a chat completion in JSON (\(body.count) bytes)")
@@ -357,6 +213,164 @@ public final class LLMClient: Sendable {
     }
 }
 
+/// The retry loop of the OpenAI-compatible clients (chat and images): POSTs a body with the
+/// bearer key until a 2xx or a final error, retrying by the rules `LLMClient` documents.
+struct RetryingSender: Sendable {
+    let transport: Transport
+    let timing: LLMClient.Timing
+    let retryPolicy: LLMConfiguration.RetryPolicy
+    /// One attempt's timeout (the deadline may cut the last one short).
+    let requestTimeout: Duration
+    /// The `Authorization` header's value.
+    let authorization: String
+    /// Scrubs the key from API messages that echo it.
+    let redact: @Sendable (String) -> String
+
+    /// POSTs `body` to `endpoint` until a 2xx (its body and the attempts made) or a final error.
+    func post(_ body: Data, to endpoint: URL, contentType: String) async throws(LLMError) -> (Data, Int) {
+        let policy = retryPolicy.normalized
+        let requestTimeout = self.requestTimeout.clamped(to: .milliseconds(1)...(.seconds(3_600)))
+        let deadline = timing.now() + policy.deadline
+        var attempt = 0
+        var lastFailure: LLMError?
+        while true {
+            let remaining = deadline - timing.now()
+            if let lastFailure, remaining <= .zero {
+                throw deadlineExceeded(after: lastFailure, attempts: attempt)
+            }
+            attempt += 1
+            let attemptTimeout = min(requestTimeout, max(remaining, .milliseconds(1)))
+            var request = URLRequest(url: endpoint)
+            request.httpMethod = "POST"
+            request.httpBody = body
+            request.setValue(authorization, forHTTPHeaderField: "Authorization")
+            request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+            request.setValue("application/json", forHTTPHeaderField: "Accept")
+            request.setValue("astrosvitla-backend", forHTTPHeaderField: "User-Agent")
+
+            let outcome = await transport.send(request, timeout: attemptTimeout)
+            let failure: LLMError
+            switch Self.classify(outcome, attempt: attempt, redact: redact) {
+            case .success(let answer):
+                return (answer, attempt)
+            case .final(let error):
+                throw error
+            case .retryable(let error):
+                failure = error
+            }
+            lastFailure = failure
+            if failure.kind == .cancelled { throw failure }
+            if failure.kind == .timeout && failure.httpStatus == nil && attemptTimeout < requestTimeout {
+                // The deadline, not the request timeout, cut this attempt short.
+                throw deadlineExceeded(after: failure, attempts: attempt)
+            }
+            guard attempt < policy.maxAttempts else { throw failure }
+
+            let delay = failure.retryAfter ?? backoff(afterAttempt: attempt)
+            if timing.now() + delay >= deadline {
+                throw deadlineExceeded(after: failure, attempts: attempt)
+            }
+            do {
+                try await timing.sleep(delay)
+            } catch {
+                var cancelled = failure
+                cancelled.kind = .cancelled
+                cancelled.isTransient = true
+                cancelled.reason = "cancelled while waiting to retry; last: \(failure.reason)"
+                throw cancelled
+            }
+        }
+    }
+
+    /// Full jitter: uniform in `0...min(maxDelay, baseDelay × 2^(attempt-1))`.
+    func backoff(afterAttempt attempt: Int) -> Duration {
+        let policy = retryPolicy.normalized
+        let exponent = Double(min(max(attempt - 1, 0), 30))
+        let ceiling = min(policy.maxDelay.seconds, policy.baseDelay.seconds * pow(2, exponent))
+        let draw = timing.random().clamped(to: 0...1)
+        return .seconds(double: ceiling * draw)
+    }
+
+    private func deadlineExceeded(after failure: LLMError, attempts: Int) -> LLMError {
+        var error = failure
+        error.kind = .deadlineExceeded
+        error.isTransient = true
+        error.attempts = attempts
+        error.reason = "gave up within the \(retryPolicy.deadline) deadline; last: \(failure.reason)"
+        return error
+    }
+
+    // MARK: - Classifying answers
+
+    private enum Classification {
+        case success(Data)
+        case final(LLMError)
+        case retryable(LLMError)
+    }
+
+    private static func classify(
+        _ outcome: TransportOutcome,
+        attempt: Int,
+        redact: (String) -> String
+    ) -> Classification {
+        switch outcome {
+        case .cancelled:
+            return .retryable(LLMError(kind: .cancelled, reason: "the call was cancelled", attempts: attempt))
+        case .timedOut:
+            return .retryable(
+                LLMError(kind: .timeout, reason: "no answer within the request timeout", attempts: attempt)
+            )
+        case .failed(let code, let summary):
+            return .retryable(LLMError(kind: .network, reason: "\(summary) (URLError \(code))", attempts: attempt))
+        case .response(let status, let headers, let body):
+            if (200...299).contains(status) { return .success(body) }
+            let api = APIErrorBody.parse(body, redact: redact)
+            let retryAfter =
+                headers["retry-after-ms"].flatMap(LLMClient.parseRetryAfterMilliseconds)
+                ?? headers["Retry-After"].flatMap(LLMClient.parseRetryAfter)
+            func error(_ kind: LLMError.Kind, _ reason: String, isTransient: Bool? = nil) -> LLMError {
+                LLMError(
+                    kind: kind,
+                    reason: reason,
+                    httpStatus: status,
+                    errorMessage: api?.message,
+                    errorType: api?.type,
+                    errorCode: api?.code,
+                    attempts: attempt,
+                    retryAfter: retryAfter,
+                    isTransient: isTransient
+                )
+            }
+            switch status {
+            case 401:
+                return .final(error(.unauthorized, "the API refused the key"))
+            case 403:
+                return .final(error(.unauthorized, "the API denied access with this key"))
+            case 408:
+                return .retryable(error(.timeout, "the server timed out waiting for the request"))
+            case 409:
+                return .retryable(error(.serverError, "the API reported a conflict"))
+            case 429 where api?.code == "insufficient_quota":
+                return .final(
+                    error(
+                        .rateLimited,
+                        "the account's quota is used up (check the plan and billing)",
+                        isTransient: false
+                    )
+                )
+            case 429:
+                return .retryable(error(.rateLimited, "the API's rate limit was exceeded"))
+            case 400...499:
+                return .final(error(.badRequest, "the API refused the request"))
+            case 500...599:
+                return .retryable(error(.serverError, "the API answered with a server error"))
+            default:
+                return .final(error(.malformedResponse, "unexpected HTTP status \(status)"))
+            }
+        }
+    }
+}
+
 /// The API's error body: `{"error": {"message": …, "type": …, "param": …, "code": …}}` (OpenAI;
 /// `code` may be a string, a number or null), or the same fields at the top level (some
 /// compatible servers), or `{"error": "text"}`.
@@ -391,5 +405,26 @@ struct APIErrorBody: Sendable, Hashable {
         )
         guard parsed.message != nil || parsed.type != nil || parsed.code != nil else { return nil }
         return parsed
+    }
+}
+
+extension LLMError {
+    /// A 2xx answer this client cannot read, with the API's error fields if the body has them.
+    static func malformedAnswer(
+        _ body: Data,
+        reason: String,
+        attempts: Int,
+        redact: (String) -> String
+    ) -> LLMError {
+        let api = APIErrorBody.parse(body, redact: redact)
+        return LLMError(
+            kind: .malformedResponse,
+            reason: reason,
+            httpStatus: 200,
+            errorMessage: api?.message,
+            errorType: api?.type,
+            errorCode: api?.code,
+            attempts: attempts
+        )
     }
 }

@@ -96,11 +96,14 @@ public struct LLMConfiguration: Sendable, CustomStringConvertible, CustomDebugSt
         requestTimeout: Duration = .seconds(60),
         retryPolicy: RetryPolicy = RetryPolicy()
     ) throws(LLMConfigurationError) {
-        self.baseURL = try Self.checkBaseURL(baseURL, name: "baseURL")
-        try Self.checkModel(model, name: "model")
-        try Self.checkAPIKey(apiKey, name: "apiKey")
-        try Self.checkTimeout(requestTimeout, name: "requestTimeout")
-        try retryPolicy.validate()
+        self.baseURL = try Self.checkFields(
+            baseURL: baseURL,
+            model: model,
+            apiKey: apiKey,
+            requestTimeout: requestTimeout,
+            retryPolicy: retryPolicy,
+            keyVariable: "LLM_API_KEY"
+        )
         self.model = model
         self.apiKey = apiKey
         self.requestTimeout = requestTimeout
@@ -112,7 +115,10 @@ public struct LLMConfiguration: Sendable, CustomStringConvertible, CustomDebugSt
 
     /// `text` with the key, and any word that looks like it (one sharing its first characters, or
     /// a masked key such as `sk-ab***yz`), replaced by `<redacted>`: the API may echo a rejected key.
-    func redactingKey(_ text: String) -> String {
+    func redactingKey(_ text: String) -> String { Self.redacting(apiKey, in: text) }
+
+    /// `text` with `apiKey` and anything resembling it replaced by `<redacted>` (see `redactingKey`).
+    static func redacting(_ apiKey: String, in text: String) -> String {
         var text = text.replacingOccurrences(of: apiKey, with: "<redacted>")
         let prefix = String(apiKey.prefix(min(8, apiKey.count / 2)))
         let words = text.split(separator: " ", omittingEmptySubsequences: false).map { word -> String in
@@ -142,69 +148,50 @@ public struct LLMConfiguration: Sendable, CustomStringConvertible, CustomDebugSt
     public static func fromEnvironment(
         _ environment: [String: String]
     ) throws(LLMConfigurationError) -> LLMConfiguration? {
-        func value(_ name: String) -> String? {
-            guard let text = environment[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty
-            else { return nil }
-            return text
-        }
-        guard let baseText = value("LLM_BASE_URL") else { return nil }
-        guard let url = URL(string: baseText) else {
-            throw LLMConfigurationError("LLM_BASE_URL is not a URL (expected e.g. https://api.openai.com/v1)")
-        }
-        let baseURL = try checkBaseURL(url, name: "LLM_BASE_URL")
-        guard let model = value("LLM_MODEL") else {
-            throw LLMConfigurationError("LLM_MODEL is required when LLM_BASE_URL is set")
-        }
-        try checkModel(model, name: "LLM_MODEL")
-
-        let apiKey: String
-        switch (value("LLM_API_KEY"), value("LLM_API_KEY_FILE")) {
-        case (nil, nil):
-            throw LLMConfigurationError("LLM_API_KEY or LLM_API_KEY_FILE is required when LLM_BASE_URL is set")
-        case (.some, .some):
-            throw LLMConfigurationError("set LLM_API_KEY or LLM_API_KEY_FILE, not both")
-        case (let key?, nil):
-            try checkAPIKey(key, name: "LLM_API_KEY")
-            apiKey = key
-        case (nil, let path?):
-            apiKey = try readKeyFile(path, name: "LLM_API_KEY_FILE")
-        }
-
-        var requestTimeout = Duration.seconds(60)
-        if let text = value("LLM_TIMEOUT_SECONDS") {
-            requestTimeout = try seconds(text, name: "LLM_TIMEOUT_SECONDS")
-            try checkTimeout(requestTimeout, name: "LLM_TIMEOUT_SECONDS")
-        }
-        var retryPolicy = RetryPolicy()
-        if let text = value("LLM_MAX_ATTEMPTS") {
-            guard let attempts = Int(text) else {
-                throw LLMConfigurationError(
-                    "LLM_MAX_ATTEMPTS must be a whole number 1...20, not \(text.debugDescription)"
-                )
-            }
-            try RetryPolicy.checkMaxAttempts(attempts, name: "LLM_MAX_ATTEMPTS")
-            retryPolicy.maxAttempts = attempts
-        }
-        if let text = value("LLM_DEADLINE_SECONDS") {
-            retryPolicy.deadline = try seconds(text, name: "LLM_DEADLINE_SECONDS")
-            try RetryPolicy.checkDeadline(retryPolicy.deadline, name: "LLM_DEADLINE_SECONDS")
-        }
+        guard
+            let settings = try APIEnvironment.read(
+                environment,
+                prefix: "LLM",
+                requestTimeout: .seconds(60),
+                retryPolicy: RetryPolicy()
+            )
+        else { return nil }
         return try LLMConfiguration(
-            baseURL: baseURL,
-            model: model,
-            apiKey: apiKey,
-            requestTimeout: requestTimeout,
-            retryPolicy: retryPolicy
+            baseURL: settings.baseURL,
+            model: settings.model,
+            apiKey: settings.apiKey,
+            requestTimeout: settings.requestTimeout,
+            retryPolicy: settings.retryPolicy
         )
     }
 
     // MARK: - Checks (each names the field or variable it checks)
 
+    /// Checks the fields every OpenAI-compatible client configuration has (chat and images).
+    /// - Returns: the base URL without trailing slashes.
+    /// - Throws: `LLMConfigurationError` naming the first invalid field.
+    static func checkFields(
+        baseURL: URL,
+        model: String,
+        apiKey: String,
+        requestTimeout: Duration,
+        retryPolicy: RetryPolicy,
+        keyVariable: String
+    ) throws(LLMConfigurationError) -> URL {
+        let url = try checkBaseURL(baseURL, name: "baseURL", keyVariable: keyVariable)
+        try checkModel(model, name: "model")
+        try checkAPIKey(apiKey, name: "apiKey")
+        try checkTimeout(requestTimeout, name: "requestTimeout")
+        try retryPolicy.validate()
+        return url
+    }
+
     /// The URL without trailing slashes, when it is an acceptable API root.
-    static func checkBaseURL(_ url: URL, name: String) throws(LLMConfigurationError) -> URL {
+    /// - Parameter keyVariable: where the key belongs instead, for the message.
+    static func checkBaseURL(_ url: URL, name: String, keyVariable: String) throws(LLMConfigurationError) -> URL {
         guard url.user == nil, url.password == nil else {
             // Not quoted: the credentials would end up in logs.
-            throw LLMConfigurationError("\(name) must not carry credentials (the key goes in LLM_API_KEY)")
+            throw LLMConfigurationError("\(name) must not carry credentials (the key goes in \(keyVariable))")
         }
         guard let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
             throw LLMConfigurationError("\(name) \(url.absoluteString) is not an absolute http(s) URL")
@@ -251,7 +238,7 @@ public struct LLMConfiguration: Sendable, CustomStringConvertible, CustomDebugSt
     }
 
     /// A positive number of seconds (fractions allowed, to the millisecond).
-    private static func seconds(_ text: String, name: String) throws(LLMConfigurationError) -> Duration {
+    static func seconds(_ text: String, name: String) throws(LLMConfigurationError) -> Duration {
         guard let value = Double(text), value.isFinite, value > 0, value <= 1e6 else {
             throw LLMConfigurationError("\(name) must be a number of seconds above zero, not \(text.debugDescription)")
         }
@@ -259,7 +246,7 @@ public struct LLMConfiguration: Sendable, CustomStringConvertible, CustomDebugSt
     }
 
     /// The file's content, trimmed, when it is a usable key.
-    private static func readKeyFile(_ path: String, name: String) throws(LLMConfigurationError) -> String {
+    static func readKeyFile(_ path: String, name: String) throws(LLMConfigurationError) -> String {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -309,4 +296,89 @@ public struct LLMConfigurationError: Error, Sendable, Hashable, CustomStringConv
     public init(_ message: String) { self.message = message }
 
     public var description: String { "LLM configuration: \(message)" }
+}
+
+/// The settings every OpenAI-compatible client reads from `<PREFIX>_…` variables (`LLM_…` for
+/// chat, `IMAGE_…` for images), read and checked one way for both.
+struct APIEnvironment {
+    var baseURL: URL
+    var model: String
+    var apiKey: String
+    var requestTimeout: Duration
+    var retryPolicy: LLMConfiguration.RetryPolicy
+
+    /// The value of `name`, trimmed; nil when unset or empty.
+    static func value(_ name: String, in environment: [String: String]) -> String? {
+        guard let text = environment[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !text.isEmpty
+        else { return nil }
+        return text
+    }
+
+    /// Reads `<prefix>_BASE_URL`, `_MODEL`, `_API_KEY` or `_API_KEY_FILE`, `_TIMEOUT_SECONDS`,
+    /// `_MAX_ATTEMPTS` and `_DEADLINE_SECONDS`.
+    /// - Parameters:
+    ///   - requestTimeout: the timeout when `_TIMEOUT_SECONDS` is unset.
+    ///   - retryPolicy: the policy whose attempts and deadline the variables may change.
+    /// - Returns: nil when `<prefix>_BASE_URL` is unset or empty.
+    /// - Throws: `LLMConfigurationError` naming the variable at fault (never quoting the key).
+    static func read(
+        _ environment: [String: String],
+        prefix: String,
+        requestTimeout defaultTimeout: Duration,
+        retryPolicy defaultPolicy: LLMConfiguration.RetryPolicy
+    ) throws(LLMConfigurationError) -> APIEnvironment? {
+        typealias Checks = LLMConfiguration
+        func value(_ suffix: String) -> String? { Self.value("\(prefix)_\(suffix)", in: environment) }
+        let baseVariable = "\(prefix)_BASE_URL"
+        let keyVariable = "\(prefix)_API_KEY"
+        let keyFileVariable = "\(prefix)_API_KEY_FILE"
+        guard let baseText = value("BASE_URL") else { return nil }
+        guard let url = URL(string: baseText) else {
+            throw LLMConfigurationError("\(baseVariable) is not a URL (expected e.g. https://api.openai.com/v1)")
+        }
+        let baseURL = try Checks.checkBaseURL(url, name: baseVariable, keyVariable: keyVariable)
+        guard let model = value("MODEL") else {
+            throw LLMConfigurationError("\(prefix)_MODEL is required when \(baseVariable) is set")
+        }
+        try Checks.checkModel(model, name: "\(prefix)_MODEL")
+
+        let apiKey: String
+        switch (value("API_KEY"), value("API_KEY_FILE")) {
+        case (nil, nil):
+            throw LLMConfigurationError("\(keyVariable) or \(keyFileVariable) is required when \(baseVariable) is set")
+        case (.some, .some):
+            throw LLMConfigurationError("set \(keyVariable) or \(keyFileVariable), not both")
+        case (let key?, nil):
+            try Checks.checkAPIKey(key, name: keyVariable)
+            apiKey = key
+        case (nil, let path?):
+            apiKey = try Checks.readKeyFile(path, name: keyFileVariable)
+        }
+
+        var requestTimeout = defaultTimeout
+        if let text = value("TIMEOUT_SECONDS") {
+            requestTimeout = try Checks.seconds(text, name: "\(prefix)_TIMEOUT_SECONDS")
+            try Checks.checkTimeout(requestTimeout, name: "\(prefix)_TIMEOUT_SECONDS")
+        }
+        var retryPolicy = defaultPolicy
+        if let text = value("MAX_ATTEMPTS") {
+            let name = "\(prefix)_MAX_ATTEMPTS"
+            guard let attempts = Int(text) else {
+                throw LLMConfigurationError("\(name) must be a whole number 1...20, not \(text.debugDescription)")
+            }
+            try LLMConfiguration.RetryPolicy.checkMaxAttempts(attempts, name: name)
+            retryPolicy.maxAttempts = attempts
+        }
+        if let text = value("DEADLINE_SECONDS") {
+            retryPolicy.deadline = try Checks.seconds(text, name: "\(prefix)_DEADLINE_SECONDS")
+            try LLMConfiguration.RetryPolicy.checkDeadline(retryPolicy.deadline, name: "\(prefix)_DEADLINE_SECONDS")
+        }
+        return APIEnvironment(
+            baseURL: baseURL,
+            model: model,
+            apiKey: apiKey,
+            requestTimeout: requestTimeout,
+            retryPolicy: retryPolicy
+        )
+    }
 }

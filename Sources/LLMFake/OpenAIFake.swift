@@ -97,10 +97,10 @@ public final class OpenAIFake: Sendable {
     public var pendingScripted: [Scripted] { store.state.withLock { $0.scripted } }
 
     /// Requests received, refused ones included.
-    public var requestCount: Int { store.state.withLock { $0.requestCount } }
+    public var requestCount: Int { store.state.withLock { $0.traffic.requestCount } }
 
     /// Requests refused with 401 because of the key (scripted `.unauthorized` ones not included).
-    public var unauthorizedCount: Int { store.state.withLock { $0.unauthorizedCount } }
+    public var unauthorizedCount: Int { store.state.withLock { $0.traffic.unauthorizedCount } }
 
     /// The messages of the last well-formed completion request (empty before one).
     public var lastRequestMessages: [ChatMessage] { store.state.withLock { $0.lastRequest?.messages ?? [] } }
@@ -115,14 +115,14 @@ public final class OpenAIFake: Sendable {
     public var lastRequestTemperature: Double? { store.state.withLock { $0.lastRequest?.temperature } }
 
     /// The last request's body as sent (any path).
-    public var lastRequestBody: Data? { store.state.withLock { $0.lastBody } }
+    public var lastRequestBody: Data? { store.state.withLock { $0.traffic.lastBody } }
 
     /// The last request's `Authorization` header as sent.
-    public var lastAuthorizationHeader: String? { store.state.withLock { $0.lastAuthorization } }
+    public var lastAuthorizationHeader: String? { store.state.withLock { $0.traffic.lastAuthorization } }
 
     /// The most requests being handled at the same moment since the start (a delayed answer is
     /// being handled until it is sent).
-    public var maxConcurrentRequests: Int { store.state.withLock { $0.maxInFlight } }
+    public var maxConcurrentRequests: Int { store.state.withLock { $0.traffic.maxInFlight } }
 
     /// Stops serving: open connections are closed and hanging or delayed requests end.
     public func stop() { server.stop() }
@@ -154,13 +154,8 @@ private final class FakeStore: Sendable {
 
     struct State {
         var scripted: [OpenAIFake.Scripted] = []
-        var requestCount = 0
-        var unauthorizedCount = 0
+        var traffic = TrafficCounters()
         var lastRequest: Recorded?
-        var lastBody: Data?
-        var lastAuthorization: String?
-        var inFlight = 0
-        var maxInFlight = 0
         var nextID = 0
     }
 
@@ -176,26 +171,12 @@ private final class FakeStore: Sendable {
     }
 
     func handle(_ request: HTTPRequest) async -> HTTPResponse {
-        let authorization = request.headers["Authorization"]
-        let authorized = authorization == "Bearer \(apiKey)"
-        state.withLock { state in
-            state.requestCount += 1
-            state.inFlight += 1
-            state.maxInFlight = max(state.maxInFlight, state.inFlight)
-            state.lastBody = request.body
-            state.lastAuthorization = authorization
-            if !authorized { state.unauthorizedCount += 1 }
-        }
-        defer { state.withLock { $0.inFlight -= 1 } }
+        let authorized = state.withLock { $0.traffic.begin(request, apiKey: apiKey) }
+        defer { state.withLock { $0.traffic.end() } }
 
-        guard authorized else { return Self.invalidAPIKey }
+        guard authorized else { return OpenAIErrorResponse.invalidAPIKey }
         guard request.path == "/v1/chat/completions", request.method == "POST" else {
-            return Self.error(
-                status: 404,
-                message: "Invalid URL (\(request.method) \(request.path))",
-                type: "invalid_request_error",
-                code: nil
-            )
+            return OpenAIErrorResponse.invalidURL(request)
         }
         let parsed: Recorded
         switch Self.validate(request.body) {
@@ -221,53 +202,29 @@ private final class FakeStore: Sendable {
             try? await Task.sleep(for: .milliseconds(Int64((max(0, seconds) * 1_000).rounded())))
             return success(parsed, content: content, finishReason: "stop", id: id)
         case .rateLimited(let retryAfter):
-            var response = Self.error(
-                status: 429,
-                message: "Rate limit reached for \(parsed.model) on requests per min (RPM): Limit 3, Used 3, "
-                    + "Requested 1. Please try again in \(retryAfter ?? 20)s.",
-                type: "requests",
-                code: "rate_limit_exceeded"
-            )
-            if let retryAfter { response.headers.add(name: "Retry-After", value: String(retryAfter)) }
-            return response
+            return OpenAIErrorResponse.rateLimited(model: parsed.model, retryAfter: retryAfter)
         case .serverError(let status):
-            return Self.error(
-                status: status,
-                message: "The server had an error while processing your request. Sorry about that!",
-                type: "server_error",
-                code: nil
-            )
+            return OpenAIErrorResponse.serverError(status: status)
         case .unauthorized:
-            return Self.invalidAPIKey
+            return OpenAIErrorResponse.invalidAPIKey
         case .badRequest(let message):
-            return Self.error(status: 400, message: message, type: "invalid_request_error", code: nil)
+            return OpenAIErrorResponse.invalidRequest(message)
         case .malformedJSON:
             return .json(status: 200, text: #"{"id":"chatcmpl-1","object":"chat.completion","choices":[{"mess"#)
         case .hang:
             return .hangUntilStopped
         case .apiError(let status, let message, let type, let code):
-            return Self.error(status: status, message: message, type: type, code: code)
+            return OpenAIErrorResponse.make(status: status, message: message, type: type, code: code)
         }
     }
-
-    private static let invalidAPIKey = error(
-        status: 401,
-        message: "Incorrect API key provided",
-        type: "invalid_request_error",
-        code: "invalid_api_key"
-    )
 
     /// The request if it is one OpenAI would take, else the 400 it would answer.
     private static func validate(_ body: Data) -> Result<Recorded, Refusal> {
         func refuse(_ message: String) -> Result<Recorded, Refusal> {
-            .failure(Refusal(response: error(status: 400, message: message, type: "invalid_request_error", code: nil)))
+            .failure(Refusal(response: OpenAIErrorResponse.invalidRequest(message)))
         }
         guard let request = try? JSONDecoder().decode(CompletionRequest.self, from: body) else {
-            return refuse(
-                "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your "
-                    + "HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not "
-                    + "valid JSON.)"
-            )
+            return refuse(OpenAIErrorResponse.unparsableJSON)
         }
         guard let model = request.model, !model.isEmpty else { return refuse("you must provide a model parameter") }
         guard let messages = request.messages else { return refuse("Missing required parameter: 'messages'.") }
@@ -322,36 +279,6 @@ private final class FakeStore: Sendable {
             headers: ["x-request-id": "req_fake\(id)", "openai-processing-ms": "1"],
             encoder: encoder
         )
-    }
-
-    /// OpenAI's error body: `{"error": {"message", "type", "param": null, "code"}}`.
-    private static func error(status: Int, message: String, type: String, code: String?) -> HTTPResponse {
-        struct Body: Encodable {
-            struct Detail: Encodable {
-                var message: String
-                var type: String
-                var param: String?
-                var code: String?
-
-                func encode(to encoder: any Encoder) throws {
-                    var container = encoder.container(keyedBy: CodingKeys.self)
-                    try container.encode(message, forKey: .message)
-                    try container.encode(type, forKey: .type)
-                    try container.encode(param, forKey: .param)
-                    try container.encode(code, forKey: .code)
-                }
-
-                enum CodingKeys: String, CodingKey {
-                    case message
-                    case type
-                    case param
-                    case code
-                }
-            }
-
-            var error: Detail
-        }
-        return .json(status: status, Body(error: .init(message: message, type: type, param: nil, code: code)))
     }
 }
 

@@ -8,6 +8,13 @@ public struct ReportUsage: Sendable, Hashable {
     public var promptTokens: Int
     public var completionTokens: Int
     public var costUSD: Decimal
+
+    public init(model: String, promptTokens: Int, completionTokens: Int, costUSD: Decimal) {
+        self.model = model
+        self.promptTokens = promptTokens
+        self.completionTokens = completionTokens
+        self.costUSD = costUSD
+    }
 }
 
 /// Why a report could not be written; `isPermanent` decides between a retry of the job and a
@@ -31,7 +38,8 @@ public struct LLMPricing: Sendable, Hashable {
         self.outputPerMillionUSD = outputPerMillionUSD
     }
 
-    func cost(prompt: Int, completion: Int) -> Decimal {
+    /// The price in USD of `prompt` input tokens and `completion` output tokens.
+    public func cost(prompt: Int, completion: Int) -> Decimal {
         (Decimal(prompt) * inputPerMillionUSD + Decimal(completion) * outputPerMillionUSD) / 1_000_000
     }
 }
@@ -138,9 +146,9 @@ public struct LLMReportWriter: Sendable {
         throw ReportWriterError(code: "llm-rejected-answer", message: problem + ", twice", isPermanent: true)
     }
 
-    /// English: Latin letters; Ukrainian: Cyrillic with Ukrainian letters and none that only
-    /// Russian has.
-    static func isWritten(in language: ReportLanguage, _ text: String) -> Bool {
+    /// Whether `text` is in `language`. English: Latin letters; Ukrainian: Cyrillic with
+    /// Ukrainian letters and none that only Russian has.
+    public static func isWritten(in language: ReportLanguage, _ text: String) -> Bool {
         let letters = text.lowercased().unicodeScalars.filter { CharacterSet.letters.contains($0) }
         guard !letters.isEmpty else { return false }
         let cyrillic = letters.filter { (0x0400...0x04FF).contains($0.value) }.count

@@ -38,16 +38,29 @@ public struct WrittenStory: Sendable, Hashable {
     public var writer: String
     /// The knowledge-base (or prompt) version that wrote it.
     public var version: String
+
+    public init(title: String, pages: [String], writer: String, version: String) {
+        self.title = title
+        self.pages = pages
+        self.writer = writer
+        self.version = version
+    }
 }
 
-/// Why a story was not written: a stable `code` and what to change.
+/// Why a story was not written: a stable `code` and what to change; `isPermanent` decides
+/// between a retry of the job and a refund.
 public struct StoryWriterError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// `unknown-theme`, `invalid-page-count`, `invalid-name`, `unsuitable-content`.
+    /// `unknown-theme`, `invalid-page-count`, `invalid-name`, `unsuitable-content`; from the LLM
+    /// writer also `llm-unauthorized`, `llm-bad-request`, `llm-rejected-answer`, or the LLM
+    /// client's code for transient failures (`rate-limited`, `server-error`, `timeout`, …).
     public var code: String
     public var message: String
-    public init(code: String, message: String) {
+    /// False only for LLM failures a later retry may fix; a bad request stays bad.
+    public var isPermanent: Bool
+    public init(code: String, message: String, isPermanent: Bool = true) {
         self.code = code
         self.message = message
+        self.isPermanent = isPermanent
     }
     public var description: String { "\(code): \(message)" }
 }
@@ -78,34 +91,11 @@ public struct BuiltInStoryWriter: Sendable {
     ///   or character's name that is empty, longer than 50 characters or has a blocked word.
     public func write(_ details: StoryRequestDetails) throws(StoryWriterError) -> WrittenStory {
         let base = bases[details.language]!
-        guard let theme = base.themes[details.theme] else {
-            throw StoryWriterError(
-                code: "unknown-theme",
-                message:
-                    "no theme \(details.theme.debugDescription); themes: \(base.themes.keys.sorted().joined(separator: ", "))"
-            )
-        }
-        let rules = base.ageRules[details.ageGroup]!
-        let pageCount = details.pageCount ?? rules.defaultPages
-        guard Self.pageRange.contains(pageCount) else {
-            throw StoryWriterError(
-                code: "invalid-page-count",
-                message: "pageCount must be \(Self.pageRange.lowerBound)…\(Self.pageRange.upperBound), got \(pageCount)"
-            )
-        }
-        let child = details.childName.trimmingCharacters(in: .whitespacesAndNewlines)
-        let hero = details.mainCharacter.trimmingCharacters(in: .whitespacesAndNewlines)
-        for (field, value) in [("childName", child), ("mainCharacter", hero)] {
-            guard (1...50).contains(value.count) else {
-                throw StoryWriterError(code: "invalid-name", message: "\(field) must be 1–50 characters")
-            }
-            if let word = StoryContentCheck.blockedWord(in: value, blocklist: base.blocklist) {
-                throw StoryWriterError(
-                    code: "unsuitable-content",
-                    message: "\(field) contains \(word.debugDescription)"
-                )
-            }
-        }
+        let checked = try details.checked(against: base)
+        let theme = checked.theme
+        let pageCount = checked.pageCount
+        let child = checked.childName
+        let hero = checked.mainCharacter
 
         var random = Self.seed(details)
         func pick(_ options: [String]) -> String { options[Int(random.next() % UInt64(options.count))] }
@@ -134,6 +124,62 @@ public struct BuiltInStoryWriter: Sendable {
             hash = hash &* 0x0000_0100_0000_01b3
         }
         return StorySeed(state: hash)
+    }
+}
+
+/// A request that passed the checks every writer makes, with its defaults filled in.
+struct CheckedStoryRequest {
+    var theme: StoryTheme
+    var rules: StoryAgeRules
+    var pageCount: Int
+    /// The names, trimmed.
+    var childName: String
+    var mainCharacter: String
+}
+
+extension StoryRequestDetails {
+    /// Checks the request against the knowledge base of its language, before any writing (and,
+    /// for the LLM writer, before anything is paid for).
+    ///
+    /// - Throws: `StoryWriterError` (permanent) for an unknown theme, a page count outside 3…9,
+    ///   a child's or character's name that is empty, longer than 50 characters or has a blocked word.
+    func checked(against base: StoryKnowledgeBase) throws(StoryWriterError) -> CheckedStoryRequest {
+        guard let theme = base.themes[self.theme] else {
+            throw StoryWriterError(
+                code: "unknown-theme",
+                message: "no theme \(self.theme.debugDescription); themes: "
+                    + base.themes.keys.sorted().joined(separator: ", ")
+            )
+        }
+        let rules = base.ageRules[ageGroup]!
+        let pageCount = self.pageCount ?? rules.defaultPages
+        let pageRange = BuiltInStoryWriter.pageRange
+        guard pageRange.contains(pageCount) else {
+            throw StoryWriterError(
+                code: "invalid-page-count",
+                message: "pageCount must be \(pageRange.lowerBound)…\(pageRange.upperBound), got \(pageCount)"
+            )
+        }
+        let child = childName.trimmingCharacters(in: .whitespacesAndNewlines)
+        let hero = mainCharacter.trimmingCharacters(in: .whitespacesAndNewlines)
+        for (field, value) in [("childName", child), ("mainCharacter", hero)] {
+            guard (1...50).contains(value.count) else {
+                throw StoryWriterError(code: "invalid-name", message: "\(field) must be 1–50 characters")
+            }
+            if let word = StoryContentCheck.blockedWord(in: value, blocklist: base.blocklist) {
+                throw StoryWriterError(
+                    code: "unsuitable-content",
+                    message: "\(field) contains \(word.debugDescription)"
+                )
+            }
+        }
+        return CheckedStoryRequest(
+            theme: theme,
+            rules: rules,
+            pageCount: pageCount,
+            childName: child,
+            mainCharacter: hero
+        )
     }
 }
 
