@@ -19,11 +19,17 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     public static let billingRefundCredit: JobType = "billing.refund-credit"
     /// An App Store Server Notification V2 (billing-worker).
     public static let billingStoreNotification: JobType = "billing.store-notification"
+    /// Write a children's story and store it with its pages (story-worker).
+    public static let storyGenerate: JobType = "story.generate"
+    /// Illustrate a story's pages in order, or retry chosen pages (story-worker).
+    public static let storyIllustrate: JobType = "story.illustrate"
+    /// Record that a child read a story; update collections and award achievements (story-worker).
+    public static let storyRead: JobType = "story.read"
 
     /// Every job type of the contract, in the order of CONTRACT.md.
     public static let all: [JobType] = [
         .chartCalculate, .billingVerifyPurchase, .reportRequest, .reportGenerate, .billingRefundCredit,
-        .billingStoreNotification,
+        .billingStoreNotification, .storyGenerate, .storyIllustrate, .storyRead,
     ]
 
     /// The event type published when a job of this type cannot be done (`<type>.failed`).
@@ -33,6 +39,7 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         switch self {
         case .chartCalculate: return "chart.failed"
         case .reportRequest, .reportGenerate: return "report.failed"
+        case .storyGenerate, .storyIllustrate, .storyRead: return "story.failed"
         default: return EventType(rawValue: rawValue + ".failed")
         }
     }

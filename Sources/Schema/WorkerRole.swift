@@ -6,13 +6,17 @@ public enum WorkerRole: String, CaseIterable, Sendable {
     case chartWorker = "astro_chart_worker"
     case reportWorker = "astro_report_worker"
     case billingWorker = "astro_billing_worker"
+    /// Created by migration 0006 for Magical Stories.
+    case storyWorker = "astro_story_worker"
 
-    /// `CHART_WORKER_DB_PASSWORD`, `REPORT_WORKER_DB_PASSWORD`, `BILLING_WORKER_DB_PASSWORD`.
+    /// `CHART_WORKER_DB_PASSWORD`, `REPORT_WORKER_DB_PASSWORD`, `BILLING_WORKER_DB_PASSWORD`,
+    /// `STORY_WORKER_DB_PASSWORD`.
     public var passwordVariable: String {
         switch self {
         case .chartWorker: "CHART_WORKER_DB_PASSWORD"
         case .reportWorker: "REPORT_WORKER_DB_PASSWORD"
         case .billingWorker: "BILLING_WORKER_DB_PASSWORD"
+        case .storyWorker: "STORY_WORKER_DB_PASSWORD"
         }
     }
 

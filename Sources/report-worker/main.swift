@@ -32,20 +32,12 @@ let status = await WorkerMain.run(
         throw ConfigurationError(variable: "LLM_*", problem: "\(error)")
     }
     if let llm {
-        func price(_ name: String) throws -> Decimal {
-            guard let text = environment[name], !text.isEmpty else { return 0 }
-            guard let value = Decimal(string: text), value >= 0 else {
-                throw ConfigurationError(
-                    variable: name,
-                    problem: "expected a price in USD per million tokens, got \(text)"
-                )
-            }
-            return value
+        let pricing: LLMPricing
+        do {
+            pricing = try LLMPricing.fromEnvironment(environment)
+        } catch {
+            throw ConfigurationError(variable: "LLM_PRICE_*", problem: "\(error)")
         }
-        let pricing = LLMPricing(
-            inputPerMillionUSD: try price("LLM_PRICE_INPUT_PER_1M_USD"),
-            outputPerMillionUSD: try price("LLM_PRICE_OUTPUT_PER_1M_USD")
-        )
         // Charts are read in the jobs' prepare step, outside the commit transactions.
         let pool = PostgresPool(
             configuration: configuration.database,

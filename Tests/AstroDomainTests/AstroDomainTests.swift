@@ -27,7 +27,8 @@ import Testing
 
 @Suite struct JobTypeTests {
     @Test func contractJobTypesAndFailedEvents() {
-        #expect(JobType.all.count == 6)
+        #expect(JobType.all.count == 9)
+        #expect(JobType.storyIllustrate.failedEvent == "story.failed")
         #expect(JobType.chartCalculate.failedEvent == "chart.failed")
         #expect(JobType.reportRequest.failedEvent == "report.failed")
         #expect(JobType.reportGenerate.failedEvent == "report.failed")

@@ -1,0 +1,275 @@
+import AstroDomain
+import Foundation
+import Logging
+import Postgres
+import Stories
+import StoryIllustration
+import WorkerRuntime
+
+/// `story.illustrate`: illustrates a story's pages in page order.
+///
+/// Each page moves `notStarted`/`failed` → `generating` → `generated` (image stored, path set) or
+/// `failed` (with the reason), and each move is committed as it happens, so `astroctl stories
+/// show` and the app see the progress. The image of the latest page drawn before it is passed to
+/// the illustrator as context, for a consistent look. A page that fails does not stop the others;
+/// the job then ends `failed` (`pages-not-illustrated`, naming the pages) and a later
+/// `story.illustrate` with `pages: [n]` redraws exactly those.
+///
+/// A page being drawn is claimed by the job (`illustration_job`): a redelivery of the same job
+/// takes its pages back, another job only takes a claim older than `claimLease` (its worker died).
+/// `story.illustrated` reports what was drawn, what failed and what was left to another job.
+public struct StoryIllustrateHandler: JobHandler {
+    public let jobType = JobType.storyIllustrate
+    private let pool: PostgresPool
+    private let illustrator: any StoryIllustrator
+    private let storage: IllustrationStorage
+    private let claimLease: Duration
+    private let logger: Logger
+
+    /// - Parameters:
+    ///   - pool: page state is written through it as each page moves, outside the job's transaction.
+    ///   - claimLease: how old another job's `generating` claim must be before this job takes the page.
+    public init(
+        pool: PostgresPool,
+        illustrator: any StoryIllustrator,
+        storage: IllustrationStorage,
+        claimLease: Duration = .seconds(600),
+        logger: Logger
+    ) {
+        self.pool = pool
+        self.illustrator = illustrator
+        self.storage = storage
+        self.claimLease = claimLease
+        self.logger = logger
+    }
+
+    public struct PageFailure: Sendable, Hashable {
+        public var page: Int
+        public var error: JobError
+    }
+
+    public struct Prepared: Sendable {
+        var request: StoryIllustrateRequest
+        var generated: [Int]
+        var failed: [PageFailure]
+        /// Pages another job holds right now.
+        var skipped: [Int]
+    }
+
+    private struct StoredPage: Sendable {
+        var number: Int
+        var text: String
+        var status: String
+        var path: String?
+    }
+
+    private struct StoryFacts: Sendable {
+        var title: String
+        var theme: String
+        var ageGroup: StoryAgeGroup
+        var language: ReportLanguage
+        var mainCharacter: String
+        var childName: String
+        var pages: [StoredPage]
+    }
+
+    public func prepare(_ job: JobEnvelope) async throws -> Prepared {
+        let request = try job.decode(StoryIllustrateRequest.self)
+        if let pages = request.pages {
+            guard !pages.isEmpty, Set(pages).count == pages.count, pages.allSatisfy({ $0 >= 1 }) else {
+                throw JobRejection(
+                    code: "invalid-pages",
+                    message: "pages must be distinct page numbers from 1, got \(pages)"
+                )
+            }
+        }
+        let story = try await load(request.storyID)
+        let numbers = story.pages.map(\.number)
+        if let wanted = request.pages, let missing = wanted.first(where: { !numbers.contains($0) }) {
+            throw JobRejection(
+                code: "invalid-pages",
+                message: "the story has pages 1…\(numbers.count); there is no page \(missing)"
+            )
+        }
+        let explicit = request.pages != nil
+        let targets = request.pages?.sorted() ?? story.pages.filter { $0.status != "generated" }.map(\.number)
+
+        var generated: [Int] = []
+        var failed: [PageFailure] = []
+        var skipped: [Int] = []
+        for number in targets {
+            let page = story.pages[number - 1]
+            guard try await claim(request, page: number, explicit: explicit) else {
+                skipped.append(number)
+                continue
+            }
+            // The latest page before this one that has a picture now (drawn earlier or just now).
+            let previousPath = try await pool.withConnection { database in
+                try database.query(
+                    """
+                    SELECT illustration_path FROM stories.pages
+                    WHERE story_id = $1 AND page_number < $2 AND illustration_status = 'generated'
+                    ORDER BY page_number DESC LIMIT 1
+                    """,
+                    [request.storyID, number]
+                ).first?.decode(String?.self, "illustration_path")
+            }
+            let illustration = IllustrationRequest(
+                storyID: request.storyID,
+                title: story.title,
+                theme: story.theme,
+                ageGroup: story.ageGroup,
+                language: story.language,
+                mainCharacter: story.mainCharacter,
+                childName: story.childName,
+                pageNumber: number,
+                pageCount: story.pages.count,
+                pageText: page.text,
+                previousImage: previousPath.flatMap { storage.load($0) }
+            )
+            let outcome: Result<String, JobError>
+            do {
+                let image = try await illustrator.illustrate(illustration)
+                outcome = .success(try storage.store(image, storyID: request.storyID, page: number))
+            } catch let error as IllustrationError {
+                outcome = .failure(JobError(code: error.code, message: error.message))
+            } catch let error as IllustrationStorageError {
+                outcome = .failure(JobError(code: "storage-failed", message: error.message))
+            }
+            switch outcome {
+            case .success(let path):
+                try await finish(request, page: number, status: "generated", path: path, error: nil)
+                generated.append(number)
+            case .failure(let error):
+                logger.warning(
+                    "page not illustrated",
+                    metadata: [
+                        "story_id": "\(request.storyID)", "page": "\(number)", "code": "\(error.code)",
+                        "reason": "\(error.message)",
+                    ]
+                )
+                try await finish(request, page: number, status: "failed", path: nil, error: error)
+                failed.append(PageFailure(page: number, error: error))
+            }
+        }
+        return Prepared(request: request, generated: generated, failed: failed, skipped: skipped)
+    }
+
+    public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
+        let request = prepared.request
+        let fields: [String: JSONValue] = [
+            "storyId": .string(request.storyID.uuidString.lowercased()),
+            "illustrator": .string(illustrator.name),
+            "generatedPages": .array(prepared.generated.map { .number(Double($0)) }),
+            "failedPages": .array(
+                prepared.failed.map {
+                    .object([
+                        "page": .number(Double($0.page)), "code": .string($0.error.code),
+                        "message": .string($0.error.message),
+                    ])
+                }
+            ),
+            "skippedPages": .array(prepared.skipped.map { .number(Double($0)) }),
+        ]
+        var error: JobError?
+        if !prepared.failed.isEmpty {
+            let pages = prepared.failed.map { String($0.page) }.joined(separator: ", ")
+            let reasons = prepared.failed.map { "page \($0.page): \($0.error)" }.joined(separator: "; ")
+            error = JobError(
+                code: "pages-not-illustrated",
+                message: "\(reasons). Retry with story.illustrate pages [\(pages)]"
+            )
+        }
+        let event = JobEvent(jobID: request.jobID, type: "story.illustrated", fields: fields, error: error)
+        return JobOutcome(
+            status: error.map { .failed($0) } ?? .succeeded,
+            result: .object(fields),
+            messages: [try .event(event)]
+        )
+    }
+
+    private func load(_ storyID: UUID) async throws -> StoryFacts {
+        let facts = try await pool.withConnection { database -> StoryFacts? in
+            guard
+                let row = try database.query(
+                    """
+                    SELECT title, theme, age_group, language, main_character, child_name
+                    FROM stories.stories WHERE id = $1
+                    """,
+                    [storyID]
+                ).first
+            else { return nil }
+            let pages = try database.query(
+                """
+                SELECT page_number, text, illustration_status, illustration_path FROM stories.pages
+                WHERE story_id = $1 ORDER BY page_number
+                """,
+                [storyID]
+            ).map { page throws(PostgresError) in
+                StoredPage(
+                    number: try page.decode(Int.self, "page_number"),
+                    text: try page.decode(String.self, "text"),
+                    status: try page.decode(String.self, "illustration_status"),
+                    path: try page.decode(String?.self, "illustration_path")
+                )
+            }
+            return StoryFacts(
+                title: try row.decode(String.self, "title"),
+                theme: try row.decode(String.self, "theme"),
+                ageGroup: StoryAgeGroup(rawValue: try row.decode(Int.self, "age_group")) ?? .preschool,
+                language: ReportLanguage(rawValue: try row.decode(String.self, "language")) ?? .en,
+                mainCharacter: try row.decode(String.self, "main_character"),
+                childName: try row.decode(String.self, "child_name"),
+                pages: pages
+            )
+        }
+        guard let facts else {
+            throw JobRejection(code: "story-not-found", message: "no story \(storyID.uuidString.lowercased())")
+        }
+        return facts
+    }
+
+    /// Takes the page for this job: `generating`, no picture, one more attempt. False when the
+    /// page is not this job's to draw (another job holds a fresh claim, or — without explicit
+    /// pages — it was drawn meanwhile).
+    private func claim(_ request: StoryIllustrateRequest, page: Int, explicit: Bool) async throws -> Bool {
+        let lease = Double(claimLease.components.seconds)
+        return try await pool.withConnection { database in
+            try database.execute(
+                """
+                UPDATE stories.pages SET illustration_status = 'generating', illustration_path = NULL,
+                    illustration_error = NULL, illustration_job = $3,
+                    illustration_attempts = illustration_attempts + 1, updated_at = now()
+                WHERE story_id = $1 AND page_number = $2 AND (
+                    illustration_status IN ('notStarted', 'failed')
+                    OR ($4 AND illustration_status = 'generated')
+                    OR (illustration_status = 'generating'
+                        AND (illustration_job = $3 OR updated_at < now() - make_interval(secs => $5))))
+                """,
+                [request.storyID, page, request.jobID.uuid, explicit, lease]
+            ) == 1
+        }
+    }
+
+    /// Records the page's end state, if the page is still this job's.
+    private func finish(
+        _ request: StoryIllustrateRequest,
+        page: Int,
+        status: String,
+        path: String?,
+        error: JobError?
+    ) async throws {
+        let name = illustrator.name
+        try await pool.withConnection { database in
+            _ = try database.execute(
+                """
+                UPDATE stories.pages SET illustration_status = $4, illustration_path = $5, illustration_error = $6,
+                    illustrator = CASE WHEN $4 = 'generated' THEN $7 ELSE illustrator END, updated_at = now()
+                WHERE story_id = $1 AND page_number = $2 AND illustration_job = $3
+                    AND illustration_status = 'generating'
+                """,
+                [request.storyID, page, request.jobID.uuid, status, path, error?.description, name]
+            )
+        }
+    }
+}

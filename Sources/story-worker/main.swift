@@ -1,0 +1,92 @@
+import Foundation
+import LLMClient
+import Logging
+import Postgres
+import Reports
+import Stories
+import StoryIllustration
+import StoryService
+import WorkerRuntime
+
+// The story-worker (Magical Stories): consumes story.generate, story.illustrate and story.read.
+// Stories are written by the built-in writer, or through an OpenAI-compatible LLM when
+// LLM_BASE_URL is set; pages are drawn by the built-in SVG illustrator, or through an
+// OpenAI-compatible images API when IMAGE_BASE_URL is set; images are stored under
+// STORY_STORAGE_ROOT. Configuration: the workers' environment variables plus these (README).
+let environment = ProcessInfo.processInfo.environment
+// 32 jobs in flight by default: an image or an LLM answer takes seconds, and waiting holds no thread.
+let status = await WorkerMain.run(
+    name: "story-worker",
+    defaultHTTPPort: 8084,
+    defaultPrefetch: 32,
+    queues: [.storyGenerate, .storyIllustrate, .storyRead]
+) { configuration, logger in
+    func setting<T>(_ variable: String, _ load: () throws -> T) throws -> T {
+        do {
+            return try load()
+        } catch {
+            throw ConfigurationError(variable: variable, problem: "\(error)")
+        }
+    }
+    let writer = try setting("(package resources)") { try BuiltInStoryWriter() }
+    let rules = try setting("(package resources)") { try AchievementRuleBook.load() }
+
+    var llmWriter: LLMStoryWriter?
+    if let llm = try setting("LLM_*", { try LLMConfiguration.fromEnvironment(environment) }) {
+        let pricing = try setting("LLM_PRICE_*") { try LLMPricing.fromEnvironment(environment) }
+        llmWriter = try setting("(package resources)") {
+            try LLMStoryWriter(client: LLMClient(configuration: llm), model: llm.model, pricing: pricing)
+        }
+    }
+
+    let illustrator: any StoryIllustrator
+    if let images = try setting("IMAGE_*", { try ImageConfiguration.fromEnvironment(environment) }) {
+        illustrator = ImageAPIIllustrator(client: ImageClient(configuration: images))
+    } else {
+        illustrator = try setting("(package resources)") { try BuiltInIllustrator() }
+    }
+    let rootText = environment["STORY_STORAGE_ROOT"].flatMap { $0.isEmpty ? nil : $0 } ?? "story-illustrations"
+    let storage = try setting("STORY_STORAGE_ROOT") {
+        try IllustrationStorage(root: URL(fileURLWithPath: rootText, isDirectory: true))
+    }
+    var lease = Duration.seconds(600)
+    if let text = environment["ILLUSTRATION_CLAIM_LEASE_SECONDS"], !text.isEmpty {
+        guard let seconds = Int(text), seconds >= 10 else {
+            throw ConfigurationError(
+                variable: "ILLUSTRATION_CLAIM_LEASE_SECONDS",
+                problem: "expected whole seconds ≥ 10, got \(text)"
+            )
+        }
+        lease = .seconds(seconds)
+    }
+
+    // Child profiles (story.generate) and page states (story.illustrate) are read and written in
+    // the jobs' prepare step, outside the commit transactions.
+    let pool = PostgresPool(
+        configuration: configuration.database,
+        options: .init(maxConnections: 4, acquireTimeout: configuration.databaseAcquireTimeout),
+        logger: logger
+    )
+    logger.info(
+        "story worker ready",
+        metadata: [
+            "writer": "\(llmWriter == nil ? "built-in" : "llm")",
+            "illustrator": "\(illustrator.name)",
+            "storage_root": "\(storage.root.path)",
+            "knowledge_base": "\(writer.knowledgeBase(.en).version), \(writer.knowledgeBase(.uk).version)",
+            "achievement_rules": "\(rules.version)",
+        ]
+    )
+    return [
+        StoryGenerateHandler(writer: writer, llm: llmWriter, pool: pool),
+        StoryIllustrateHandler(
+            pool: pool,
+            illustrator: illustrator,
+            storage: storage,
+            claimLease: lease,
+            logger: logger
+        ),
+        StoryReadHandler(rules: rules),
+    ]
+}
+exit(status)
