@@ -8,7 +8,9 @@ import Synchronization
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure throughput against the running servers and print the figures.",
-        subcommands: [BenchAMQP.self, BenchPostgres.self, BenchE2E.self, BenchChart.self, BenchVerify.self]
+        subcommands: [
+            BenchAMQP.self, BenchPostgres.self, BenchE2E.self, BenchChart.self, BenchVerify.self, BenchStories.self,
+        ]
     )
 }
 

@@ -16,9 +16,10 @@ struct Migrate: AsyncParsableCommand {
             (MIGRATE_ON_START), so this is for deployments that migrate in a separate step.
 
             Each worker connects as its own database role (astro_chart_worker, astro_report_worker,
-            astro_billing_worker), which the migrations create without login. Set
-            CHART_WORKER_DB_PASSWORD, REPORT_WORKER_DB_PASSWORD and BILLING_WORKER_DB_PASSWORD and
-            this command lets each role log in with that password (set again on every run).
+            astro_billing_worker, astro_story_worker), which the migrations create without login. Set
+            CHART_WORKER_DB_PASSWORD, REPORT_WORKER_DB_PASSWORD, BILLING_WORKER_DB_PASSWORD and
+            STORY_WORKER_DB_PASSWORD and this command lets each role log in with that password (set
+            again on every run).
             """
     )
 

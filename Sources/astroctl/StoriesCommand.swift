@@ -3,13 +3,17 @@ import AstroDomain
 import Foundation
 import Stories
 
-/// `astroctl stories`: Magical Stories from the command line. So far the offline preview; the
-/// jobs (generate, illustrate, read) come with the story worker.
+/// `astroctl stories`: Magical Stories from the command line — the story-worker's jobs
+/// (generate, illustrate, read), what is stored (show, achievements), collections, and an offline
+/// preview of the built-in writer.
 struct StoriesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stories",
-        abstract: "Magical Stories: write a children's story.",
-        subcommands: [StoriesPreview.self]
+        abstract: "Magical Stories: write, illustrate and read children's stories.",
+        subcommands: [
+            StoriesGenerate.self, StoriesIllustrate.self, StoriesRead.self, StoriesShow.self,
+            StoriesAchievements.self, StoriesCollection.self, StoriesPreview.self,
+        ]
     )
 }
 

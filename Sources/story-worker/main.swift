@@ -13,7 +13,6 @@ import WorkerRuntime
 // LLM_BASE_URL is set; pages are drawn by the built-in SVG illustrator, or through an
 // OpenAI-compatible images API when IMAGE_BASE_URL is set; images are stored under
 // STORY_STORAGE_ROOT. Configuration: the workers' environment variables plus these (README).
-let environment = ProcessInfo.processInfo.environment
 // 32 jobs in flight by default: an image or an LLM answer takes seconds, and waiting holds no thread.
 let status = await WorkerMain.run(
     name: "story-worker",
@@ -21,6 +20,8 @@ let status = await WorkerMain.run(
     defaultPrefetch: 32,
     queues: [.storyGenerate, .storyIllustrate, .storyRead]
 ) { configuration, logger in
+    // Read here, not from a top-level variable: this closure runs off the main actor.
+    let environment = ProcessInfo.processInfo.environment
     func setting<T>(_ variable: String, _ load: () throws -> T) throws -> T {
         do {
             return try load()
@@ -45,7 +46,8 @@ let status = await WorkerMain.run(
     } else {
         illustrator = try setting("(package resources)") { try BuiltInIllustrator() }
     }
-    let rootText = environment["STORY_STORAGE_ROOT"].flatMap { $0.isEmpty ? nil : $0 } ?? "story-illustrations"
+    var rootText = "story-illustrations"
+    if let text = environment["STORY_STORAGE_ROOT"], !text.isEmpty { rootText = text }
     let storage = try setting("STORY_STORAGE_ROOT") {
         try IllustrationStorage(root: URL(fileURLWithPath: rootText, isDirectory: true))
     }

@@ -138,4 +138,19 @@ struct WorkerRoleTests {
         #expect(await failure(billing, "INSERT INTO report_purchases DEFAULT VALUES") == "42501")
         await billing.close()
     }
+
+    @Test func theStoryWorkersRoleKeepsToTheStoriesSchema() async throws {
+        let (_, credit) = try await creditHolder()
+        let story = try await connect(as: .storyWorker)
+        #expect(await failure(story, "INSERT INTO users (id) VALUES (gen_random_uuid())") == nil)
+        #expect(await failure(story, "UPDATE stories.pages SET text = text WHERE false") == nil)
+        #expect(await failure(story, "SELECT count(*) FROM stories.achievements") == nil)
+        // Readings are history: recorded, never rewritten or removed; stories are never deleted.
+        #expect(await failure(story, "UPDATE stories.story_reads SET read_at = read_at WHERE false") == "42501")
+        #expect(await failure(story, "DELETE FROM stories.stories WHERE false") == "42501")
+        #expect(await failure(story, "SELECT 1 FROM purchase_credits WHERE id = $1", [credit]) == "42501")
+        #expect(await failure(story, "SELECT 1 FROM birth_charts") == "42501")
+        #expect(await failure(story, "CREATE TABLE stories.sneaky (id int)") == "42501")
+        await story.close()
+    }
 }
