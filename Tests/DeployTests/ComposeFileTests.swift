@@ -18,7 +18,21 @@ private let repositoryRoot: URL = {
         .deletingLastPathComponent()
 }()
 
-private let workers = ["chart-worker", "report-worker", "billing-worker"]
+private let workers = ["chart-worker", "report-worker", "billing-worker", "story-worker"]
+
+/// Jobs in flight per worker (`PREFETCH`) when .env sets nothing: the workers' own defaults
+/// (Sources/<worker>/main.swift), and the variable that changes it.
+private let prefetchDefaults: [String: (variable: String, value: Int)] = [
+    "chart-worker": ("PREFETCH", 16), "report-worker": ("REPORT_PREFETCH", 32),
+    "billing-worker": ("PREFETCH", 16), "story-worker": ("STORY_PREFETCH", 32),
+]
+
+/// The OpenAI-compatible endpoints each worker may call: passed through from .env, empty by
+/// default (the built-in writer or illustrator).
+private let apiSettings: [String: [String]] = [
+    "report-worker": ["LLM"],
+    "story-worker": ["LLM", "IMAGE"],
+]
 
 /// What `BILLING_ENVIRONMENT` accepts (Sources/Billing/BillingConfiguration.swift).
 private let storeEnvironments: Set<String> = ["Production", "Sandbox", "Xcode", "LocalTesting"]
@@ -193,6 +207,88 @@ private struct ComposeFile {
         #expect(
             workerDefault == migrateDefault,
             "\(worker): \(variable) defaults to \(workerDefault) in DATABASE_URL but to \(migrateDefault) in migrate"
+        )
+    }
+
+    @Test(arguments: workers)
+    func workerKeepsItsDefaultNumberOfJobsInFlight(worker: String) throws {
+        let expected = try #require(prefetchDefaults[worker], "no PREFETCH default known for \(worker)")
+        let value = environmentOf(try ComposeFile.load().service(worker))["PREFETCH"] ?? ""
+        #expect(
+            variableNames(in: value).first == expected.variable,
+            "\(worker): PREFETCH must come from ${\(expected.variable)...}, got \(value)"
+        )
+        #expect(
+            Int(resolvedDefault(value)) == expected.value,
+            "\(worker): PREFETCH defaults to \(resolvedDefault(value)), not \(expected.value)"
+        )
+    }
+
+    @Test(arguments: apiSettings.keys.sorted())
+    func workerPassesItsAPISettingsThrough(worker: String) throws {
+        let environment = environmentOf(try ComposeFile.load().service(worker))
+        for prefix in apiSettings[worker] ?? [] {
+            // Empty base URL, model and key by default: the built-in writer or illustrator.
+            for suffix in ["BASE_URL", "MODEL", "API_KEY"] {
+                let variable = "\(prefix)_\(suffix)"
+                let value = environment[variable]
+                #expect(value != nil, "\(worker): environment lacks \(variable)")
+                if let value {
+                    #expect(
+                        variableNames(in: value) == [variable] && resolvedDefault(value).isEmpty,
+                        "\(worker): \(variable) must be ${\(variable):-} (empty by default), got \(value)"
+                    )
+                }
+            }
+            let tuning =
+                prefix == "LLM"
+                ? ["LLM_PRICE_INPUT_PER_1M_USD", "LLM_PRICE_OUTPUT_PER_1M_USD"]
+                : ["IMAGE_SIZE", "IMAGE_TIMEOUT_SECONDS", "IMAGE_MAX_ATTEMPTS", "IMAGE_DEADLINE_SECONDS"]
+            for variable in tuning {
+                let value = environment[variable]
+                #expect(
+                    value.map { variableNames(in: $0).first == variable } == true,
+                    "\(worker): \(variable) must come from ${\(variable)...}, got \(value ?? "nothing")"
+                )
+            }
+        }
+    }
+
+    @Test func storyWorkerStoresIllustrationsOnANamedVolumeItsUserMayWrite() throws {
+        let compose = try ComposeFile.load()
+        let story = try compose.service("story-worker")
+        let root = try #require(
+            environmentOf(story)["STORY_STORAGE_ROOT"],
+            "story-worker: environment lacks STORY_STORAGE_ROOT (the images would land in the container's layer)"
+        )
+        #expect(root.hasPrefix("/"), "story-worker: STORY_STORAGE_ROOT \(root) is not an absolute path")
+        let mounts = list(story["volumes"]).compactMap(volumeMount)
+        let mount = try #require(
+            mounts.first { $0.target == root },
+            "story-worker: volumes mount nothing at STORY_STORAGE_ROOT \(root)"
+        )
+        #expect(
+            compose.volumes.contains(mount.source),
+            "story-worker: \(mount.source) is not a named volume declared under top-level volumes"
+        )
+        let entries = list(story["volumes"]).filter { volumeMount($0)?.target == root }
+        let readOnly = entries.contains {
+            (text($0)?.hasSuffix(":ro") ?? false) || mapping($0)?["read_only"] as? Bool == true
+        }
+        #expect(!readOnly, "story-worker: the volume at \(root) is mounted read-only")
+        // A new named volume starts as a copy of the image's folder, owner included: the runtime
+        // stage must create it for the user the programs run as.
+        let recipe = try String(
+            contentsOf: repositoryRoot.appendingPathComponent("deploy/Dockerfile"),
+            encoding: .utf8
+        )
+        let runtime = recipe.components(separatedBy: "FROM ${RUNTIME_IMAGE}").last ?? ""
+        let creating = runtime.split(separator: "\n").filter {
+            !$0.trimmingCharacters(in: .whitespaces).hasPrefix("#") && $0.contains(root)
+        }
+        #expect(
+            creating.contains { ($0.contains("install -d") && $0.contains("-o 10001")) || $0.contains("chown 10001") },
+            "deploy/Dockerfile: the runtime stage must create \(root) owned by uid 10001, got \(creating)"
         )
     }
 

@@ -40,9 +40,11 @@ struct KubernetesManifestTests {
     func renders(target: Target) {
         let rendering = target.render()
         #expect(rendering.problems.isEmpty, "\(target.rawValue):\n\(rendering.problems.joined(separator: "\n"))")
+        let workers = Worker.all.count
         let required: [(kind: String, count: Int)] = [
-            ("Deployment", 3), ("Job", 1), ("ScaledObject", 3), ("PodDisruptionBudget", 3),
+            ("Deployment", workers), ("Job", 1), ("ScaledObject", workers), ("PodDisruptionBudget", workers),
             ("TriggerAuthentication", 1), ("ServiceAccount", 1), ("ConfigMap", 1), ("Secret", 1),
+            ("PersistentVolumeClaim", 1),
         ]
         for (kind, count) in required {
             #expect(
@@ -168,9 +170,28 @@ struct KubernetesManifestTests {
         )
         let prefetch = env.value("PREFETCH").flatMap { Int($0) }
         #expect(
-            prefetch == (worker.name == "report-worker" ? 32 : 16),
-            "\(place): PREFETCH \(String(describing: prefetch)) differs from the worker's default"
+            prefetch == worker.prefetch,
+            "\(place): PREFETCH \(String(describing: prefetch)) differs from the worker's default \(worker.prefetch)"
         )
+        // The OpenAI-compatible endpoints are configured (empty: the built-in writer or illustrator).
+        let apiSettings: [String: [String]] = [
+            "report-worker": [
+                "LLM_BASE_URL", "LLM_MODEL", "LLM_PRICE_INPUT_PER_1M_USD", "LLM_PRICE_OUTPUT_PER_1M_USD",
+            ],
+            "story-worker": [
+                "LLM_BASE_URL", "LLM_MODEL", "LLM_PRICE_INPUT_PER_1M_USD", "LLM_PRICE_OUTPUT_PER_1M_USD",
+                "IMAGE_BASE_URL", "IMAGE_MODEL", "IMAGE_SIZE", "IMAGE_TIMEOUT_SECONDS", "IMAGE_MAX_ATTEMPTS",
+                "IMAGE_DEADLINE_SECONDS",
+            ],
+        ]
+        for variable in apiSettings[worker.name] ?? [] {
+            #expect(env.value(variable) != nil, "\(place): \(variable) is not set (empty for the built-in default)")
+        }
+        for variable in ["LLM_BASE_URL", "IMAGE_BASE_URL"] {
+            if let url = env.value(variable), !url.isEmpty {
+                #expect(url.hasPrefix("https://"), "\(place): \(variable) \(url) must be https")
+            }
+        }
         switch worker.name {
         case "chart-worker":
             // Foundation counts the node's cores, not the container's: the thread count must be explicit.
@@ -189,6 +210,15 @@ struct KubernetesManifestTests {
                 ["Production", "Sandbox", "Xcode", "LocalTesting"].contains(environment),
                 "\(place): BILLING_ENVIRONMENT \(environment.debugDescription) is not a store environment"
             )
+        case "story-worker":
+            let size = env.value("IMAGE_SIZE") ?? ""
+            let sides = size.split(separator: "x", omittingEmptySubsequences: false).compactMap { Int($0) }
+            #expect(
+                sides.count == 2 && sides.allSatisfy { (64...4096).contains($0) },
+                "\(place): IMAGE_SIZE \(size.debugDescription) is not <width>x<height> (64…4096 each)"
+            )
+            let lease = env.value("ILLUSTRATION_CLAIM_LEASE_SECONDS").flatMap { Int($0) } ?? 600
+            #expect(lease >= 10, "\(place): ILLUSTRATION_CLAIM_LEASE_SECONDS \(lease) is below 10")
         default:
             break
         }
@@ -216,7 +246,12 @@ struct KubernetesManifestTests {
                 "\(place): \(variable) holds credentials and must come from a Secret"
             )
         }
-        #expect(env.entries["LLM_API_KEY"] == nil, "\(place): LLM_API_KEY must not be set; mount LLM_API_KEY_FILE")
+        for prefix in ["LLM", "IMAGE"] {
+            #expect(
+                env.entries["\(prefix)_API_KEY"] == nil,
+                "\(place): \(prefix)_API_KEY must not be set; mount \(prefix)_API_KEY_FILE"
+            )
+        }
 
         // The worker's own role: the Secret is the worker's alone, and user, username and role agree.
         let databaseSecret = env.entries["DATABASE_URL"]?.secret?.name ?? ""
@@ -239,10 +274,11 @@ struct KubernetesManifestTests {
         }
 
         // Key files are mounted from a Secret holding them, never passed in the environment.
-        let files: [String: String] = [
-            "report-worker": "LLM_API_KEY_FILE", "billing-worker": "APPSTORE_API_PRIVATE_KEY_FILE",
+        let files: [String: [String]] = [
+            "report-worker": ["LLM_API_KEY_FILE"], "billing-worker": ["APPSTORE_API_PRIVATE_KEY_FILE"],
+            "story-worker": ["LLM_API_KEY_FILE", "IMAGE_API_KEY_FILE"],
         ]
-        if let variable = files[worker.name] {
+        for variable in files[worker.name] ?? [] {
             let path = try #require(env.value(variable), "\(place): \(variable) is not set")
             let file = secretFile(at: path, pod: pod, container: container, rendering: rendering)
             #expect(file != nil, "\(place): \(variable) \(path) is not a file mounted from a key of a Secret")
@@ -448,6 +484,72 @@ struct KubernetesManifestTests {
         }
     }
 
+    @Test(
+        "story-worker: STORY_STORAGE_ROOT is a shared ReadWriteMany claim, writable on the read-only root",
+        arguments: Target.allCases
+    )
+    func storyStorage(target: Target) throws {
+        let rendering = target.render()
+        let deployment = try #require(
+            rendering.first("Deployment", "story-worker"),
+            "\(target.rawValue): no Deployment story-worker"
+        )
+        let place = "\(target.rawValue): \(deployment.label)"
+        let pod = deployment.pod
+        let container = try #require(
+            pod["containers"].list.first { $0["name"].string == "story-worker" },
+            "\(place): no container named story-worker"
+        )
+        let env = Environment(container: container, rendering: rendering)
+        let root = try #require(
+            env.value("STORY_STORAGE_ROOT"),
+            "\(place): STORY_STORAGE_ROOT is not set (the worker would write into its read-only working directory)"
+        )
+        #expect(root.hasPrefix("/"), "\(place): STORY_STORAGE_ROOT \(root) is not an absolute path")
+        let mountPath = root.count > 1 && root.hasSuffix("/") ? String(root.dropLast()) : root
+        let mount = try #require(
+            container["volumeMounts"].list.first { $0["mountPath"].string == mountPath },
+            "\(place): nothing is mounted at STORY_STORAGE_ROOT \(root) (the root filesystem is read-only)"
+        )
+        #expect(mount["readOnly"].bool != true, "\(place): the volume at \(root) is mounted read-only")
+        let volume = try #require(
+            pod["volumes"].list.first { $0["name"] == mount["name"] },
+            "\(place): no volume \(mount["name"]) for the mount at \(root)"
+        )
+        let claimName = try #require(
+            volume["persistentVolumeClaim"]["claimName"].string,
+            "\(place): volume \(volume["name"]) is not a PersistentVolumeClaim; the images must persist and be shared"
+        )
+        #expect(
+            volume["persistentVolumeClaim"]["readOnly"].bool != true,
+            "\(place): the claim \(claimName) is mounted read-only"
+        )
+        let claim = try #require(
+            rendering.first("PersistentVolumeClaim", claimName),
+            "\(place): PersistentVolumeClaim \(claimName) is not defined"
+        )
+        #expect(claim.apiVersion == "v1", "\(claim.label): apiVersion \(claim.apiVersion)")
+        let modes = claim.value["spec"]["accessModes"].list.compactMap(\.string)
+        #expect(
+            modes.contains("ReadWriteMany"),
+            "\(claim.label): accessModes \(modes) lack ReadWriteMany; every replica, on any node, shares the images"
+        )
+        let storage = claim.value["spec"]["resources"]["requests"]["storage"].quantity ?? 0
+        #expect(storage > 0, "\(claim.label): resources.requests.storage is missing or not a quantity")
+        // Writable by the image's user: the pod's group (fsGroup) owns the volume.
+        #expect(
+            pod["securityContext"]["fsGroup"].int == imageUser,
+            "\(place): fsGroup must be \(imageUser) so the volume is writable by the worker"
+        )
+        // Only the story-worker writes the images; no other worker mounts the claim.
+        for other in Worker.all where other.name != "story-worker" {
+            let claims =
+                rendering.first("Deployment", other.name)?.pod["volumes"].list
+                .compactMap { $0["persistentVolumeClaim"]["claimName"].string } ?? []
+            #expect(!claims.contains(claimName), "\(target.rawValue): \(other.name) also mounts \(claimName)")
+        }
+    }
+
     @Test("a PodDisruptionBudget per worker", arguments: Worker.all, Target.allCases)
     func disruptionBudget(worker: Worker, target: Target) throws {
         let rendering = target.render()
@@ -510,7 +612,10 @@ struct KubernetesManifestTests {
         #expect(production.problems.isEmpty, "\(production.problems.joined(separator: "\n"))")
         var clients = Worker.all.compactMap { production.first("Deployment", $0.name) }
         clients += production.all("Job")
-        #expect(clients.count == 4, "\(directory): expected three worker Deployments and the migrate Job")
+        #expect(
+            clients.count == Worker.all.count + 1,
+            "\(directory): expected \(Worker.all.count) worker Deployments and the migrate Job"
+        )
         for client in clients {
             let queueType = Environment(container: client.container, rendering: production).value("QUEUE_TYPE")
             #expect(queueType == "quorum", "\(directory): \(client.label) runs with QUEUE_TYPE \(queueType ?? "unset")")
@@ -560,7 +665,7 @@ struct KubernetesManifestTests {
         }
     }
 
-    @Test("production PostgreSQL: CloudNativePG with the three worker roles as managed login roles")
+    @Test("production PostgreSQL: CloudNativePG with the worker roles as managed login roles")
     func cloudNativePG() throws {
         let production = Target.production.render()
         let clusters = production.all("Cluster").filter { $0.apiVersion == "postgresql.cnpg.io/v1" }
@@ -600,7 +705,10 @@ struct KubernetesManifestTests {
         // Every database client connects to the primary's service.
         var clients = Worker.all.compactMap { production.first("Deployment", $0.name) }
         clients += production.all("Job")
-        #expect(clients.count == 4, "production: expected three worker Deployments and the migrate Job")
+        #expect(
+            clients.count == Worker.all.count + 1,
+            "production: expected \(Worker.all.count) worker Deployments and the migrate Job"
+        )
         for client in clients {
             let env = Environment(container: client.container, rendering: production)
             let components = URLComponents(string: env.value("DATABASE_URL") ?? "")
@@ -629,6 +737,12 @@ struct KubernetesManifestTests {
         for secret in secrets {
             #expect(text.contains(secret.name), "deploy/k8s/README.md does not say what Secret \(secret.name) holds")
         }
+        for claim in Target.base.render().all("PersistentVolumeClaim") {
+            #expect(text.contains(claim.name), "deploy/k8s/README.md does not explain the volume \(claim.name)")
+            for mode in claim.value["spec"]["accessModes"].list.compactMap(\.string) {
+                #expect(text.contains(mode), "deploy/k8s/README.md does not say why \(claim.name) is \(mode)")
+            }
+        }
     }
 }
 
@@ -642,6 +756,8 @@ extension KubernetesManifestTests {
         var queues: [String]
         var role: String
         var passwordVariable: String
+        /// Jobs in flight per pod (`PREFETCH`): the worker's default in Sources/<name>/main.swift.
+        var prefetch: Int = 16
 
         var testDescription: String { name }
 
@@ -656,7 +772,8 @@ extension KubernetesManifestTests {
                 name: "report-worker",
                 queues: ["report.generate"],
                 role: "astro_report_worker",
-                passwordVariable: "REPORT_WORKER_DB_PASSWORD"
+                passwordVariable: "REPORT_WORKER_DB_PASSWORD",
+                prefetch: 32
             ),
             Worker(
                 name: "billing-worker",
@@ -665,6 +782,13 @@ extension KubernetesManifestTests {
                 ],
                 role: "astro_billing_worker",
                 passwordVariable: "BILLING_WORKER_DB_PASSWORD"
+            ),
+            Worker(
+                name: "story-worker",
+                queues: ["story.generate", "story.illustrate", "story.read"],
+                role: "astro_story_worker",
+                passwordVariable: "STORY_WORKER_DB_PASSWORD",
+                prefetch: 32
             ),
         ]
     }
@@ -1158,6 +1282,8 @@ private func collectReferences(
             case ("configMapKeyRef", .map): add("ConfigMap", item, key: item["key"].string ?? "", at: at)
             case ("secretKeyRef", .map): add("Secret", item, key: item["key"].string ?? "", at: at)
             case ("passwordSecret", .map): add("Secret", item, at: at)
+            case ("persistentVolumeClaim", .map):
+                add("PersistentVolumeClaim", item, nameField: "claimName", at: at)
             case ("secret", .map):
                 // A pod volume (secretName, items) or a projection / CloudNativePG reference (name).
                 add("Secret", item, nameField: item["secretName"] != .null ? "secretName" : "name", at: at)
