@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The end-to-end demo: installs what is missing, builds, starts a throwaway RabbitMQ and
-# PostgreSQL, applies the schema, starts the three workers and a sample worker, publishes jobs
+# PostgreSQL, applies the schema, starts the four workers and a sample worker, publishes jobs
 # that succeed, retry and get dead-lettered, computes a natal chart through the chart-worker,
-# shows what became of them all, and stops everything.
+# buys and spends a report credit, writes, illustrates and reads a children's story, shows what
+# became of them all, and stops everything.
 # Exit status 0 means every step did what it should.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -45,22 +46,25 @@ wait_status() { # jobId expected
 
 echo "==> astroctl migrate (as the schema owner; it also lets each worker's own database role log in)"
 export CHART_WORKER_DB_PASSWORD=demo-chart REPORT_WORKER_DB_PASSWORD=demo-report BILLING_WORKER_DB_PASSWORD=demo-billing
+export STORY_WORKER_DB_PASSWORD=demo-story
 "$astroctl" migrate
 # Each worker connects as its own least-privilege role, as docker compose and Kubernetes do.
 role_url() { echo "$DATABASE_URL" | sed -E "s#//[^@]*@#//$1:$2@#"; }
 url_chart_worker=$(role_url astro_chart_worker "$CHART_WORKER_DB_PASSWORD")
 url_report_worker=$(role_url astro_report_worker "$REPORT_WORKER_DB_PASSWORD")
 url_billing_worker=$(role_url astro_billing_worker "$BILLING_WORKER_DB_PASSWORD")
+url_story_worker=$(role_url astro_story_worker "$STORY_WORKER_DB_PASSWORD")
 url_sample_worker=$DATABASE_URL
 
 echo "==> a development PKI for signing test purchases (the billing-worker trusts it instead of Apple's root)"
 pki=$ASTRO_STACK_DIR/dev-pki
 "$astroctl" billing dev-pki --out "$pki"
 
-echo "==> starting chart-worker, report-worker, billing-worker (each on its own database role) and a sample worker"
+echo "==> starting chart-worker, report-worker, billing-worker, story-worker (each on its own database role) and a sample worker"
 export HTTP_HOST=127.0.0.1 LOG_FORMAT=json MAX_ATTEMPTS=3 RETRY_INITIAL_DELAY_MS=300 RETRY_MAX_DELAY_MS=1200
 export BILLING_ENVIRONMENT=Sandbox BILLING_TRUSTED_ROOTS=$pki/root.der
-for worker in chart-worker report-worker billing-worker sample-worker; do
+export STORY_STORAGE_ROOT=$ASTRO_STACK_DIR/story-illustrations
+for worker in chart-worker report-worker billing-worker story-worker sample-worker; do
     port=$(free_port)
     url_var="url_${worker//-/_}"
     DATABASE_URL=${!url_var} MIGRATE_ON_START=false HTTP_PORT=$port SAMPLE_QUEUE=demo.sample \
@@ -71,6 +75,7 @@ done
 wait_ready chart-worker "$port_chart_worker"
 wait_ready report-worker "$port_report_worker"
 wait_ready billing-worker "$port_billing_worker"
+wait_ready story-worker "$port_story_worker"
 wait_ready sample-worker "$port_sample_worker"
 
 echo "==> publishing three sample jobs: one that succeeds, one that fails twice then succeeds, one invalid"
@@ -115,6 +120,21 @@ echo "==> a Ukrainian career report requested: the billing-worker spends the cre
 echo
 "$astroctl" billing credits --user "$user"
 "$astroctl" billing ledger --user "$user"
+
+echo
+echo "==> Magical Stories: a story written by the story-worker (built-in writer), then illustrated page by page"
+"$astroctl" stories generate --user "$user" --child Mia --tz Europe/Kyiv --hero "Felix the Fox" \
+    --theme courage --age 0 --pages 4 --wait | tee "$ASTRO_STACK_DIR/story.txt"
+story=$(awk '$1 == "story" { print $2; exit }' "$ASTRO_STACK_DIR/story.txt")
+"$astroctl" stories illustrate "$story" --wait
+ls -l "$STORY_STORAGE_ROOT/$story"
+echo
+echo "==> read on three evenings in Kyiv: a 3-day streak in the child's own days"
+for ago in 3 2 1; do
+    "$astroctl" stories read "$story" --at "$(date -u -d "$ago days ago" +%Y-%m-%dT17:30:00Z)"
+done
+child=$(psql "$DATABASE_URL" -Atc "SELECT child_profile_id FROM stories.stories WHERE id = '$story'")
+"$astroctl" stories achievements --child "$child"
 
 echo
 echo "==> sample-worker metrics"
