@@ -156,18 +156,7 @@ public struct AchievementRuleBook: Sendable {
     ///   (or not 1 for a collection rule), an empty icon, a name or description missing for a language,
     ///   a placeholder the metric cannot fill, or a theme name missing for a language.
     public static func load(from file: URL) throws(StoryKnowledgeBaseError) -> AchievementRuleBook {
-        let data: Data
-        do {
-            data = try Data(contentsOf: file)
-        } catch {
-            throw StoryKnowledgeBaseError("cannot read \(file.path): \(error.localizedDescription)")
-        }
-        let decoded: File
-        do {
-            decoded = try JSONDecoder().decode(File.self, from: data)
-        } catch {
-            throw StoryKnowledgeBaseError("\(file.path) is not an achievement rules file: \(error)")
-        }
+        let decoded = try StoryKnowledgeBaseError.decode(File.self, from: file, as: "an achievement rules file")
         let path = file.path
         guard !decoded.version.trimmingCharacters(in: .whitespaces).isEmpty else {
             throw StoryKnowledgeBaseError("\(path): version is empty")

@@ -42,12 +42,11 @@ public struct StoryPromptTemplates: Sendable, Decodable {
         else {
             throw StoryKnowledgeBaseError("the StoryKnowledgeBase resource folder is missing from the Stories bundle")
         }
-        let templates: StoryPromptTemplates
-        do {
-            templates = try JSONDecoder().decode(StoryPromptTemplates.self, from: Data(contentsOf: url))
-        } catch {
-            throw StoryKnowledgeBaseError("\(language)/prompt.json is not valid: \(error)")
-        }
+        let templates = try StoryKnowledgeBaseError.decode(
+            StoryPromptTemplates.self,
+            from: url,
+            as: "a story prompt file"
+        )
         guard templates.language == language else {
             throw StoryKnowledgeBaseError("\(language)/prompt.json is for language \(templates.language)")
         }

@@ -83,18 +83,11 @@ public struct StoryKnowledgeBase: Sendable {
     ///
     /// - Throws: `StoryKnowledgeBaseError` naming what is missing or malformed.
     public static func load(language: ReportLanguage, file: URL) throws(StoryKnowledgeBaseError) -> StoryKnowledgeBase {
-        let data: Data
-        do {
-            data = try Data(contentsOf: file)
-        } catch {
-            throw StoryKnowledgeBaseError("cannot read \(file.path): \(error.localizedDescription)")
-        }
-        let decoded: File
-        do {
-            decoded = try JSONDecoder().decode(File.self, from: data)
-        } catch {
-            throw StoryKnowledgeBaseError("\(file.path) is not a story knowledge base: \(error)")
-        }
+        let (decoded, data) = try StoryKnowledgeBaseError.decodeKeepingBytes(
+            File.self,
+            from: file,
+            as: "a story knowledge base"
+        )
         guard decoded.language == language.rawValue else {
             throw StoryKnowledgeBaseError("\(file.path) is for language \(decoded.language), not \(language.rawValue)")
         }
@@ -144,4 +137,35 @@ public struct StoryKnowledgeBaseError: Error, Sendable, CustomStringConvertible 
     public var message: String
     public init(_ message: String) { self.message = message }
     public var description: String { message }
+
+    /// Reads and decodes one of the shipped data files.
+    ///
+    /// - Parameter what: what the file should be, for the message (e.g. "a story knowledge base").
+    /// - Throws: `StoryKnowledgeBaseError` naming the file: unreadable, or not `what`.
+    public static func decode<Value: Decodable>(
+        _ type: Value.Type,
+        from file: URL,
+        as what: String
+    ) throws(StoryKnowledgeBaseError) -> Value {
+        try decodeKeepingBytes(type, from: file, as: what).value
+    }
+
+    /// `decode(_:from:as:)`, also returning the file's bytes (to digest them into a version).
+    static func decodeKeepingBytes<Value: Decodable>(
+        _ type: Value.Type,
+        from file: URL,
+        as what: String
+    ) throws(StoryKnowledgeBaseError) -> (value: Value, bytes: Data) {
+        let data: Data
+        do {
+            data = try Data(contentsOf: file)
+        } catch {
+            throw StoryKnowledgeBaseError("cannot read \(file.path): \(error.localizedDescription)")
+        }
+        do {
+            return (try JSONDecoder().decode(Value.self, from: data), data)
+        } catch {
+            throw StoryKnowledgeBaseError("\(file.path) is not \(what): \(error)")
+        }
+    }
 }

@@ -99,12 +99,7 @@ struct IllustrationScenes: Sendable {
         file: URL,
         knowledgeBases: [StoryKnowledgeBase]
     ) throws(StoryKnowledgeBaseError) -> IllustrationScenes {
-        let decoded: File
-        do {
-            decoded = try JSONDecoder().decode(File.self, from: Data(contentsOf: file))
-        } catch {
-            throw StoryKnowledgeBaseError("\(file.path) is not the illustrator's scene data: \(error)")
-        }
+        let decoded = try StoryKnowledgeBaseError.decode(File.self, from: file, as: "the illustrator's scene data")
         func fail(_ message: String) -> StoryKnowledgeBaseError { StoryKnowledgeBaseError("\(file.path): \(message)") }
         func compile(
             _ text: String,
