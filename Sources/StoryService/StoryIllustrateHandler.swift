@@ -97,22 +97,17 @@ public struct StoryIllustrateHandler: JobHandler {
         var generated: [Int] = []
         var failed: [PageFailure] = []
         var skipped: [Int] = []
+        // Pictures as this job knows them: those stored when it started, then those it draws.
+        // (Another job drawing a page at the same moment is not waited for: the reference is a
+        // help for consistency, not a requirement.)
+        var paths = Dictionary(
+            uniqueKeysWithValues: story.pages.compactMap { page in page.path.map { (page.number, $0) } }
+        )
         for number in targets {
             let page = story.pages[number - 1]
             guard try await claim(request, page: number, explicit: explicit) else {
                 skipped.append(number)
                 continue
-            }
-            // The latest page before this one that has a picture now (drawn earlier or just now).
-            let previousPath = try await pool.withConnection { database in
-                try database.query(
-                    """
-                    SELECT illustration_path FROM stories.pages
-                    WHERE story_id = $1 AND page_number < $2 AND illustration_status = 'generated'
-                    ORDER BY page_number DESC LIMIT 1
-                    """,
-                    [request.storyID, number]
-                ).first?.decode(String?.self, "illustration_path")
             }
             let illustration = IllustrationRequest(
                 storyID: request.storyID,
@@ -125,7 +120,10 @@ public struct StoryIllustrateHandler: JobHandler {
                 pageNumber: number,
                 pageCount: story.pages.count,
                 pageText: page.text,
-                previousImage: previousPath.flatMap { storage.load($0) }
+                // The latest page before this one that has a picture.
+                previousImage: paths.filter { $0.key < number }.max { $0.key < $1.key }.flatMap {
+                    storage.load($0.value)
+                }
             )
             let outcome: Result<String, JobError>
             do {
@@ -140,6 +138,7 @@ public struct StoryIllustrateHandler: JobHandler {
             case .success(let path):
                 try await finish(request, page: number, status: "generated", path: path, error: nil)
                 generated.append(number)
+                paths[number] = path
             case .failure(let error):
                 logger.warning(
                     "page not illustrated",
@@ -150,6 +149,7 @@ public struct StoryIllustrateHandler: JobHandler {
                 )
                 try await finish(request, page: number, status: "failed", path: nil, error: error)
                 failed.append(PageFailure(page: number, error: error))
+                paths[number] = nil
             }
         }
         return Prepared(request: request, generated: generated, failed: failed, skipped: skipped)
