@@ -39,6 +39,11 @@ struct BenchStories: AsyncParsableCommand {
         help: "Illustrate through a local fake images endpoint answering after this many seconds."
     )
     var imageDelay: Double?
+    @Option(
+        help:
+            "Where the workers store the pictures (default: a fresh folder under the temporary directory, removed after)."
+    )
+    var storageRoot: String?
     @OptionGroup var connection: ConnectionOptions
 
     func validate() throws {
@@ -71,7 +76,8 @@ struct BenchStories: AsyncParsableCommand {
         var imageFake: OpenAIImagesFake?
         if let imageDelay { imageFake = try OpenAIImagesFake(defaultDelay: .milliseconds(Int(imageDelay * 1000))) }
         defer { imageFake?.stop() }
-        let storage = FileManager.default.temporaryDirectory.appendingPathComponent("bench-stories-\(UUID())")
+        let storage = URL(fileURLWithPath: storageRoot ?? NSTemporaryDirectory(), isDirectory: true)
+            .appendingPathComponent("bench-stories-\(UUID())")
         defer { try? FileManager.default.removeItem(at: storage) }
 
         var environment = ProcessInfo.processInfo.environment
