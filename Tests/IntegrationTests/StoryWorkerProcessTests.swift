@@ -176,8 +176,11 @@ struct StoryWorkerProcessTests {
         ])
         #expect(result.status == 1)
         #expect(result.error.contains("unknown-theme"))
-        let dead = try await publisher.queueState(BrokerNames.deadLetterQueue(of: JobType.storyGenerate.rawValue))
-        #expect(dead.messageCount >= 1)
+        // The job's row says dead once recorded; the dead letter reaches its queue just after.
+        try await RuntimeTestEnvironment.eventually("the job reaches story.generate.dead") {
+            try await publisher.queueState(BrokerNames.deadLetterQueue(of: JobType.storyGenerate.rawValue))
+                .messageCount >= 1
+        }
         worker.terminate()
         worker.waitUntilExit()
         await publisher.close()
