@@ -55,32 +55,28 @@ public struct ChartCalculateHandler: JobHandler {
         let request = prepared.request
         let birth = request.birthData
         let userID = request.userID.uuid
-        // Touching last_active_at at most once a minute keeps a busy user's row from becoming a
-        // lock every one of their concurrent jobs waits on.
-        try database.execute(
-            """
-            INSERT INTO users (id) VALUES ($1)
-            ON CONFLICT (id) DO UPDATE SET last_active_at = now()
-                WHERE users.last_active_at < now() - interval '1 minute'
-            """,
-            [userID]
-        )
-
         guard let requestedProfile = request.profileID?.uuid else {
-            // A new profile: nothing to compare with, so no look-ups: insert the profile and its
-            // chart. A name the user already has violates the unique constraint, which rolls the
-            // transaction back; the runtime replays a shared transaction job by job, so only this
-            // job fails, with the rejection below.
+            // A new profile: nothing to compare with, so no look-ups: the user, the profile and
+            // its chart in one statement (one round trip; the foreign keys are checked at its
+            // end, when all three rows exist). A name the user already has violates the unique
+            // constraint, which rolls the transaction back; the runtime replays a shared
+            // transaction job by job, so only this job fails, with the rejection below.
             let profileID = UUID()
             let chartID = UUID()
             do {
-                try Self.insertProfile(id: profileID, userID: userID, birth: birth, database: database)
+                try Self.insertNew(
+                    userID: userID,
+                    profileID: profileID,
+                    chartID: chartID,
+                    birth: birth,
+                    prepared: prepared,
+                    database: database
+                )
             } catch let error as PostgresError
                 where error.isUniqueViolation && error.constraint == "user_profiles_name_unique_per_user"
             {
                 throw Self.duplicateName(birth.name)
             }
-            try Self.insertChart(id: chartID, profileID: profileID, prepared: prepared, database: database)
             return try Self.outcome(
                 job: job,
                 request: request,
@@ -89,6 +85,7 @@ public struct ChartCalculateHandler: JobHandler {
                 unchanged: false
             )
         }
+        try Self.touchUser(userID, database: database)
         let profileID = requestedProfile
 
         // Updating a profile: the name is unique per user, and a clash is checked first.
@@ -171,6 +168,50 @@ public struct ChartCalculateHandler: JobHandler {
             profileID: profileID,
             chartID: chartID,
             unchanged: !profileChanged && !chartChanged
+        )
+    }
+
+    /// The user (created or touched), a new profile and its chart, in one statement.
+    private static func insertNew(
+        userID: UUID,
+        profileID: UUID,
+        chartID: UUID,
+        birth: BirthData,
+        prepared: Prepared,
+        database: PostgresConnection
+    ) throws {
+        try database.execute(
+            """
+            WITH touched_user AS (
+                INSERT INTO users (id) VALUES ($1)
+                ON CONFLICT (id) DO UPDATE SET last_active_at = now()
+                    WHERE users.last_active_at < now() - interval '1 minute'
+            ), new_profile AS (
+                INSERT INTO user_profiles (id, user_id, name, birth_date, birth_time, timezone, latitude,
+                    longitude, location_name)
+                VALUES ($2, $1, $3, $4::date, $5::time, $6, $7, $8, $9)
+            )
+            INSERT INTO birth_charts (id, profile_id, chart_data, house_system, input_digest, engine_version)
+            VALUES ($10, $2, $11::jsonb, $12, $13, $14)
+            """,
+            [
+                userID, profileID, birth.name, birth.birthDate, birth.birthTime, birth.timezone, birth.latitude,
+                birth.longitude, birth.locationName, chartID, prepared.chartJSON, prepared.houseSystem,
+                prepared.digest, ChartEngine.version,
+            ]
+        )
+    }
+
+    /// Creates the user if new; touching last_active_at at most once a minute keeps a busy
+    /// user's row from becoming a lock every one of their concurrent jobs waits on.
+    private static func touchUser(_ userID: UUID, database: PostgresConnection) throws {
+        try database.execute(
+            """
+            INSERT INTO users (id) VALUES ($1)
+            ON CONFLICT (id) DO UPDATE SET last_active_at = now()
+                WHERE users.last_active_at < now() - interval '1 minute'
+            """,
+            [userID]
         )
     }
 

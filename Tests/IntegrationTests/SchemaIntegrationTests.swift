@@ -199,4 +199,39 @@ struct SchemaIntegrationTests {
             )
         }
     }
+
+    /// Migration 0007: charts and reports are compressed with lz4 (this machine's PostgreSQL has
+    /// it), and a stored chart comes back unchanged.
+    @Test func chartsAndReportsAreCompressedWithLZ4() async throws {
+        try await inRolledBackTransaction { database in
+            let methods = try database.query(
+                """
+                SELECT attname, attcompression::text AS method FROM pg_attribute
+                WHERE (attrelid, attname) IN (('birth_charts'::regclass, 'chart_data'),
+                    ('report_purchases'::regclass, 'report_text'))
+                ORDER BY attname
+                """
+            ).map { try $0.decode(String.self, "method") }
+            #expect(methods == ["l", "l"])
+            let (_, profile) = try Self.seedProfile(database)
+            // Large enough to be compressed (over 2 kB).
+            let chart = "{\"planets\": [" + (0..<200).map { "{\"n\": \($0)}" }.joined(separator: ",") + "]}"
+            try database.execute(
+                """
+                INSERT INTO birth_charts (id, profile_id, chart_data, house_system, input_digest, engine_version)
+                VALUES ($1, $2, $3::jsonb, 'placidus', 'd', 'v')
+                """,
+                [UUID(), profile, chart]
+            )
+            let stored = try database.query(
+                """
+                SELECT pg_column_compression(chart_data) AS method, chart_data = $2::jsonb AS same
+                FROM birth_charts WHERE profile_id = $1
+                """,
+                [profile, chart]
+            ).first
+            #expect(try stored?.decode(String?.self, "method") == "lz4")
+            #expect(try stored?.decode(Bool.self, "same") == true)
+        }
+    }
 }
