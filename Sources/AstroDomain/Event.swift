@@ -13,6 +13,9 @@ public struct JobError: Error, Sendable, Hashable, Codable, CustomStringConverti
     }
 
     public var description: String { "\(code): \(message)" }
+
+    /// `{"code", "message"}`, as stored and published.
+    public var jsonValue: JSONValue { ["code": .string(code), "message": .string(message)] }
 }
 
 /// An outcome published on `astro.events`: `{"jobId", "type", "occurredAt", ...fields}` or
@@ -46,9 +49,9 @@ public struct JobEvent: Sendable, Hashable {
         object["type"] = .string(type.rawValue)
         object["occurredAt"] = .string(ISO8601.string(from: occurredAt))
         if let error {
-            object["error"] = ["code": .string(error.code), "message": .string(error.message)]
+            object["error"] = error.jsonValue
         }
-        return try JSONCoding.encoder.encode(JSONValue.object(object))
+        return JSONValue.object(object).jsonData()
     }
 }
 

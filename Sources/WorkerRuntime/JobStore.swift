@@ -48,6 +48,48 @@ enum JobStore {
         return .claimed
     }
 
+    /// `claim` for several jobs (distinct ids) in one statement: the claim of each job id, in
+    /// any order. Rows are locked in id order, so two such statements cannot deadlock.
+    /// - Important: call inside the jobs' transaction.
+    static func claim(
+        _ jobs: [(jobID: JobID, kind: JobType, attempt: Int)],
+        database: PostgresConnection
+    ) throws -> [JobID: Claim] {
+        guard !jobs.isEmpty else { return [:] }
+        let rows = JSONValue.array(
+            jobs.map {
+                [
+                    "id": .string($0.jobID.uuid.uuidString), "kind": .string($0.kind.rawValue),
+                    "attempts": .number(Double($0.attempt)),
+                ]
+            }
+        )
+        let claimed = try database.query(
+            """
+            INSERT INTO jobs (id, kind, status, attempts)
+            SELECT c.id, c.kind, 'running', c.attempts
+            FROM jsonb_to_recordset($1::jsonb) AS c(id uuid, kind text, attempts integer)
+            ORDER BY c.id
+            ON CONFLICT (id) DO UPDATE SET status = 'running', attempts = EXCLUDED.attempts, updated_at = now()
+                WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead')
+            RETURNING id, kind
+            """,
+            [rows.jsonString()]
+        )
+        var claims: [JobID: Claim] = [:]
+        for row in claimed {
+            let id = JobID(try row.decode(UUID.self, "id"))
+            let kind = try row.decode(String.self, "kind")
+            let wanted = jobs.first { $0.jobID == id }?.kind.rawValue
+            claims[id] = kind == wanted ? .claimed : .kindMismatch(existing: kind)
+        }
+        // Nothing claimed: those rows exist in a terminal state.
+        for job in jobs where claims[job.jobID] == nil {
+            claims[job.jobID] = .alreadyFinished(try status(of: job.jobID, database: database) ?? .succeeded)
+        }
+        return claims
+    }
+
     /// Records the job's final status, result and error.
     /// - Important: call inside the job's transaction, after `claim`.
     static func finish(
@@ -60,8 +102,8 @@ enum JobStore {
         userID: UUID?,
         database: PostgresConnection
     ) throws {
-        let resultJSON = try result.map { String(decoding: try JSONCoding.encoder.encode($0), as: UTF8.self) }
-        let errorJSON = try error.map { String(decoding: try JSONCoding.encoder.encode($0), as: UTF8.self) }
+        let resultJSON = result.map { $0.jsonString() }
+        let errorJSON = error.map { $0.jsonValue.jsonString() }
         try database.execute(
             """
             INSERT INTO jobs (id, kind, status, attempts, result, error, user_id, finished_at)
@@ -72,6 +114,41 @@ enum JobStore {
                 updated_at = now(), finished_at = now()
             """,
             [jobID.uuid, kind.rawValue, status.rawValue, attempts, resultJSON, errorJSON, userID]
+        )
+    }
+
+    /// One claimed job's end, for `finish(_:database:)`.
+    struct Finish: Sendable {
+        var id: UUID
+        var status: String
+        var attempts: Int
+        var result: JSONValue?
+        var error: JobError?
+        var userID: UUID?
+
+        var jsonValue: JSONValue {
+            [
+                "id": .string(id.uuidString), "status": .string(status), "attempts": .number(Double(attempts)),
+                "result": result ?? .null, "error": error?.jsonValue ?? .null,
+                "user_id": userID.map { .string($0.uuidString) } ?? .null,
+            ]
+        }
+    }
+
+    /// Records the end of several jobs claimed in this transaction, in one statement.
+    /// - Important: call inside the transaction that claimed every one of them.
+    static func finish(_ jobs: [Finish], database: PostgresConnection) throws {
+        guard !jobs.isEmpty else { return }
+        let rows = JSONValue.array(jobs.map(\.jsonValue)).jsonString()
+        try database.execute(
+            """
+            UPDATE jobs SET status = f.status, attempts = f.attempts, result = f.result, error = f.error,
+                user_id = COALESCE(f.user_id, jobs.user_id), updated_at = now(), finished_at = now()
+            FROM jsonb_to_recordset($1::jsonb)
+                AS f(id uuid, status text, attempts integer, result jsonb, error jsonb, user_id uuid)
+            WHERE jobs.id = f.id
+            """,
+            [rows]
         )
     }
 
@@ -99,7 +176,7 @@ enum JobStore {
     /// - Important: call inside the job's transaction.
     static func enqueue(_ messages: [OutboxMessage], jobID: JobID?, database: PostgresConnection) throws {
         for message in messages {
-            let headers = String(decoding: try JSONCoding.encoder.encode(message.headers), as: UTF8.self)
+            let headers = JSONValue.object(message.headers.mapValues { .string($0) }).jsonString()
             try database.execute(
                 """
                 INSERT INTO outbox (exchange, routing_key, body, headers, mandatory, job_id)
@@ -108,6 +185,34 @@ enum JobStore {
                 [message.exchange, message.routingKey, message.body, headers, message.mandatory, jobID?.uuid]
             )
         }
+    }
+
+    /// Adds the messages of several jobs to the outbox in one statement, in the given order.
+    /// - Important: call inside the jobs' transaction.
+    static func enqueue(_ messages: [(message: OutboxMessage, jobID: JobID)], database: PostgresConnection) throws {
+        guard !messages.isEmpty else { return }
+        let rows = JSONValue.array(
+            messages.enumerated().map { index, item in
+                [
+                    "n": .number(Double(index)), "exchange": .string(item.message.exchange),
+                    "routing_key": .string(item.message.routingKey),
+                    // bytea travels as base64 inside the JSON parameter.
+                    "body": .string(item.message.body.base64EncodedString()),
+                    "headers": .object(item.message.headers.mapValues { .string($0) }),
+                    "mandatory": .bool(item.message.mandatory), "job_id": .string(item.jobID.uuid.uuidString),
+                ]
+            }
+        )
+        try database.execute(
+            """
+            INSERT INTO outbox (exchange, routing_key, body, headers, mandatory, job_id)
+            SELECT m.exchange, m.routing_key, decode(m.body, 'base64'), m.headers, m.mandatory, m.job_id
+            FROM jsonb_to_recordset($1::jsonb) AS m(n integer, exchange text, routing_key text, body text,
+                headers jsonb, mandatory boolean, job_id uuid)
+            ORDER BY m.n
+            """,
+            [rows.jsonString()]
+        )
     }
 
     /// A claimed outbox row.

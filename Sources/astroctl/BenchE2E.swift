@@ -577,7 +577,7 @@ struct JobBodyGenerator {
                 ],
                 "houseSystem": "placidus",
             ]
-            return (try? JSONCoding.encoder.encode(body)) ?? Data()
+            return body.jsonData()
         }
     }
 }
