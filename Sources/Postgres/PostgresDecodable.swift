@@ -166,15 +166,16 @@ extension Data: PostgresDecodable {
             default: nil
             }
         }
-        var data = Data(capacity: (bytes.count - 2) / 2)
+        // Into an array first: appending to Data byte by byte costs a call per byte.
+        var decoded = [UInt8](repeating: 0, count: (bytes.count - 2) / 2)
         var index = 2
         while index < bytes.count {
             guard let high = nibble(bytes[index]), let low = nibble(bytes[index + 1]) else {
                 throw decodingError(postgresText, typeOID, "not bytea hex format")
             }
-            data.append(high << 4 | low)
+            decoded[(index - 2) / 2] = high << 4 | low
             index += 2
         }
-        return data
+        return Data(decoded)
     }
 }

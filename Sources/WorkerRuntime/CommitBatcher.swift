@@ -31,13 +31,23 @@ final class CommitBatcher: Sendable {
     private let maxCommitters: Int
     private let state = Mutex(State())
     private let metrics: WorkerMetrics?
+    private let outboxSignal: WakeSignal?
 
     /// - Parameters:
     ///   - maxBatch: jobs per transaction at most.
     ///   - maxCommitters: transactions under way at once (each holds a database connection).
-    init(pool: PostgresPool, maxBatch: Int, maxCommitters: Int, metrics: WorkerMetrics? = nil) {
+    ///   - outboxSignal: the relay's; committed outbox rows are handed to it already claimed.
+    ///     Without one, rows are left for a relay to claim.
+    init(
+        pool: PostgresPool,
+        maxBatch: Int,
+        maxCommitters: Int,
+        metrics: WorkerMetrics? = nil,
+        outboxSignal: WakeSignal? = nil
+    ) {
         self.pool = pool
         self.metrics = metrics
+        self.outboxSignal = outboxSignal
         self.maxBatch = max(1, maxBatch)
         self.maxCommitters = max(1, maxCommitters)
     }
@@ -86,10 +96,14 @@ final class CommitBatcher: Sendable {
         // A jobId twice in one batch (a redelivery racing the first delivery) must see the first
         // one finished before it claims, so such a batch records each job as it goes.
         let distinct = Set(batch.map(\.job.jobID)).count == batch.count
+        // Rows are claimed at insert only when this process's relay will be handed them.
+        let claimFor = outboxSignal == nil ? nil : OutboxRelay.defaultLease
         do {
-            let results = try await pool.withTransaction { database in
-                if distinct { return try Self.commitShared(work, database: database) }
-                return try work.map { job, handler, prepared, userID in
+            let (results, pending) = try await pool.withTransaction { database in
+                if distinct {
+                    return try Self.commitShared(work, claimFor: claimFor, database: database)
+                }
+                let results = try work.map { job, handler, prepared, userID in
                     try Self.commitOne(
                         job: job,
                         handler: handler,
@@ -98,7 +112,10 @@ final class CommitBatcher: Sendable {
                         database: database
                     )
                 }
+                return (results, [JobStore.PendingMessage]())
             }
+            // Committed: the relay may publish them now (the jobs' processors wake it).
+            outboxSignal?.handOff(pending)
             metrics?.recordCommitBatch(jobs: batch.count)
             for (item, result) in zip(batch, results) { item.continuation.resume(returning: result) }
         } catch {
@@ -133,8 +150,9 @@ final class CommitBatcher: Sendable {
     /// per batch instead of three per job.
     static func commitShared(
         _ work: [(JobEnvelope, AnyJobHandler, any Sendable, UUID?)],
+        claimFor: Duration?,
         database: PostgresConnection
-    ) throws -> [JobCommitResult] {
+    ) throws -> (results: [JobCommitResult], pending: [JobStore.PendingMessage]) {
         var results: [JobCommitResult] = []
         var finished: [JobStore.Finish] = []
         var messages: [(message: OutboxMessage, jobID: JobID)] = []
@@ -176,8 +194,8 @@ final class CommitBatcher: Sendable {
             results.append(.committed(status, messageCount: outcome.messages.count))
         }
         try JobStore.finish(finished, database: database)
-        try JobStore.enqueue(messages, database: database)
-        return results
+        let pending = try JobStore.enqueueClaimed(messages, lease: claimFor, database: database)
+        return (results, pending)
     }
 
     /// One job's part of a transaction: claim its row, run the handler's writes, record its

@@ -65,7 +65,13 @@ final class JobProcessor: Sendable {
         commitBatchSize: Int = 32,
         committers: Int = 2
     ) {
-        self.batcher = CommitBatcher(pool: pool, maxBatch: commitBatchSize, maxCommitters: committers, metrics: metrics)
+        self.batcher = CommitBatcher(
+            pool: pool,
+            maxBatch: commitBatchSize,
+            maxCommitters: committers,
+            metrics: metrics,
+            outboxSignal: outboxSignal
+        )
         self.handlers = Dictionary(handlers.map { ($0.jobType.rawValue, $0) }, uniquingKeysWith: { first, _ in first })
         self.pool = pool
         self.publisher = publisher

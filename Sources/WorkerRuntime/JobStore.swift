@@ -187,10 +187,18 @@ enum JobStore {
         }
     }
 
-    /// Adds the messages of several jobs to the outbox in one statement, in the given order.
+    /// Adds the messages of several jobs to the outbox in one statement, in the given order,
+    /// claimed for `lease` by this process's relay, to which the caller hands the returned rows
+    /// once the transaction has committed (no second statement to claim them). Should this
+    /// process die first, the claim lapses and any relay publishes them. With no lease the rows
+    /// are left unclaimed, for any relay.
     /// - Important: call inside the jobs' transaction.
-    static func enqueue(_ messages: [(message: OutboxMessage, jobID: JobID)], database: PostgresConnection) throws {
-        guard !messages.isEmpty else { return }
+    static func enqueueClaimed(
+        _ messages: [(message: OutboxMessage, jobID: JobID)],
+        lease: Duration?,
+        database: PostgresConnection
+    ) throws -> [PendingMessage] {
+        guard !messages.isEmpty else { return [] }
         let rows = JSONValue.array(
             messages.enumerated().map { index, item in
                 [
@@ -203,16 +211,37 @@ enum JobStore {
                 ]
             }
         )
-        try database.execute(
+        let inserted = try database.query(
             """
-            INSERT INTO outbox (exchange, routing_key, body, headers, mandatory, job_id)
-            SELECT m.exchange, m.routing_key, decode(m.body, 'base64'), m.headers, m.mandatory, m.job_id
+            INSERT INTO outbox (exchange, routing_key, body, headers, mandatory, job_id, claimed_until,
+                claimed_by_pid)
+            SELECT m.exchange, m.routing_key, decode(m.body, 'base64'), m.headers, m.mandatory, m.job_id,
+                now() + make_interval(secs => $2::double precision),
+                CASE WHEN $2::double precision IS NOT NULL THEN pg_backend_pid() END
             FROM jsonb_to_recordset($1::jsonb) AS m(n integer, exchange text, routing_key text, body text,
                 headers jsonb, mandatory boolean, job_id uuid)
             ORDER BY m.n
+            RETURNING id, message_id, content_type
             """,
-            [rows.jsonString()]
+            [rows.jsonString(), lease?.seconds]
         )
+        // Identity values follow the insertion order, which is the messages' order.
+        let ids = try inserted.map { row throws(PostgresError) in
+            (
+                id: try row.decode(Int64.self, "id"), messageID: try row.decode(UUID.self, "message_id"),
+                contentType: try row.decode(String.self, "content_type")
+            )
+        }
+        .sorted { $0.id < $1.id }
+        return zip(ids, messages).map { row, item in
+            PendingMessage(
+                id: row.id,
+                messageID: row.messageID,
+                message: item.message,
+                contentType: row.contentType,
+                jobID: item.jobID.uuid
+            )
+        }
     }
 
     /// A claimed outbox row.
@@ -229,10 +258,13 @@ enum JobStore {
     static func claimPending(limit: Int, lease: Duration, database: PostgresConnection) throws -> [PendingMessage] {
         let rows = try database.query(
             """
-            UPDATE outbox SET claimed_until = now() + make_interval(secs => $2)
+            UPDATE outbox SET claimed_until = now() + make_interval(secs => $2), claimed_by_pid = NULL
             WHERE id IN (
                 SELECT id FROM outbox
-                WHERE sent_at IS NULL AND (claimed_until IS NULL OR claimed_until < now())
+                WHERE sent_at IS NULL AND (claimed_until IS NULL OR claimed_until < now()
+                    -- Claimed at insert by a process that has died (its connection is gone).
+                    OR (claimed_by_pid IS NOT NULL
+                        AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = outbox.claimed_by_pid)))
                 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
             )
             RETURNING id, message_id, exchange, routing_key, body, content_type, headers, mandatory, job_id
@@ -247,7 +279,7 @@ enum JobStore {
                     exchange: try row.decode(String.self, "exchange"),
                     routingKey: try row.decode(String.self, "routing_key"),
                     body: try row.decode(Data.self, "body"),
-                    headers: try row.decodeJSON([String: String].self, "headers"),
+                    headers: try Self.headers(row),
                     mandatory: try row.decode(Bool.self, "mandatory")
                 ),
                 contentType: try row.decode(String.self, "content_type"),
@@ -255,6 +287,12 @@ enum JobStore {
             )
         }
         .sorted { $0.id < $1.id }
+    }
+
+    /// A row's headers: most messages have none, which needs no JSON decoder.
+    private static func headers(_ row: PostgresRow) throws -> [String: String] {
+        if try row.decode(String.self, "headers") == "{}" { return [:] }
+        return try row.decodeJSON([String: String].self, "headers")
     }
 
     /// Marks rows as sent.
@@ -272,7 +310,7 @@ enum JobStore {
         guard !ids.isEmpty else { return }
         try database.execute(
             """
-            UPDATE outbox SET attempts = attempts + 1, last_error = $2,
+            UPDATE outbox SET attempts = attempts + 1, last_error = $2, claimed_by_pid = NULL,
                 claimed_until = now() + make_interval(secs => least(power(2, attempts), 300))
             WHERE id = ANY($1::bigint[])
             """,

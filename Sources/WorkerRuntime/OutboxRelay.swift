@@ -13,6 +13,9 @@ import ServiceLifecycle
 /// in the normal case; a relay that dies mid-batch only delays its rows until the lease ends,
 /// after which another relay publishes them (at-least-once: consumers dedupe by jobId).
 public final class OutboxRelay: Service, Sendable {
+    /// How long a claimed row is this relay's before another may publish it.
+    static let defaultLease: Duration = .seconds(30)
+
     private let pool: PostgresPool
     private let publisher: AMQPPublisher
     private let signal: WakeSignal
@@ -30,7 +33,7 @@ public final class OutboxRelay: Service, Sendable {
         pollInterval: Duration,
         metrics: WorkerMetrics,
         logger: Logger,
-        lease: Duration = .seconds(30)
+        lease: Duration = OutboxRelay.defaultLease
     ) {
         self.pool = pool
         self.publisher = publisher
@@ -64,9 +67,19 @@ public final class OutboxRelay: Service, Sendable {
         await drain()
     }
 
-    /// Publishes batches until nothing is pending or an error stops this round.
+    /// Publishes batches until nothing is pending or an error stops this round: first the rows
+    /// this process's commits handed over (claimed when inserted), then any rows left claimable.
     func drain() async {
         while true {
+            let handedOff = signal.takeHandedOff(limit: batchSize)
+            if !handedOff.isEmpty {
+                do {
+                    try await publish(handedOff)
+                } catch {
+                    logger.warning("outbox relay round failed; will retry", metadata: [LogKey.reason: "\(error)"])
+                }
+                continue
+            }
             do {
                 let published = try await relayOnce()
                 if published < batchSize { return }
@@ -85,6 +98,13 @@ public final class OutboxRelay: Service, Sendable {
             try JobStore.claimPending(limit: batchSize, lease: lease, database: database)
         }
         guard !pending.isEmpty else { return 0 }
+        try await publish(pending)
+        return pending.count
+    }
+
+    /// Publishes claimed rows with confirms and records which were sent; rows the broker did
+    /// not confirm are released for a later retry.
+    func publish(_ pending: [JobStore.PendingMessage]) async throws {
         let messages = pending.map { row in
             var properties = MessageProperties()
             properties.contentType = row.contentType
@@ -133,6 +153,5 @@ public final class OutboxRelay: Service, Sendable {
             try await pool.withConnection { try JobStore.markFailed(ids: ids, error: reason, database: $0) }
         }
         metrics.recordOutbox(published: sent.count, failed: failed.count)
-        return pending.count
     }
 }

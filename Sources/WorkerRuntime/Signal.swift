@@ -6,12 +6,30 @@ final class WakeSignal: Sendable {
     /// The wake-ups; one consumer only.
     let notifications: AsyncStream<Void>
     private let continuation: AsyncStream<Void>.Continuation
+    /// Outbox rows this process committed already claimed for its relay (see `handOff`).
+    private let handedOff = Mutex<[JobStore.PendingMessage]>([])
 
     init() {
         (notifications, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
     func notify() { continuation.yield() }
+
+    /// Gives the relay rows that were inserted claimed (and are committed): it publishes them
+    /// without claiming them again. Call `notify()` after.
+    func handOff(_ rows: [JobStore.PendingMessage]) {
+        guard !rows.isEmpty else { return }
+        handedOff.withLock { $0.append(contentsOf: rows) }
+    }
+
+    /// Up to `limit` handed-off rows, oldest first.
+    func takeHandedOff(limit: Int) -> [JobStore.PendingMessage] {
+        handedOff.withLock { rows in
+            let taken = Array(rows.prefix(limit))
+            rows.removeFirst(taken.count)
+            return taken
+        }
+    }
 }
 
 /// Counts work in progress.

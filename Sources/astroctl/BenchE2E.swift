@@ -261,7 +261,7 @@ struct BenchE2E: AsyncParsableCommand {
                 let now = ContinuousClock.now
                 try? await consumer.ack(delivery)
                 // report-workers' events run under a derived job id and name the request's.
-                if let object = try? JSONDecoder().decode(JSONValue.self, from: delivery.body),
+                if let object = try? JSONValue.parse(delivery.body),
                     let id = (object["requestJobId"] ?? object["jobId"])?.stringValue, let jobID = JobID(id)
                 {
                     if times.finish(jobID, at: now, failed: object["error"] != nil) >= count { break }

@@ -234,7 +234,7 @@ struct BenchStories: AsyncParsableCommand {
             for await delivery in consumer.deliveries {
                 let now = ContinuousClock.now
                 try? await consumer.ack(delivery)
-                guard let object = try? JSONDecoder().decode(JSONValue.self, from: delivery.body),
+                guard let object = try? JSONValue.parse(delivery.body),
                     let id = object["jobId"]?.stringValue, let jobID = JobID(id)
                 else { continue }
                 let drawn = object["generatedPages"]?.arrayValue?.count ?? 0

@@ -260,7 +260,7 @@ enum EventWaiter {
         let listener = Task {
             for await delivery in consumer.deliveries {
                 try? await consumer.ack(delivery)
-                guard let event = try? JSONDecoder().decode(JSONValue.self, from: delivery.body),
+                guard let event = try? JSONValue.parse(delivery.body),
                     event["jobId"]?.stringValue == jobID.description
                 else { continue }
                 found.withLock { $0 = event }

@@ -63,4 +63,27 @@ import Testing
         #expect(value.jsonData() == (try JSONCoding.encoder.encode(value)))
         #expect(JSONValue.number(.infinity).jsonString() == "null")
     }
+
+    @Test func theParserReadsWhatFoundationReads() throws {
+        for value in Self.values(count: 500) {
+            let foundation = try JSONCoding.encoder.encode(value)
+            #expect(try JSONValue.parse(foundation) == JSONDecoder().decode(JSONValue.self, from: foundation))
+            #expect(try JSONValue.parse(value.jsonData()) == JSONDecoder().decode(JSONValue.self, from: foundation))
+        }
+        let spaced = Data(#"  { "a" : [ 1 , -2.5e3 , true , null ] , "b" : "\u00e9\ud83e\udd8a\/\n" }  "#.utf8)
+        #expect(try JSONValue.parse(spaced) == ["a": [1, -2500, true, nil], "b": "é🦊/\n"])
+    }
+
+    @Test(arguments: [
+        "", "{", "[1,]", #"{"a":}"#, "tru", "01", "1.", "-", #""\x""#, "\"\u{1}\"", "{} x", #""\ud800""#,
+        #"{"a" 1}"#, "[1 2]", "1e", #"{1:2}"#, String(repeating: "[", count: 600) + String(repeating: "]", count: 600),
+    ])
+    func theParserRefusesWhatIsNotJSON(text: String) {
+        #expect(throws: JSONValue.ParseError.self) { try JSONValue.parse(Data(text.utf8)) }
+        // Foundation refuses it too — except a trailing comma, which it lets through, and the
+        // depth limit, which is ours.
+        if !text.hasPrefix("[[["), text != "[1,]" {
+            #expect(throws: (any Error).self) { try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) }
+        }
+    }
 }
