@@ -183,6 +183,7 @@ final class CommitBatcher: Sendable {
             finished.append(
                 JobStore.Finish(
                     id: job.jobID.uuid,
+                    kind: job.type.rawValue,
                     status: status.rawValue,
                     attempts: job.attempt,
                     result: outcome.result,

@@ -120,6 +120,7 @@ enum JobStore {
     /// One claimed job's end, for `finish(_:database:)`.
     struct Finish: Sendable {
         var id: UUID
+        var kind: String
         var status: String
         var attempts: Int
         var result: JSONValue?
@@ -128,7 +129,8 @@ enum JobStore {
 
         var jsonValue: JSONValue {
             [
-                "id": .string(id.uuidString), "status": .string(status), "attempts": .number(Double(attempts)),
+                "id": .string(id.uuidString), "kind": .string(kind), "status": .string(status),
+                "attempts": .number(Double(attempts)),
                 "result": result ?? .null, "error": error?.jsonValue ?? .null,
                 "user_id": userID.map { .string($0.uuidString) } ?? .null,
             ]
@@ -140,13 +142,19 @@ enum JobStore {
     static func finish(_ jobs: [Finish], database: PostgresConnection) throws {
         guard !jobs.isEmpty else { return }
         let rows = JSONValue.array(jobs.map(\.jsonValue)).jsonString()
+        // INSERT … ON CONFLICT finds each row through the primary key whatever the statistics
+        // say; an UPDATE … FROM the recordset was planned, while the table was small, as a scan
+        // of all of jobs, and its cached plan kept scanning as the table grew.
         try database.execute(
             """
-            UPDATE jobs SET status = f.status, attempts = f.attempts, result = f.result, error = f.error,
-                user_id = COALESCE(f.user_id, jobs.user_id), updated_at = now(), finished_at = now()
+            INSERT INTO jobs (id, kind, status, attempts, result, error, user_id, finished_at)
+            SELECT f.id, f.kind, f.status, f.attempts, f.result, f.error, f.user_id, now()
             FROM jsonb_to_recordset($1::jsonb)
-                AS f(id uuid, status text, attempts integer, result jsonb, error jsonb, user_id uuid)
-            WHERE jobs.id = f.id
+                AS f(id uuid, kind text, status text, attempts integer, result jsonb, error jsonb, user_id uuid)
+            ON CONFLICT (id) DO UPDATE SET
+                status = EXCLUDED.status, attempts = EXCLUDED.attempts, result = EXCLUDED.result,
+                error = EXCLUDED.error, user_id = COALESCE(EXCLUDED.user_id, jobs.user_id),
+                updated_at = now(), finished_at = now()
             """,
             [rows]
         )
