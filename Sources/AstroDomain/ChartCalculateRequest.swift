@@ -37,9 +37,9 @@ public struct ChartCalculateRequest: Sendable, Hashable, Codable {
     public static func decode(from data: Data) throws(ChartInputError) -> ChartCalculateRequest {
         let json: JSONValue
         do {
-            json = try JSONDecoder().decode(JSONValue.self, from: data)
+            json = try JSONValue.parse(data)
         } catch {
-            throw ChartInputError(.invalidJSON, field: "", message: "the body is not valid JSON")
+            throw ChartInputError(.invalidJSON, field: "", message: "the body is not valid JSON (\(error))")
         }
         return try ChartCalculateRequest(json: json)
     }
@@ -47,7 +47,7 @@ public struct ChartCalculateRequest: Sendable, Hashable, Codable {
     /// The `jobId` of a body, when it has a readable one, even if the rest is invalid (so that a
     /// `chart.failed` event can name the job).
     public static func jobID(in data: Data) -> JobID? {
-        guard let json = try? JSONDecoder().decode(JSONValue.self, from: data) else { return nil }
+        guard let json = try? JSONValue.parse(data) else { return nil }
         return json["jobId"]?.stringValue.flatMap(JobID.init)
     }
 

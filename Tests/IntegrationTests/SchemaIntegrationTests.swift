@@ -200,8 +200,8 @@ struct SchemaIntegrationTests {
         }
     }
 
-    /// Migration 0007: charts and reports are compressed with lz4 (this machine's PostgreSQL has
-    /// it), and a stored chart comes back unchanged.
+    /// Migrations 0007 and 0009: charts and reports are compressed with lz4 (this machine's
+    /// PostgreSQL has it), charts stay in their rows, and a stored chart comes back unchanged.
     @Test func chartsAndReportsAreCompressedWithLZ4() async throws {
         try await inRolledBackTransaction { database in
             let methods = try database.query(
@@ -213,6 +213,14 @@ struct SchemaIntegrationTests {
                 """
             ).map { try $0.decode(String.self, "method") }
             #expect(methods == ["l", "l"])
+            // Migration 0009: a chart stays in its row, compressed, not in the TOAST table.
+            let storage = try database.query(
+                """
+                SELECT attstorage::text AS storage FROM pg_attribute
+                WHERE attrelid = 'birth_charts'::regclass AND attname = 'chart_data'
+                """
+            ).first
+            #expect(try storage?.decode(String.self, "storage") == "m")
             let (_, profile) = try Self.seedProfile(database)
             // Large enough to be compressed (over 2 kB).
             let chart = "{\"planets\": [" + (0..<200).map { "{\"n\": \($0)}" }.joined(separator: ",") + "]}"
