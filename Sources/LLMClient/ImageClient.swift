@@ -36,7 +36,6 @@ public final class ImageClient: Sendable {
     public typealias Timing = LLMClient.Timing
 
     public let configuration: ImageConfiguration
-    private let transport: Transport
     private let sender: RetryingSender
     private let generationsURL: URL
     private let editsURL: URL
@@ -46,23 +45,13 @@ public final class ImageClient: Sendable {
     ///   - timing: the real clock and sleep unless a test injects its own.
     public init(configuration: ImageConfiguration, timing: Timing = .system) {
         self.configuration = configuration
-        // An image takes tens of seconds; a worker keeps a few in flight on one client.
-        let transport = Transport(maxConnectionsPerHost: 64)
-        self.transport = transport
-        self.sender = RetryingSender(
-            transport: transport,
-            timing: timing,
-            retryPolicy: configuration.retryPolicy,
-            requestTimeout: configuration.requestTimeout,
-            authorization: configuration.authorization,
-            redact: { configuration.redactingKey($0) }
-        )
+        self.sender = RetryingSender(configuration: configuration, timing: timing)
         let images = configuration.baseURL.appendingPathComponent("images")
         self.generationsURL = images.appendingPathComponent("generations")
         self.editsURL = images.appendingPathComponent("edits")
     }
 
-    deinit { transport.invalidate() }
+    deinit { sender.transport.invalidate() }
 
     /// Asks for one new image (`POST {baseURL}/images/generations`).
     /// - Parameter prompt: what to draw.

@@ -48,7 +48,6 @@ public final class LLMClient: Sendable {
     }
 
     public let configuration: LLMConfiguration
-    private let transport: Transport
     private let sender: RetryingSender
     private let endpoint: URL
 
@@ -57,21 +56,11 @@ public final class LLMClient: Sendable {
     ///   - timing: the real clock and sleep unless a test injects its own.
     public init(configuration: LLMConfiguration, timing: Timing = .system) {
         self.configuration = configuration
-        // Completions take seconds; many are in flight at once on one client.
-        let transport = Transport(maxConnectionsPerHost: 64)
-        self.transport = transport
-        self.sender = RetryingSender(
-            transport: transport,
-            timing: timing,
-            retryPolicy: configuration.retryPolicy,
-            requestTimeout: configuration.requestTimeout,
-            authorization: configuration.authorization,
-            redact: { configuration.redactingKey($0) }
-        )
+        self.sender = RetryingSender(configuration: configuration, timing: timing)
         self.endpoint = configuration.baseURL.appendingPathComponent("chat").appendingPathComponent("completions")
     }
 
-    deinit { transport.invalidate() }
+    deinit { sender.transport.invalidate() }
 
     /// Asks the configured model for a chat completion.
     /// - Returns: the first choice's text, its finish reason (`length` means `max_tokens` cut it
@@ -210,6 +199,34 @@ public final class LLMClient: Sendable {
             milliseconds >= 0
         else { return nil }
         return .seconds(double: min(milliseconds / 1_000, 3_600))
+    }
+}
+
+/// What `RetryingSender` takes from a client's configuration (chat or images).
+protocol SenderConfiguration: Sendable {
+    /// The `Authorization` header's value.
+    var authorization: String { get }
+    var retryPolicy: LLMConfiguration.RetryPolicy { get }
+    var requestTimeout: Duration { get }
+    /// `text` with the key scrubbed.
+    func redactingKey(_ text: String) -> String
+}
+
+extension LLMConfiguration: SenderConfiguration {}
+extension ImageConfiguration: SenderConfiguration {}
+
+extension RetryingSender {
+    /// A sender for `configuration` on a transport of its own. Answers take seconds, and many
+    /// calls wait on one client at once, so it keeps up to 64 connections per host.
+    init(configuration: some SenderConfiguration, timing: LLMClient.Timing) {
+        self.init(
+            transport: Transport(maxConnectionsPerHost: 64),
+            timing: timing,
+            retryPolicy: configuration.retryPolicy,
+            requestTimeout: configuration.requestTimeout,
+            authorization: configuration.authorization,
+            redact: { configuration.redactingKey($0) }
+        )
     }
 }
 
