@@ -155,44 +155,30 @@ final class CommitBatcher: Sendable {
     ) throws -> (results: [JobCommitResult], pending: [JobStore.PendingMessage]) {
         var results: [JobCommitResult] = []
         var finished: [JobStore.Finish] = []
-        var messages: [(message: OutboxMessage, jobID: JobID)] = []
+        var messages: [(message: OutboxMessage, jobID: JobID?)] = []
         let claims = try JobStore.claim(
             work.map { job, _, _, _ in (jobID: job.jobID, kind: job.type, attempt: job.attempt) },
             database: database
         )
         for (job, handler, prepared, userID) in work {
-            switch claims[job.jobID] ?? .alreadyFinished(.succeeded) {
-            case .alreadyFinished(let status):
+            switch try run(claims[job.jobID] ?? .alreadyFinished(.succeeded), job, handler, prepared, database) {
+            case .finishedBefore(let status):
                 results.append(.duplicate(status))
-                continue
-            case .kindMismatch(let existing):
-                throw JobRejection(
-                    code: "job-id-reused",
-                    message: "jobId \(job.jobID) was already used for a \(existing) job"
+            case .ran(let outcome, let status, let error):
+                finished.append(
+                    JobStore.Finish(
+                        id: job.jobID.uuid,
+                        kind: job.type.rawValue,
+                        status: status.rawValue,
+                        attempts: job.attempt,
+                        result: outcome.result,
+                        error: error,
+                        userID: userID
+                    )
                 )
-            case .claimed:
-                break
+                messages += outcome.messages.map { (message: $0, jobID: job.jobID) }
+                results.append(.committed(status, messageCount: outcome.messages.count))
             }
-            let outcome = try handler.commit(prepared, job, database)
-            let status: JobStatus
-            let error: JobError?
-            switch outcome.status {
-            case .succeeded: (status, error) = (.succeeded, nil)
-            case .failed(let failure): (status, error) = (.failed, failure)
-            }
-            finished.append(
-                JobStore.Finish(
-                    id: job.jobID.uuid,
-                    kind: job.type.rawValue,
-                    status: status.rawValue,
-                    attempts: job.attempt,
-                    result: outcome.result,
-                    error: error,
-                    userID: userID
-                )
-            )
-            messages += outcome.messages.map { (message: $0, jobID: job.jobID) }
-            results.append(.committed(status, messageCount: outcome.messages.count))
         }
         try JobStore.finish(finished, database: database)
         let pending = try JobStore.enqueueClaimed(messages, lease: claimFor, database: database)
@@ -208,23 +194,14 @@ final class CommitBatcher: Sendable {
         userID: UUID?,
         database: PostgresConnection
     ) throws -> JobCommitResult {
-        switch try JobStore.claim(jobID: job.jobID, kind: job.type, attempt: job.attempt, database: database) {
-        case .alreadyFinished(let status):
-            return .duplicate(status)
-        case .kindMismatch(let existing):
-            throw JobRejection(
-                code: "job-id-reused",
-                message: "jobId \(job.jobID) was already used for a \(existing) job"
-            )
-        case .claimed:
-            break
-        }
-        let outcome = try handler.commit(prepared, job, database)
+        let claim = try JobStore.claim(jobID: job.jobID, kind: job.type, attempt: job.attempt, database: database)
+        let outcome: JobOutcome
         let status: JobStatus
         let error: JobError?
-        switch outcome.status {
-        case .succeeded: (status, error) = (.succeeded, nil)
-        case .failed(let failure): (status, error) = (.failed, failure)
+        switch try run(claim, job, handler, prepared, database) {
+        case .finishedBefore(let finished): return .duplicate(finished)
+        case .ran(let ranOutcome, let ranStatus, let ranError):
+            (outcome, status, error) = (ranOutcome, ranStatus, ranError)
         }
         try JobStore.finish(
             jobID: job.jobID,
@@ -238,6 +215,43 @@ final class CommitBatcher: Sendable {
         )
         try JobStore.enqueue(outcome.messages, jobID: job.jobID, database: database)
         return .committed(status, messageCount: outcome.messages.count)
+    }
+}
+
+extension CommitBatcher {
+    /// What `run` did with a job.
+    enum Ran {
+        /// Another delivery had finished it (with this status): the handler did not run.
+        case finishedBefore(JobStatus)
+        /// The handler ran: its outcome, and the status and error to record.
+        case ran(JobOutcome, JobStatus, JobError?)
+    }
+
+    /// Runs the handler of a job given its claim.
+    /// - Throws: `JobRejection` (`job-id-reused`) when its id was used for another job type;
+    ///   whatever the handler throws.
+    static func run(
+        _ claim: JobStore.Claim,
+        _ job: JobEnvelope,
+        _ handler: AnyJobHandler,
+        _ prepared: any Sendable,
+        _ database: PostgresConnection
+    ) throws -> Ran {
+        switch claim {
+        case .alreadyFinished(let status):
+            return .finishedBefore(status)
+        case .kindMismatch(let existing):
+            throw JobRejection(
+                code: "job-id-reused",
+                message: "jobId \(job.jobID) was already used for a \(existing) job"
+            )
+        case .claimed:
+            let outcome = try handler.commit(prepared, job, database)
+            switch outcome.status {
+            case .succeeded: return .ran(outcome, .succeeded, nil)
+            case .failed(let failure): return .ran(outcome, .failed, failure)
+            }
+        }
     }
 }
 

@@ -29,23 +29,8 @@ enum JobStore {
     /// second, once the first has committed, finds it finished and writes nothing.
     /// - Important: call inside the job's transaction.
     static func claim(jobID: JobID, kind: JobType, attempt: Int, database: PostgresConnection) throws -> Claim {
-        let rows = try database.query(
-            """
-            INSERT INTO jobs (id, kind, status, attempts) VALUES ($1, $2, 'running', $3)
-            ON CONFLICT (id) DO UPDATE SET status = 'running', attempts = EXCLUDED.attempts, updated_at = now()
-                WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead')
-            RETURNING kind
-            """,
-            [jobID.uuid, kind.rawValue, attempt]
-        )
-        guard let row = rows.first else {
-            // Nothing claimed: the row exists in a terminal state.
-            let status = try Self.status(of: jobID, database: database) ?? .succeeded
-            return .alreadyFinished(status)
-        }
-        let existingKind = try row.decode(String.self, "kind")
-        if existingKind != kind.rawValue { return .kindMismatch(existing: existingKind) }
-        return .claimed
+        try claim([(jobID: jobID, kind: kind, attempt: attempt)], database: database)[jobID]
+            ?? .alreadyFinished(.succeeded)
     }
 
     /// `claim` for several jobs (distinct ids) in one statement: the claim of each job id, in
@@ -102,18 +87,19 @@ enum JobStore {
         userID: UUID?,
         database: PostgresConnection
     ) throws {
-        let resultJSON = result.map { $0.jsonString() }
-        let errorJSON = error.map { $0.jsonValue.jsonString() }
-        try database.execute(
-            """
-            INSERT INTO jobs (id, kind, status, attempts, result, error, user_id, finished_at)
-            VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, now())
-            ON CONFLICT (id) DO UPDATE SET
-                status = EXCLUDED.status, attempts = EXCLUDED.attempts, result = EXCLUDED.result,
-                error = EXCLUDED.error, user_id = COALESCE(EXCLUDED.user_id, jobs.user_id),
-                updated_at = now(), finished_at = now()
-            """,
-            [jobID.uuid, kind.rawValue, status.rawValue, attempts, resultJSON, errorJSON, userID]
+        try finish(
+            [
+                Finish(
+                    id: jobID.uuid,
+                    kind: kind.rawValue,
+                    status: status.rawValue,
+                    attempts: attempts,
+                    result: result,
+                    error: error,
+                    userID: userID
+                )
+            ],
+            database: database
         )
     }
 
@@ -137,8 +123,9 @@ enum JobStore {
         }
     }
 
-    /// Records the end of several jobs claimed in this transaction, in one statement.
-    /// - Important: call inside the transaction that claimed every one of them.
+    /// Records the end of several jobs, in one statement (the row is created if an earlier
+    /// attempt left none, e.g. for a job dead-lettered before it was ever claimed).
+    /// - Important: call inside the jobs' transaction.
     static func finish(_ jobs: [Finish], database: PostgresConnection) throws {
         guard !jobs.isEmpty else { return }
         let rows = JSONValue.array(jobs.map(\.jsonValue)).jsonString()
@@ -183,16 +170,7 @@ enum JobStore {
     /// Adds messages to the outbox; the relay publishes them once the transaction commits.
     /// - Important: call inside the job's transaction.
     static func enqueue(_ messages: [OutboxMessage], jobID: JobID?, database: PostgresConnection) throws {
-        for message in messages {
-            let headers = JSONValue.object(message.headers.mapValues { .string($0) }).jsonString()
-            try database.execute(
-                """
-                INSERT INTO outbox (exchange, routing_key, body, headers, mandatory, job_id)
-                VALUES ($1, $2, $3, $4::jsonb, $5, $6)
-                """,
-                [message.exchange, message.routingKey, message.body, headers, message.mandatory, jobID?.uuid]
-            )
-        }
+        _ = try enqueueClaimed(messages.map { (message: $0, jobID: jobID) }, lease: nil, database: database)
     }
 
     /// Adds the messages of several jobs to the outbox in one statement, in the given order,
@@ -202,7 +180,7 @@ enum JobStore {
     /// are left unclaimed, for any relay.
     /// - Important: call inside the jobs' transaction.
     static func enqueueClaimed(
-        _ messages: [(message: OutboxMessage, jobID: JobID)],
+        _ messages: [(message: OutboxMessage, jobID: JobID?)],
         lease: Duration?,
         database: PostgresConnection
     ) throws -> [PendingMessage] {
@@ -215,7 +193,8 @@ enum JobStore {
                     // bytea travels as base64 inside the JSON parameter.
                     "body": .string(item.message.body.base64EncodedString()),
                     "headers": .object(item.message.headers.mapValues { .string($0) }),
-                    "mandatory": .bool(item.message.mandatory), "job_id": .string(item.jobID.uuid.uuidString),
+                    "mandatory": .bool(item.message.mandatory),
+                    "job_id": item.jobID.map { .string($0.uuid.uuidString) } ?? .null,
                 ]
             }
         )
@@ -247,7 +226,7 @@ enum JobStore {
                 messageID: row.messageID,
                 message: item.message,
                 contentType: row.contentType,
-                jobID: item.jobID.uuid
+                jobID: item.jobID?.uuid
             )
         }
     }
