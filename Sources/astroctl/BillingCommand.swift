@@ -357,17 +357,10 @@ struct BillingPurchase: AsyncParsableCommand {
         } else {
             throw ValidationError("give --signed-transaction-file, --transaction-id or --dev-pki with --product")
         }
-        var properties = MessageProperties()
-        properties.contentType = "application/json"
-        properties.persistent = true
-        properties.messageID = jobID.description
-        properties.appID = "astroctl"
-        let message = OutgoingMessage(
-            exchange: BrokerNames.jobsExchange,
-            routingKey: JobType.billingVerifyPurchase.rawValue,
-            body: try JSONCoding.encoder.encode(request),
-            properties: properties,
-            mandatory: true
+        let message = JobCommands.message(
+            .billingVerifyPurchase,
+            jobID: jobID,
+            body: try JSONCoding.encoder.encode(request)
         )
         let event = try await EventWaiter.publishAndWait(
             message,

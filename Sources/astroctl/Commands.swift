@@ -135,25 +135,10 @@ struct Publish: AsyncParsableCommand {
                 }
             }
         }
-        var properties = MessageProperties()
-        properties.contentType = "application/json"
-        properties.persistent = true
-        properties.messageID = jobID.description
-        properties.type = jobType.rawValue
-        properties.timestamp = Date()
-        properties.appID = "astroctl"
-        let message = OutgoingMessage(
-            exchange: BrokerNames.jobsExchange,
-            routingKey: jobType.rawValue,
-            body: body,
-            properties: properties,
-            mandatory: true
+        try await JobCommands.publish(
+            JobCommands.message(jobType, jobID: jobID, body: body),
+            connection: connection
         )
-        do {
-            try await connection.withPublisher { publisher in try await publisher.publish(message) }
-        } catch let error as AMQPError where error.kind == .unroutable {
-            throw CommandFailure("no queue is bound for \(jobType.rawValue): run `astroctl migrate` first")
-        }
         print(jobID)
     }
 

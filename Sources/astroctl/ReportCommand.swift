@@ -49,22 +49,7 @@ struct ReportRequestCommand: AsyncParsableCommand {
             area: area,
             language: language
         )
-        var properties = MessageProperties(contentType: "application/json")
-        properties.persistent = true
-        properties.messageID = request.jobID.description
-        properties.appID = "astroctl"
-        let message = OutgoingMessage(
-            exchange: BrokerNames.jobsExchange,
-            routingKey: JobType.reportRequest.rawValue,
-            body: try JSONCoding.encoder.encode(request),
-            properties: properties,
-            mandatory: true
-        )
-        do {
-            try await connection.withPublisher { try await $0.publish(message) }
-        } catch let error as AMQPError where error.kind == .unroutable {
-            throw CommandFailure("no queue is bound for report.request: run `astroctl migrate` first")
-        }
+        try await JobCommands.publish(.reportRequest, jobID: request.jobID, body: request, connection: connection)
         guard wait else {
             print(request.jobID)
             return
@@ -72,50 +57,36 @@ struct ReportRequestCommand: AsyncParsableCommand {
         FileHandle.standardError.write(Data("published report.request \(request.jobID); waiting…\n".utf8))
         let reportJob = JobID.derived(from: request.jobID, purpose: JobType.reportGenerate.rawValue)
         let deadline = ContinuousClock.now + .seconds(timeout)
+        let notDelivered = "no report within \(timeout) s: are the billing- and report-workers running?"
         try await connection.withPool(size: 1) { pool in
             // The request (billing-worker), then the report job it queued (report-worker).
-            var watched = request.jobID
-            while ContinuousClock.now < deadline {
-                let current = watched
-                let row = try await pool.withConnection { database in
-                    try database.query(
-                        "SELECT status, error, result FROM jobs WHERE id = $1 AND status IN ('succeeded', 'failed', 'dead')",
-                        [current.uuid]
-                    ).first.map { row in
-                        (
-                            try row.decode(String.self, "status"), try row.decodeJSON(JobError?.self, "error"),
-                            try row.decodeJSON(JSONValue?.self, "result")
-                        )
-                    }
-                }
-                guard let (status, error, result) = row else {
-                    try await Task.sleep(for: .milliseconds(100))
-                    continue
-                }
-                guard status == "succeeded" else {
-                    let reason = error.map { "\($0.code): \($0.message)" } ?? status
+            for watched in [request.jobID, reportJob] {
+                let finished = try await JobCommands.waitForEnd(
+                    of: watched,
+                    pool: pool,
+                    until: deadline,
+                    onTimeout: notDelivered
+                )
+                guard finished.status == "succeeded" else {
+                    let reason = finished.error.map { "\($0.code): \($0.message)" } ?? finished.status
                     throw CommandFailure("the report was not delivered: \(reason)")
                 }
-                if watched == request.jobID, result?["reportId"] == nil {
-                    watched = reportJob
-                    continue
-                }
-                let text = try await pool.withConnection { database in
-                    try ReportShow.render(
-                        try database.query(
-                            """
-                            SELECT id, area, language, report_text, word_count, price::text AS price, currency, writer,
-                                   prompt_version, generated_at
-                            FROM report_purchases WHERE profile_id = $1 AND area = $2 AND language = $3
-                            """,
-                            [profileID.uuid, area.rawValue, language.rawValue]
-                        ).first
-                    )
-                }
-                print(text)
-                return
+                // Already written: the request answers with the report, no report job runs.
+                if finished.result?["reportId"] != nil { break }
             }
-            throw CommandFailure("no report within \(timeout) s: are the billing- and report-workers running?")
+            let text = try await pool.withConnection { database in
+                try ReportShow.render(
+                    try database.query(
+                        """
+                        SELECT id, area, language, report_text, word_count, price::text AS price, currency, writer,
+                               prompt_version, generated_at
+                        FROM report_purchases WHERE profile_id = $1 AND area = $2 AND language = $3
+                        """,
+                        [profileID.uuid, area.rawValue, language.rawValue]
+                    ).first
+                )
+            }
+            print(text)
         }
     }
 }

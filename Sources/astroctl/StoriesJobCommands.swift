@@ -6,77 +6,6 @@ import Postgres
 import Stories
 import StoryService
 
-/// Publishing a story job and waiting for its end, shared by the `stories` subcommands.
-enum StoryJobs {
-    /// Publishes `body` as a job of `type`, confirmed by the broker.
-    static func publish<Body: Encodable>(
-        _ type: JobType,
-        jobID: JobID,
-        body: Body,
-        connection: ConnectionOptions
-    ) async throws {
-        var properties = MessageProperties(contentType: "application/json")
-        properties.persistent = true
-        properties.messageID = jobID.description
-        properties.appID = "astroctl"
-        let message = OutgoingMessage(
-            exchange: BrokerNames.jobsExchange,
-            routingKey: type.rawValue,
-            body: try JSONCoding.encoder.encode(body),
-            properties: properties,
-            mandatory: true
-        )
-        do {
-            try await connection.withPublisher { try await $0.publish(message) }
-        } catch let error as AMQPError where error.kind == .unroutable {
-            throw CommandFailure("no queue is bound for \(type): run `astroctl migrate` first")
-        }
-    }
-
-    /// The job's end: its status, error and result once terminal.
-    struct Finished: Sendable {
-        var status: String
-        var error: JobError?
-        var result: JSONValue?
-    }
-
-    /// Polls the job's row until it is terminal; fails after `timeout` seconds.
-    static func wait(
-        for jobID: JobID,
-        pool: PostgresPool,
-        timeout: Int,
-        worker: String = "story-worker"
-    )
-        async throws -> Finished
-    {
-        let deadline = ContinuousClock.now + .seconds(timeout)
-        while ContinuousClock.now < deadline {
-            let finished = try await pool.withConnection { database in
-                try database.query(
-                    "SELECT status, error, result FROM jobs WHERE id = $1 AND status IN ('succeeded', 'failed', 'dead')",
-                    [jobID.uuid]
-                ).first.map { row in
-                    Finished(
-                        status: try row.decode(String.self, "status"),
-                        error: try row.decodeJSON(JobError?.self, "error"),
-                        result: try row.decodeJSON(JSONValue?.self, "result")
-                    )
-                }
-            }
-            if let finished { return finished }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        throw CommandFailure("job \(jobID) did not finish within \(timeout) s: is the \(worker) running?")
-    }
-
-    static func uuid(_ text: String, option: String) throws -> UUID {
-        guard let uuid = UUID(uuidString: text) else {
-            throw ValidationError("\(option): expected a UUID, got \(text)")
-        }
-        return uuid
-    }
-}
-
 struct StoriesGenerate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "generate",
@@ -115,7 +44,7 @@ struct StoriesGenerate: AsyncParsableCommand {
         let request = StoryGenerateRequest(
             jobID: .random(),
             userID: userID,
-            childProfileID: try childProfile.map { try StoryJobs.uuid($0, option: "--child-profile") },
+            childProfileID: try childProfile.map { try JobCommands.uuid($0, option: "--child-profile") },
             childName: child,
             timeZone: tz,
             ageGroup: age.rawValue,
@@ -123,16 +52,21 @@ struct StoriesGenerate: AsyncParsableCommand {
             mainCharacter: hero,
             language: language,
             pageCount: pages,
-            collectionID: try collection.map { try StoryJobs.uuid($0, option: "--collection") }
+            collectionID: try collection.map { try JobCommands.uuid($0, option: "--collection") }
         )
-        try await StoryJobs.publish(.storyGenerate, jobID: request.jobID, body: request, connection: connection)
+        try await JobCommands.publish(.storyGenerate, jobID: request.jobID, body: request, connection: connection)
         guard wait else {
             print(request.jobID)
             return
         }
         FileHandle.standardError.write(Data("published story.generate \(request.jobID); waiting…\n".utf8))
         let text = try await connection.withPool(size: 1) { pool in
-            let finished = try await StoryJobs.wait(for: request.jobID, pool: pool, timeout: timeout)
+            let finished = try await JobCommands.waitForEnd(
+                of: request.jobID,
+                pool: pool,
+                timeout: timeout,
+                worker: "story-worker"
+            )
             guard finished.status == "succeeded" else {
                 throw CommandFailure("the story was not written: \(finished.error?.description ?? finished.status)")
             }
@@ -160,16 +94,21 @@ struct StoriesIllustrate: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        let storyID = try StoryJobs.uuid(story, option: "story")
+        let storyID = try JobCommands.uuid(story, option: "story")
         let request = StoryIllustrateRequest(jobID: .random(), storyID: storyID, pages: pages.isEmpty ? nil : pages)
-        try await StoryJobs.publish(.storyIllustrate, jobID: request.jobID, body: request, connection: connection)
+        try await JobCommands.publish(.storyIllustrate, jobID: request.jobID, body: request, connection: connection)
         guard wait else {
             print(request.jobID)
             return
         }
         FileHandle.standardError.write(Data("published story.illustrate \(request.jobID); waiting…\n".utf8))
         let (finished, text) = try await connection.withPool(size: 1) { pool in
-            let finished = try await StoryJobs.wait(for: request.jobID, pool: pool, timeout: timeout)
+            let finished = try await JobCommands.waitForEnd(
+                of: request.jobID,
+                pool: pool,
+                timeout: timeout,
+                worker: "story-worker"
+            )
             let text = try await pool.withConnection { try StoriesShow.render(storyID, database: $0, text: false) }
             return (finished, text)
         }
@@ -198,7 +137,7 @@ struct StoriesRead: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        let storyID = try StoryJobs.uuid(story, option: "story")
+        let storyID = try JobCommands.uuid(story, option: "story")
         var when: Date?
         if let at {
             guard let date = ISO8601.date(from: at) else { throw ValidationError("--at: expected ISO 8601, got \(at)") }
@@ -207,16 +146,16 @@ struct StoriesRead: AsyncParsableCommand {
         let request = StoryReadRequest(
             jobID: .random(),
             storyID: storyID,
-            childProfileID: try child.map { try StoryJobs.uuid($0, option: "--child") },
+            childProfileID: try child.map { try JobCommands.uuid($0, option: "--child") },
             at: when
         )
-        try await StoryJobs.publish(.storyRead, jobID: request.jobID, body: request, connection: connection)
+        try await JobCommands.publish(.storyRead, jobID: request.jobID, body: request, connection: connection)
         guard !noWait else {
             print(request.jobID)
             return
         }
         let finished = try await connection.withPool(size: 1) { pool in
-            try await StoryJobs.wait(for: request.jobID, pool: pool, timeout: timeout)
+            try await JobCommands.waitForEnd(of: request.jobID, pool: pool, timeout: timeout, worker: "story-worker")
         }
         guard finished.status == "succeeded", let result = finished.result else {
             throw CommandFailure("the reading was not recorded: \(finished.error?.description ?? finished.status)")
@@ -241,7 +180,7 @@ struct StoriesShow: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        let storyID = try StoryJobs.uuid(story, option: "story")
+        let storyID = try JobCommands.uuid(story, option: "story")
         let text = try await connection.withPool(size: 1) { pool in
             try await pool.withConnection { try Self.render(storyID, database: $0, text: !statusOnly) }
         }
@@ -307,7 +246,7 @@ struct StoriesAchievements: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        let childID = try StoryJobs.uuid(child, option: "--child")
+        let childID = try JobCommands.uuid(child, option: "--child")
         let lines = try await connection.withPool(size: 1) { pool in
             try await pool.withConnection { database in
                 guard
@@ -366,14 +305,14 @@ struct StoriesCollection: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        let userID = try StoryJobs.uuid(user, option: "--user")
+        let userID = try JobCommands.uuid(user, option: "--user")
         guard StoryKnowledgeBase.growthCategories.contains(category) else {
             throw ValidationError(
                 "--category: one of \(StoryKnowledgeBase.growthCategories.sorted().joined(separator: ", "))"
             )
         }
         guard (1...100).contains(name.count) else { throw ValidationError("--name: 1–100 characters") }
-        let childID = try child.map { try StoryJobs.uuid($0, option: "--child") }
+        let childID = try child.map { try JobCommands.uuid($0, option: "--child") }
         let id = UUID()
         try await connection.withPool(size: 1) { pool in
             try await pool.withTransaction { database in
