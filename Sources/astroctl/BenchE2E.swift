@@ -196,13 +196,7 @@ struct BenchE2E: AsyncParsableCommand {
             )
         )
 
-        var environment = ProcessInfo.processInfo.environment
-        environment["AMQP_URL"] = connection.resolvedAMQPURL
-        environment["DATABASE_URL"] = connection.resolvedDatabaseURL
-        environment["HTTP_HOST"] = "127.0.0.1"
-        environment["LOG_LEVEL"] = "warning"
-        environment["MIGRATE_ON_START"] = "false"
-        environment["PREFETCH"] = String(prefetch)
+        var environment = BenchWorkers.environment(connection: connection, prefetch: prefetch)
         environment["SAMPLE_QUEUE"] = queue
         if type.isBilling, environment["BILLING_ENVIRONMENT"] == nil { environment["BILLING_ENVIRONMENT"] = "Sandbox" }
         if let llmFake {

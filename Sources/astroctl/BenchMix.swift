@@ -81,14 +81,7 @@ extension BenchE2E {
         )
         defer { Task { try? await publisher.deleteQueue(eventQueue) } }
 
-        var environment = ProcessInfo.processInfo.environment
-        environment["AMQP_URL"] = connection.resolvedAMQPURL
-        environment["DATABASE_URL"] = connection.resolvedDatabaseURL
-        environment["HTTP_HOST"] = "127.0.0.1"
-        environment["HTTP_PORT"] = "0"
-        environment["LOG_LEVEL"] = "warning"
-        environment["MIGRATE_ON_START"] = "false"
-        environment["PREFETCH"] = String(prefetch)
+        var environment = BenchWorkers.environment(connection: connection, prefetch: prefetch)
         if environment["BILLING_ENVIRONMENT"] == nil { environment["BILLING_ENVIRONMENT"] = "Sandbox" }
         for item in workerEnvironment {
             let parts = item.split(separator: "=", maxSplits: 1)
@@ -97,19 +90,10 @@ extension BenchE2E {
         let binaries =
             Array(repeating: "chart-worker", count: chartWorkers)
             + (reportCount > 0 ? ["billing-worker", "report-worker"] : [])
-        var processes: [Process] = []
+        let processes = try BenchWorkers.start(binaries.map(BenchAMQP.sibling), environment: environment)
         defer {
             for process in processes where process.isRunning { process.terminate() }
             for process in processes { process.waitUntilExit() }
-        }
-        for name in binaries {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: BenchAMQP.sibling(name))
-            process.environment = environment
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.standardError
-            try process.run()
-            processes.append(process)
         }
         let started = ContinuousClock.now
         while true {

@@ -80,14 +80,7 @@ struct BenchStories: AsyncParsableCommand {
             .appendingPathComponent("bench-stories-\(UUID())")
         defer { try? FileManager.default.removeItem(at: storage) }
 
-        var environment = ProcessInfo.processInfo.environment
-        environment["AMQP_URL"] = connection.resolvedAMQPURL
-        environment["DATABASE_URL"] = connection.resolvedDatabaseURL
-        environment["HTTP_HOST"] = "127.0.0.1"
-        environment["HTTP_PORT"] = "0"
-        environment["LOG_LEVEL"] = "warning"
-        environment["MIGRATE_ON_START"] = "false"
-        environment["PREFETCH"] = String(prefetch)
+        var environment = BenchWorkers.environment(connection: connection, prefetch: prefetch)
         environment["STORY_STORAGE_ROOT"] = storage.path
         if let imageFake {
             environment["IMAGE_BASE_URL"] = imageFake.baseURL.absoluteString
@@ -95,16 +88,7 @@ struct BenchStories: AsyncParsableCommand {
             environment["IMAGE_API_KEY"] = imageFake.apiKey
             environment["IMAGE_TIMEOUT_SECONDS"] = String(Int((imageDelay ?? 0) + 60))
         }
-        var processes: [Process] = []
-        for _ in 0..<workers {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.environment = environment
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.standardError
-            try process.run()
-            processes.append(process)
-        }
+        let processes = try BenchWorkers.start(Array(repeating: binary, count: workers), environment: environment)
         defer {
             for process in processes where process.isRunning { process.terminate() }
         }
