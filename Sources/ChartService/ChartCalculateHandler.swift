@@ -51,6 +51,58 @@ public struct ChartCalculateHandler: JobHandler {
         )
     }
 
+    /// Several jobs in the runtime's shared transaction: each run of consecutive new profiles
+    /// is stored in one statement (users, profiles and charts of all of them); an update of an
+    /// existing profile goes through `commit` where it stands, so the jobs keep their order.
+    /// A name clash anywhere in a run fails the statement and with it the shared transaction;
+    /// the runtime then commits the jobs one by one and only the clashing job is rejected.
+    public func commit(
+        batch: [(prepared: Prepared, job: JobEnvelope)],
+        database: PostgresConnection
+    ) throws -> [JobOutcome] {
+        var outcomes: [JobOutcome] = []
+        outcomes.reserveCapacity(batch.count)
+        var newProfiles: [NewProfile] = []
+        func storeNewProfiles() throws {
+            switch newProfiles.count {
+            case 0: return
+            case 1: outcomes.append(try commit(newProfiles[0].prepared, job: newProfiles[0].job, database: database))
+            default:
+                try Self.insertNew(newProfiles, database: database)
+                for new in newProfiles {
+                    outcomes.append(
+                        try Self.outcome(
+                            job: new.job,
+                            request: new.prepared.request,
+                            profileID: new.profileID,
+                            chartID: new.chartID,
+                            unchanged: false
+                        )
+                    )
+                }
+            }
+            newProfiles.removeAll(keepingCapacity: true)
+        }
+        for (prepared, job) in batch {
+            if prepared.request.profileID == nil {
+                newProfiles.append(NewProfile(prepared: prepared, job: job, profileID: UUID(), chartID: UUID()))
+            } else {
+                try storeNewProfiles()
+                outcomes.append(try commit(prepared, job: job, database: database))
+            }
+        }
+        try storeNewProfiles()
+        return outcomes
+    }
+
+    /// A job that creates a profile, with the ids its rows get.
+    private struct NewProfile {
+        var prepared: Prepared
+        var job: JobEnvelope
+        var profileID: UUID
+        var chartID: UUID
+    }
+
     public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
         let request = prepared.request
         let birth = request.birthData
@@ -199,6 +251,67 @@ public struct ChartCalculateHandler: JobHandler {
                 birth.longitude, birth.locationName, chartID, prepared.chartJSON, prepared.houseSystem,
                 prepared.digest, ChartEngine.version,
             ]
+        )
+    }
+
+    /// The users (created or touched), new profiles and their charts of several jobs, in one
+    /// statement: the rows travel as one JSON array whose `chart_data` members are the charts
+    /// themselves, so PostgreSQL parses each chart once, as the one-job statement does.
+    private static func insertNew(_ rows: [NewProfile], database: PostgresConnection) throws {
+        var json: [UInt8] = []
+        json.reserveCapacity(rows.reduce(2) { $0 + $1.prepared.chartJSON.utf8.count + 512 })
+        json.append(UInt8(ascii: "["))
+        for (index, row) in rows.enumerated() {
+            let birth = row.prepared.request.birthData
+            let fields: [(String, JSONValue)] = [
+                ("user_id", .string(row.prepared.request.userID.description)),
+                ("profile_id", .string(row.profileID.uuidString)),
+                ("name", .string(birth.name)),
+                ("birth_date", .string(birth.birthDate)),
+                ("birth_time", .string(birth.birthTime)),
+                ("timezone", .string(birth.timezone)),
+                ("latitude", .number(birth.latitude)),
+                ("longitude", .number(birth.longitude)),
+                ("location_name", .string(birth.locationName)),
+                ("chart_id", .string(row.chartID.uuidString)),
+                ("house_system", .string(row.prepared.houseSystem)),
+                ("input_digest", .string(row.prepared.digest)),
+            ]
+            if index > 0 { json.append(UInt8(ascii: ",")) }
+            json.append(UInt8(ascii: "{"))
+            for (name, value) in fields {
+                JSONValue.string(name).write(into: &json)
+                json.append(UInt8(ascii: ":"))
+                value.write(into: &json)
+                json.append(UInt8(ascii: ","))
+            }
+            json.append(contentsOf: #""chart_data":"#.utf8)
+            json.append(contentsOf: row.prepared.chartJSON.utf8)
+            json.append(UInt8(ascii: "}"))
+        }
+        json.append(UInt8(ascii: "]"))
+        try database.execute(
+            """
+            WITH new_rows AS MATERIALIZED (
+                SELECT * FROM jsonb_to_recordset($1::jsonb) AS r(user_id uuid, profile_id uuid, name text,
+                    birth_date date, birth_time time, timezone text, latitude double precision,
+                    longitude double precision, location_name text, chart_id uuid, house_system text,
+                    input_digest text, chart_data jsonb)
+            ), touched_users AS (
+                INSERT INTO users (id) SELECT DISTINCT user_id FROM new_rows
+                ON CONFLICT (id) DO UPDATE SET last_active_at = now()
+                    WHERE users.last_active_at < now() - interval '1 minute'
+            ), new_profiles AS (
+                INSERT INTO user_profiles (id, user_id, name, birth_date, birth_time, timezone, latitude,
+                    longitude, location_name)
+                SELECT profile_id, user_id, name, birth_date, birth_time, timezone, latitude, longitude,
+                    location_name
+                FROM new_rows
+            )
+            INSERT INTO birth_charts (id, profile_id, chart_data, house_system, input_digest, engine_version)
+            SELECT chart_id, profile_id, chart_data, house_system, input_digest, $2 FROM new_rows
+            """,
+            [String(decoding: json, as: UTF8.self), ChartEngine.version]
         )
     }
 

@@ -144,27 +144,34 @@ final class CommitBatcher: Sendable {
         }
     }
 
-    /// Several jobs (distinct ids) in one transaction: all are claimed in one statement, each
-    /// claimed job's handler writes, then the jobs' statuses and all their outbox messages are
-    /// recorded in one statement each — the same rows `commitOne` writes, with three statements
-    /// per batch instead of three per job.
+    /// Several jobs (distinct ids) in one transaction: all are claimed in one statement, the
+    /// claimed jobs' writes go to their handlers in runs of one job type (`commit(batch:)`, in
+    /// the jobs' order), then the jobs' statuses and all their outbox messages are recorded in
+    /// one statement each — the same rows `commitOne` writes, in a few statements per batch
+    /// instead of a few per job.
     static func commitShared(
         _ work: [(JobEnvelope, AnyJobHandler, any Sendable, UUID?)],
         claimFor: Duration?,
         database: PostgresConnection
     ) throws -> (results: [JobCommitResult], pending: [JobStore.PendingMessage]) {
-        var results: [JobCommitResult] = []
+        var results = [JobCommitResult?](repeating: nil, count: work.count)
         var finished: [JobStore.Finish] = []
         var messages: [(message: OutboxMessage, jobID: JobID?)] = []
         let claims = try JobStore.claim(
             work.map { job, _, _, _ in (jobID: job.jobID, kind: job.type, attempt: job.attempt) },
             database: database
         )
-        for (job, handler, prepared, userID) in work {
-            switch try run(claims[job.jobID] ?? .alreadyFinished(.succeeded), job, handler, prepared, database) {
-            case .finishedBefore(let status):
-                results.append(.duplicate(status))
-            case .ran(let outcome, let status, let error):
+        // Claimed jobs of one type waiting to be written together: positions in `work`.
+        var run: [Int] = []
+        func writeRun() throws {
+            guard let first = run.first else { return }
+            let outcomes = try work[first].1.commitBatch(
+                run.map { (prepared: work[$0].2, job: work[$0].0) },
+                database
+            )
+            for (index, outcome) in zip(run, outcomes) {
+                let (job, _, _, userID) = work[index]
+                let (status, error) = recorded(outcome)
                 finished.append(
                     JobStore.Finish(
                         id: job.jobID.uuid,
@@ -177,12 +184,27 @@ final class CommitBatcher: Sendable {
                     )
                 )
                 messages += outcome.messages.map { (message: $0, jobID: job.jobID) }
-                results.append(.committed(status, messageCount: outcome.messages.count))
+                results[index] = .committed(status, messageCount: outcome.messages.count)
+            }
+            run.removeAll(keepingCapacity: true)
+        }
+        for (index, (job, handler, _, _)) in work.enumerated() {
+            switch claims[job.jobID] ?? .alreadyFinished(.succeeded) {
+            case .alreadyFinished(let status):
+                // Another delivery finished it: nothing to write, so the run goes on.
+                results[index] = .duplicate(status)
+            case .kindMismatch(let existing):
+                throw Self.reused(job, existing: existing)
+            case .claimed:
+                // A different job type ends the run: jobs keep their order across types.
+                if let last = run.last, work[last].1.jobType != handler.jobType { try writeRun() }
+                run.append(index)
             }
         }
+        try writeRun()
         try JobStore.finish(finished, database: database)
         let pending = try JobStore.enqueueClaimed(messages, lease: claimFor, database: database)
-        return (results, pending)
+        return (results.map { $0! }, pending)
     }
 
     /// One job's part of a transaction: claim its row, run the handler's writes, record its
@@ -241,17 +263,25 @@ extension CommitBatcher {
         case .alreadyFinished(let status):
             return .finishedBefore(status)
         case .kindMismatch(let existing):
-            throw JobRejection(
-                code: "job-id-reused",
-                message: "jobId \(job.jobID) was already used for a \(existing) job"
-            )
+            throw reused(job, existing: existing)
         case .claimed:
             let outcome = try handler.commit(prepared, job, database)
-            switch outcome.status {
-            case .succeeded: return .ran(outcome, .succeeded, nil)
-            case .failed(let failure): return .ran(outcome, .failed, failure)
-            }
+            let (status, error) = recorded(outcome)
+            return .ran(outcome, status, error)
         }
+    }
+
+    /// The status and error to record for a handler's outcome.
+    static func recorded(_ outcome: JobOutcome) -> (JobStatus, JobError?) {
+        switch outcome.status {
+        case .succeeded: (.succeeded, nil)
+        case .failed(let failure): (.failed, failure)
+        }
+    }
+
+    /// The rejection of a job whose id was first used for another job type.
+    static func reused(_ job: JobEnvelope, existing: String) -> JobRejection {
+        JobRejection(code: "job-id-reused", message: "jobId \(job.jobID) was already used for a \(existing) job")
     }
 }
 

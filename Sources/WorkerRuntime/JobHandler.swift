@@ -150,6 +150,19 @@ public protocol JobHandler: Sendable {
     ///   is invalid); `PostgresError` or others roll back and retry.
     func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome
 
+    /// Writes the effects of several jobs, in this order, inside one shared transaction (group
+    /// commit): one outcome per job, in the same order. The default calls `commit` for each; a
+    /// handler overrides it to write many jobs' rows in fewer statements.
+    ///
+    /// - Important: runs synchronously on a database connection's own thread.
+    /// - Throws: anything `commit` throws. The whole shared transaction then rolls back and the
+    ///   runtime commits each of its jobs again on its own, through `commit`, so a batch may
+    ///   simply let a constraint violation of one job's rows fail it.
+    func commit(
+        batch: [(prepared: Prepared, job: JobEnvelope)],
+        database: PostgresConnection
+    ) throws -> [JobOutcome]
+
     /// Messages that undo an earlier step when this job is dead-lettered (rejected, or out of
     /// retries) — e.g. a refund of the credit that paid for a report that will not be written.
     /// Published through the outbox in the transaction that records the job dead. Default: none.
@@ -158,6 +171,13 @@ public protocol JobHandler: Sendable {
 
 extension JobHandler {
     public func compensation(for job: JobEnvelope, error: JobError) -> [OutboxMessage] { [] }
+
+    public func commit(
+        batch: [(prepared: Prepared, job: JobEnvelope)],
+        database: PostgresConnection
+    ) throws -> [JobOutcome] {
+        try batch.map { try commit($0.prepared, job: $0.job, database: database) }
+    }
 }
 
 /// A readable one-line description of a JSON decoding error: which field, what is wrong.

@@ -9,6 +9,7 @@ struct AnyJobHandler: Sendable {
     let jobType: JobType
     let prepare: @Sendable (JobEnvelope) async throws -> any Sendable
     let commit: @Sendable (any Sendable, JobEnvelope, PostgresConnection) throws -> JobOutcome
+    let commitBatch: @Sendable ([(prepared: any Sendable, job: JobEnvelope)], PostgresConnection) throws -> [JobOutcome]
     let compensation: @Sendable (JobEnvelope, JobError) -> [OutboxMessage]
 
     init<Handler: JobHandler>(_ handler: Handler) {
@@ -22,7 +23,30 @@ struct AnyJobHandler: Sendable {
             }
             return try handler.commit(prepared, job: job, database: database)
         }
+        commitBatch = { batch, database in
+            let typed = batch.map { entry in
+                guard let prepared = entry.prepared as? Handler.Prepared else {
+                    preconditionFailure("prepared value of \(Handler.self) has the wrong type")
+                }
+                return (prepared: prepared, job: entry.job)
+            }
+            let outcomes = try handler.commit(batch: typed, database: database)
+            // One outcome per job is the protocol's promise; a handler that breaks it fails the
+            // shared transaction, and the runtime then commits each job through `commit`.
+            guard outcomes.count == batch.count else {
+                throw BatchOutcomeMismatch(handler: "\(Handler.self)", jobs: batch.count, outcomes: outcomes.count)
+            }
+            return outcomes
+        }
     }
+}
+
+/// A handler's batch commit returned a different number of outcomes than it was given jobs.
+struct BatchOutcomeMismatch: Error, CustomStringConvertible {
+    var handler: String
+    var jobs: Int
+    var outcomes: Int
+    var description: String { "\(handler) returned \(outcomes) outcomes for a batch of \(jobs) jobs" }
 }
 
 /// How one delivery is settled with the broker.

@@ -30,6 +30,10 @@ struct ChartWorkerIntegrationTests {
         ) throws
             -> JobOutcome
         { try inner.commit(prepared, job: job, database: database) }
+        func commit(
+            batch: [(prepared: ChartCalculateHandler.Prepared, job: JobEnvelope)],
+            database: PostgresConnection
+        ) throws -> [JobOutcome] { try inner.commit(batch: batch, database: database) }
     }
 
     static func body(
@@ -173,5 +177,113 @@ struct ChartWorkerIntegrationTests {
         let dead = try await running.drain(running.queue + ".dead", count: 3)
         #expect(dead.count == 3)
         try await running.stop()
+    }
+
+    /// A shared transaction's new profiles go in one statement; what it stores must be what
+    /// the job-by-job statement stores, and a name clash in it must leave nothing behind.
+    @Test func aBatchOfNewProfilesStoresWhatJobByJobStores() async throws {
+        let handler = ChartCalculateHandler(engine: Self.engine)
+        let pool = PostgresPool(
+            configuration: try await RuntimeTestEnvironment.database(),
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        func job(
+            _ user: UUID,
+            _ name: String,
+            profileID: UUID? = nil,
+            latitude: Double = 50.4501
+        ) async throws -> (prepared: ChartCalculateHandler.Prepared, job: JobEnvelope) {
+            let id = JobID.random()
+            let body = Self.body(jobID: id, userID: user, profileID: profileID, name: name, latitude: latitude)
+            let envelope = JobEnvelope(jobID: id, type: .chartCalculate, body: Data(body.utf8))
+            return (try await handler.prepare(envelope), envelope)
+        }
+        let (first, second, alone) = (UUID(), UUID(), UUID())
+        let named = UUID()
+        // Two new profiles of one user, an explicit profile id between them (it takes the
+        // job-by-job path where it stands), and latitudes whose shortest text is long.
+        let batch = [
+            try await job(first, "One", latitude: -33.86882),
+            try await job(first, "Two", latitude: 0.1 + 0.2),
+            try await job(second, "Named", profileID: named),
+            try await job(second, "Three", latitude: 64.146_6),
+        ]
+        let outcomes = try await pool.withTransaction { database in
+            try handler.commit(batch: batch, database: database)
+        }
+        #expect(outcomes.count == batch.count)
+        // The same input as the first job, stored alone by the one-job statement.
+        let single = try await job(alone, "One", latitude: -33.86882)
+        let singleOutcome = try await pool.withTransaction { database in
+            try handler.commit(single.prepared, job: single.job, database: database)
+        }
+        let singleProfile = try #require(
+            singleOutcome.result?["profileId"]?.stringValue.flatMap(UUID.init(uuidString:))
+        )
+        let expected: [(user: UUID, name: String, latitude: Double)] = [
+            (first, "One", -33.86882), (first, "Two", 0.1 + 0.2), (second, "Named", 50.4501),
+            (second, "Three", 64.146_6),
+        ]
+        for (index, outcome) in outcomes.enumerated() {
+            let profile = try #require(outcome.result?["profileId"]?.stringValue.flatMap(UUID.init(uuidString:)))
+            let chart = try #require(outcome.result?["chartId"]?.stringValue.flatMap(UUID.init(uuidString:)))
+            if index == 2 { #expect(profile == named) }
+            let row = try #require(
+                try await pool.withConnection { database in
+                    try database.query(
+                        """
+                        SELECT p.user_id, p.name, p.latitude, p.longitude, p.location_name,
+                               to_char(p.birth_date, 'YYYY-MM-DD') AS birth_date, c.id AS chart_id,
+                               c.house_system, c.engine_version, c.input_digest = s.input_digest AS same_digest,
+                               (c.chart_data - 'calculatedAt') = (s.chart_data - 'calculatedAt') AS same_chart
+                        FROM user_profiles p JOIN birth_charts c ON c.profile_id = p.id,
+                             birth_charts s
+                        WHERE p.id = $1 AND s.profile_id = $2
+                        """,
+                        [profile, singleProfile]
+                    ).first
+                }
+            )
+            #expect(try row.decode(UUID.self, "user_id") == expected[index].user)
+            #expect(try row.decode(String.self, "name") == expected[index].name)
+            #expect(try row.decode(Double.self, "latitude") == expected[index].latitude)
+            #expect(try row.decode(Double.self, "longitude") == 30.5234)
+            #expect(try row.decode(String.self, "location_name") == "Kyiv, Ukraine")
+            #expect(try row.decode(String.self, "birth_date") == "1990-10-07")
+            #expect(try row.decode(UUID.self, "chart_id") == chart)
+            #expect(try row.decode(String.self, "house_system") == "placidus")
+            #expect(try row.decode(String.self, "engine_version") == ChartEngine.version)
+            // Every job here has the same birth moment and place; only the latitude differs.
+            let sameInput = expected[index].latitude == -33.86882
+            #expect(try row.decode(Bool.self, "same_digest") == sameInput)
+            #expect(try row.decode(Bool.self, "same_chart") == sameInput)
+            let event = try JSONDecoder().decode(JSONValue.self, from: try #require(outcome.messages.first).body)
+            #expect(event["jobId"]?.stringValue == batch[index].job.jobID.description)
+            #expect(event["profileId"] == outcome.result?["profileId"])
+        }
+        let users = try await pool.withConnection { database in
+            try database.query("SELECT count(*)::int AS n FROM users WHERE id IN ($1, $2)", [first, second])
+                .first?.decode(Int.self, "n")
+        }
+        #expect(users == 2)
+
+        // A clash anywhere in the batch fails the statement, and the rollback leaves nothing.
+        let third = UUID()
+        let clash = [try await job(third, "Same"), try await job(third, "Other"), try await job(third, "Same")]
+        await #expect(throws: PostgresError.self) {
+            try await pool.withTransaction { database in try handler.commit(batch: clash, database: database) }
+        }
+        let left = try await pool.withConnection { database in
+            try database.query(
+                """
+                SELECT (SELECT count(*) FROM user_profiles WHERE user_id = $1)::int
+                     + (SELECT count(*) FROM users WHERE id = $1)::int AS n
+                """,
+                [third]
+            ).first?.decode(Int.self, "n")
+        }
+        #expect(left == 0)
+        await pool.close()
     }
 }

@@ -4,6 +4,7 @@ import Foundation
 import Postgres
 import SampleJobs
 import Schema
+import Synchronization
 import Testing
 import WorkerRuntime
 
@@ -267,6 +268,61 @@ struct GroupCommitTests {
         let batchedJobs = Self.value(of: "astro_commit_batch_jobs_total", in: text)
         #expect(batches > 0)
         #expect(batchedJobs > batches)
+        try await running.stop()
+    }
+
+    /// A sample handler that writes its jobs in batches and keeps the sizes it was given;
+    /// `dropLast` makes it break the one-outcome-per-job promise.
+    struct BatchingHandler: JobHandler {
+        let inner: SampleJobHandler
+        let dropLast: Bool
+        let sizes: BatchSizes
+        var jobType: JobType { inner.jobType }
+        func prepare(_ job: JobEnvelope) async throws -> SampleJobHandler.Payload { try await inner.prepare(job) }
+        func commit(
+            _ prepared: SampleJobHandler.Payload,
+            job: JobEnvelope,
+            database: PostgresConnection
+        ) throws -> JobOutcome {
+            try inner.commit(prepared, job: job, database: database)
+        }
+        func commit(
+            batch: [(prepared: SampleJobHandler.Payload, job: JobEnvelope)],
+            database: PostgresConnection
+        ) throws -> [JobOutcome] {
+            sizes.all.withLock { $0.append(batch.count) }
+            let outcomes = try batch.map { try inner.commit($0.prepared, job: $0.job, database: database) }
+            return dropLast && outcomes.count > 1 ? Array(outcomes.dropLast()) : outcomes
+        }
+    }
+
+    final class BatchSizes: Sendable {
+        let all = Mutex<[Int]>([])
+    }
+
+    /// Jobs of a shared transaction reach their handler's batch commit together; a batch that
+    /// returns too few outcomes is rolled back and its jobs committed one by one, each once.
+    @Test(arguments: [false, true]) func handlersWriteSharedTransactionsInBatches(dropLast: Bool) async throws {
+        let recorded = BatchSizes()
+        let running = try await RunningWorker.start(
+            handlers: { [BatchingHandler(inner: SampleJobHandler(queue: $0), dropLast: dropLast, sizes: recorded)] },
+            prefetch: 64
+        )
+        let ids = (0..<60).map { _ in JobID.random() }
+        try await running.publisher.publish(
+            ids.map { id in
+                OutgoingMessage(
+                    exchange: BrokerNames.jobsExchange,
+                    routingKey: running.queue,
+                    body: Data(#"{"jobId":"\#(id)","note":"batch"}"#.utf8)
+                )
+            }
+        )
+        for id in ids { try await running.waitForStatus(id, "succeeded") }
+        for id in ids { #expect(try await running.effects(id).count == 1) }
+        let sizes = recorded.all.withLock { $0 }
+        #expect(sizes.contains { $0 > 1 })
+        #expect(sizes.allSatisfy { $0 <= 64 })
         try await running.stop()
     }
 
