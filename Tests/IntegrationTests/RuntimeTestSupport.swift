@@ -90,7 +90,9 @@ enum RuntimeTestEnvironment {
         let name = "events." + UUID().uuidString.lowercased().prefix(8)
         try await publisher.declare(
             Topology(
-                queues: [QueueSpec(name: name, durable: false, autoDelete: false)],
+                // Bound to every event of its kind, including later tests' and benchmarks' on
+                // the same broker: the broker deletes it once a minute passes unused.
+                queues: [QueueSpec(name: name, durable: false, arguments: ["x-expires": .int(60_000)])],
                 bindings: [BindingSpec(queue: name, exchange: BrokerNames.eventsExchange, routingKey: routingKey)]
             )
         )
