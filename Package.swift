@@ -45,7 +45,7 @@ let package = Package(
         ),
         .target(
             name: "Postgres",
-            dependencies: ["CLibPQ", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CLibPQ", "UUIDText", .product(name: "Logging", package: "swift-log")]
         ),
         .target(name: "Ephemeris", dependencies: ["CSwissEph"]),
         // BirthData → NatalChart.
@@ -56,13 +56,15 @@ let package = Package(
         .target(name: "Schema", dependencies: ["Postgres"], resources: [.copy("Migrations")]),
 
         // The domain model: Foundation only, no I/O.
-        .target(name: "AstroDomain"),
+        .target(name: "AstroDomain", dependencies: ["UUIDText"]),
+        // UUIDs to and from their canonical text without Foundation's sprintf/sscanf (hot paths).
+        .target(name: "UUIDText"),
 
         // The consume loop, retries, dead letters, outbox, health and metrics every worker shares.
         .target(
             name: "WorkerRuntime",
             dependencies: [
-                "AMQP", "Postgres", "Schema", "AstroDomain",
+                "AMQP", "Postgres", "Schema", "AstroDomain", "UUIDText",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -73,7 +75,7 @@ let package = Package(
         // The chart-worker's job: validate, compute, store profile and chart.
         .target(
             name: "ChartService",
-            dependencies: ["ChartEngine", "Ephemeris", "AstroDomain", "Postgres", "WorkerRuntime"]
+            dependencies: ["ChartEngine", "Ephemeris", "AstroDomain", "Postgres", "WorkerRuntime", "UUIDText"]
         ),
 
         // StoreKit 2 signed data (JWS with an x5c chain) verified the way Apple's App Store Server
@@ -178,6 +180,7 @@ let package = Package(
         .testTarget(name: "AMQPTests", dependencies: ["AMQP"]),
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "AstroDomainTests", dependencies: ["AstroDomain"]),
+        .testTarget(name: "UUIDTextTests", dependencies: ["UUIDText"]),
         .testTarget(name: "ZoneInfoTests", dependencies: ["ZoneInfo", "AstroDomain"]),
         .testTarget(name: "EphemerisTests", dependencies: ["Ephemeris"], resources: [.copy("Fixtures")]),
         .testTarget(

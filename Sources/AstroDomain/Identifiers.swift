@@ -1,4 +1,5 @@
 import Foundation
+import UUIDText
 
 /// A typed identifier: a UUID that knows what it identifies, so a user id can never be
 /// passed where a job id is expected. Encoded as the UUID's lowercase string.
@@ -13,16 +14,16 @@ extension TypedID {
 
     /// Parses a UUID string (any case); `nil` when it is not a UUID.
     public init?(_ description: String) {
-        guard let uuid = UUID(uuidString: description) else { return nil }
+        guard let uuid = UUID(text: description) else { return nil }
         self.init(uuid)
     }
 
-    public var description: String { uuid.uuidString.lowercased() }
+    public var description: String { uuid.lowercasedText }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
-        guard let uuid = UUID(uuidString: text) else {
+        guard let uuid = UUID(text: text) else {
             throw DecodingError.dataCorruptedError(
                 in: container,
                 debugDescription: "expected a UUID string, got \(text.debugDescription)"

@@ -2,6 +2,7 @@ import AstroDomain
 import ChartEngine
 import Foundation
 import Postgres
+import UUIDText
 import WorkerRuntime
 
 /// The `chart.calculate` job: validate the birth data, compute the chart, then — in the job's
@@ -161,7 +162,7 @@ public struct ChartCalculateHandler: JobHandler {
             guard try row.decode(UUID.self, "user_id") == userID else {
                 throw JobRejection(
                     code: "profile-of-another-user",
-                    message: "profile.id: profile \(profileID.uuidString.lowercased()) belongs to another user"
+                    message: "profile.id: profile \(profileID.lowercasedText) belongs to another user"
                 )
             }
             profileChanged =
@@ -265,7 +266,7 @@ public struct ChartCalculateHandler: JobHandler {
             let birth = row.prepared.request.birthData
             let fields: [(String, JSONValue)] = [
                 ("user_id", .string(row.prepared.request.userID.description)),
-                ("profile_id", .string(row.profileID.uuidString)),
+                ("profile_id", .string(row.profileID.lowercasedText)),
                 ("name", .string(birth.name)),
                 ("birth_date", .string(birth.birthDate)),
                 ("birth_time", .string(birth.birthTime)),
@@ -273,7 +274,7 @@ public struct ChartCalculateHandler: JobHandler {
                 ("latitude", .number(birth.latitude)),
                 ("longitude", .number(birth.longitude)),
                 ("location_name", .string(birth.locationName)),
-                ("chart_id", .string(row.chartID.uuidString)),
+                ("chart_id", .string(row.chartID.lowercasedText)),
                 ("house_system", .string(row.prepared.houseSystem)),
                 ("input_digest", .string(row.prepared.digest)),
             ]
@@ -355,8 +356,8 @@ public struct ChartCalculateHandler: JobHandler {
     ) throws -> JobOutcome {
         let fields: [String: JSONValue] = [
             "userId": .string(request.userID.description),
-            "profileId": .string(profileID.uuidString.lowercased()),
-            "chartId": .string(chartID.uuidString.lowercased()),
+            "profileId": .string(profileID.lowercasedText),
+            "chartId": .string(chartID.lowercasedText),
             "unchanged": .bool(unchanged),
         ]
         let event = JobEvent(jobID: job.jobID, type: "chart.calculated", fields: fields)

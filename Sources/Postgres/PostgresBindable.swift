@@ -1,4 +1,5 @@
 import Foundation
+import UUIDText
 
 /// A value sent as a query parameter, in PostgreSQL's text format.
 public struct PostgresParameter: Sendable, Hashable {
@@ -107,7 +108,7 @@ extension Decimal: PostgresBindable {
 
 extension UUID: PostgresBindable {
     public var postgresParameter: PostgresParameter {
-        PostgresParameter(text: uuidString.lowercased(), typeOID: Self.postgresTypeOID)
+        PostgresParameter(text: lowercasedText, typeOID: Self.postgresTypeOID)
     }
     public static var postgresTypeOID: UInt32 { PostgresTypeOID.uuid }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import UUIDText
 
 /// A Swift type that can be decoded from a value in PostgreSQL's text format.
 public protocol PostgresDecodable: Sendable {
@@ -134,7 +135,7 @@ extension Decimal: PostgresDecodable {
 
 extension UUID: PostgresDecodable {
     public static func decode(postgresText: String, typeOID: UInt32) throws(PostgresError) -> UUID {
-        guard let value = UUID(uuidString: postgresText) else { throw decodingError(postgresText, typeOID) }
+        guard let value = UUID(text: postgresText) else { throw decodingError(postgresText, typeOID) }
         return value
     }
 }

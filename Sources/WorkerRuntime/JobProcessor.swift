@@ -3,6 +3,7 @@ import AstroDomain
 import Foundation
 import Logging
 import Postgres
+import UUIDText
 
 /// A handler with its prepared value's type erased, so one consumer can serve several job types.
 struct AnyJobHandler: Sendable {
@@ -488,7 +489,7 @@ struct JobHead: Sendable {
                 JobRejection(code: "invalid-job-id", message: "jobId \(text.debugDescription) is not a UUID")
             )
         }
-        return .success(JobHead(jobID: jobID, userID: fields.userId.flatMap(UUID.init(uuidString:))))
+        return .success(JobHead(jobID: jobID, userID: fields.userId.flatMap(UUID.init(text:))))
     }
 }
 

@@ -1,6 +1,7 @@
 import AstroDomain
 import Foundation
 import Postgres
+import UUIDText
 
 /// The runtime's SQL on the `jobs` and `outbox` tables. Every value goes as a `$n` bind.
 ///
@@ -44,7 +45,7 @@ enum JobStore {
         let rows = JSONValue.array(
             jobs.map {
                 [
-                    "id": .string($0.jobID.uuid.uuidString), "kind": .string($0.kind.rawValue),
+                    "id": .string($0.jobID.uuid.lowercasedText), "kind": .string($0.kind.rawValue),
                     "attempts": .number(Double($0.attempt)),
                 ]
             }
@@ -115,10 +116,10 @@ enum JobStore {
 
         var jsonValue: JSONValue {
             [
-                "id": .string(id.uuidString), "kind": .string(kind), "status": .string(status),
+                "id": .string(id.lowercasedText), "kind": .string(kind), "status": .string(status),
                 "attempts": .number(Double(attempts)),
                 "result": result ?? .null, "error": error?.jsonValue ?? .null,
-                "user_id": userID.map { .string($0.uuidString) } ?? .null,
+                "user_id": userID.map { .string($0.lowercasedText) } ?? .null,
             ]
         }
     }
@@ -194,7 +195,7 @@ enum JobStore {
                     "body": .string(item.message.body.base64EncodedString()),
                     "headers": .object(item.message.headers.mapValues { .string($0) }),
                     "mandatory": .bool(item.message.mandatory),
-                    "job_id": item.jobID.map { .string($0.uuid.uuidString) } ?? .null,
+                    "job_id": item.jobID.map { .string($0.uuid.lowercasedText) } ?? .null,
                 ]
             }
         )

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import Postgres
 import ServiceLifecycle
+import UUIDText
 
 /// Publishes committed outbox rows to the broker with publisher confirms and marks them sent.
 ///
@@ -109,9 +110,9 @@ public final class OutboxRelay: Service, Sendable {
             var properties = MessageProperties()
             properties.contentType = row.contentType
             properties.persistent = true
-            properties.messageID = row.messageID.uuidString.lowercased()
+            properties.messageID = row.messageID.lowercasedText
             properties.timestamp = Date()
-            if let jobID = row.jobID { properties.correlationID = jobID.uuidString.lowercased() }
+            if let jobID = row.jobID { properties.correlationID = jobID.lowercasedText }
             for (key, value) in row.message.headers { properties.headers[key] = .string(value) }
             return OutgoingMessage(
                 exchange: row.message.exchange,

@@ -141,7 +141,7 @@ final class PGConnHandle {
     /// Runs one parameterized statement with `PQexecParams` (text format in and out).
     func execute(_ sql: String, parameters: [PostgresParameter]) throws(PostgresError) -> Outcome {
         let conn = try openConn(sql)
-        guard !sql.utf8.contains(0) else {
+        guard !Self.containsNUL(sql) else {
             throw PostgresError(kind: .encoding, message: "the SQL text contains a NUL byte", query: sql)
         }
         guard parameters.count <= 65_535 else {
@@ -151,15 +151,23 @@ final class PGConnHandle {
                 query: sql
             )
         }
-        for (index, parameter) in parameters.enumerated() where parameter.text?.utf8.contains(0) == true {
-            throw PostgresError(
-                kind: .encoding,
-                message: "parameter $\(index + 1) contains a NUL byte, which PostgreSQL text cannot hold",
-                query: sql
-            )
-        }
-        let values: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.text.map { strdup($0) } ?? nil }
+        var values: [UnsafeMutablePointer<CChar>?] = []
+        values.reserveCapacity(parameters.count)
         defer { for value in values { free(value) } }
+        for (index, parameter) in parameters.enumerated() {
+            guard let text = parameter.text else {
+                values.append(nil)
+                continue
+            }
+            guard let copy = Self.cString(text) else {
+                throw PostgresError(
+                    kind: .encoding,
+                    message: "parameter $\(index + 1) contains a NUL byte, which PostgreSQL text cannot hold",
+                    query: sql
+                )
+            }
+            values.append(copy)
+        }
         let types: [Oid] = parameters.map { Oid($0.typeOID) }
         let valuePointers: [UnsafePointer<CChar>?] = values.map { $0.map { UnsafePointer($0) } }
         let key = types.isEmpty ? sql : sql + "\u{0}" + types.map(String.init).joined(separator: ",")
@@ -191,10 +199,38 @@ final class PGConnHandle {
         }
     }
 
+    /// Whether the text holds a NUL byte, which would cut it short as a C string.
+    static func containsNUL(_ text: String) -> Bool {
+        var text = text
+        // memchr over the contiguous UTF-8 rather than a byte-by-byte walk: parameters run to
+        // several kilobytes (a chart) and every one is checked.
+        return text.withUTF8 { bytes in
+            guard let base = bytes.baseAddress else { return false }
+            return memchr(base, 0, bytes.count) != nil
+        }
+    }
+
+    /// A malloc'ed NUL-terminated copy of the text for libpq (free it), or nil when the text
+    /// holds a NUL byte.
+    static func cString(_ text: String) -> UnsafeMutablePointer<CChar>? {
+        var text = text
+        return text.withUTF8 { bytes -> UnsafeMutablePointer<CChar>? in
+            if let base = bytes.baseAddress, memchr(base, 0, bytes.count) != nil { return nil }
+            // malloc, not `allocate`: the caller frees it with free().
+            guard let raw = malloc(bytes.count + 1) else { fatalError("out of memory") }
+            let copy = raw.bindMemory(to: CChar.self, capacity: bytes.count + 1)
+            if let base = bytes.baseAddress {
+                UnsafeMutableRawPointer(copy).copyMemory(from: base, byteCount: bytes.count)
+            }
+            copy[bytes.count] = 0
+            return copy
+        }
+    }
+
     /// Runs one or more statements without parameters with `PQexec`.
     func executeScript(_ sql: String) throws(PostgresError) -> Outcome {
         let conn = try openConn(sql)
-        guard !sql.utf8.contains(0) else {
+        guard !Self.containsNUL(sql) else {
             throw PostgresError(kind: .encoding, message: "the SQL text contains a NUL byte", query: sql)
         }
         return try outcome(PQexec(conn, sql), sql: sql)
