@@ -49,7 +49,10 @@ let package = Package(
         ),
         .target(name: "Ephemeris", dependencies: ["CSwissEph"]),
         // BirthData → NatalChart.
-        .target(name: "ChartEngine", dependencies: ["AstroDomain", "Ephemeris", "ZoneInfo"]),
+        .target(
+            name: "ChartEngine",
+            dependencies: ["AstroDomain", "Ephemeris", "ZoneInfo", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         // TZif files of the system time zone database (/usr/share/zoneinfo) as AstroDomain's TimeZoneRules.
         .target(name: "ZoneInfo", dependencies: ["AstroDomain"]),
         // Schema v1 and later migrations, numbered SQL files shipped as resources.

@@ -4,6 +4,17 @@ import Foundation
 public enum ChartMath {
     /// An angle reduced to [0, 360). Non-finite input gives 0.
     public static func normalizedDegrees(_ degrees: Double) -> Double {
+        // Angles within one turn of the range (nearly all: longitudes, cusps and their
+        // differences) are reduced with one exact addition or subtraction, the value fmod gives
+        // (fmod is exact, and so is x − 360 for 360 ≤ x < 720); fmod is the costly path and
+        // these are reduced ~100 times per chart.
+        if degrees >= 0 {
+            if degrees < 360 { return degrees }
+            if degrees < 720 { return degrees - 360 }
+        } else if degrees > -360 {
+            let value = degrees + 360
+            return value >= 360 ? 0 : value
+        }
         guard degrees.isFinite else { return 0 }
         var value = fmod(degrees, 360)
         if value < 0 { value += 360 }

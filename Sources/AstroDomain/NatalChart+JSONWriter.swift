@@ -72,11 +72,11 @@ struct NatalChartJSONWriter: TextOutputStream {
             raw(",\"orb\":")
             try number(aspect.orb, "orb")
             raw(",\"planet1\":")
-            string(aspect.planet1.rawValue)
+            plain(aspect.planet1.rawValue)
             raw(",\"planet2\":")
-            string(aspect.planet2.rawValue)
+            plain(aspect.planet2.rawValue)
             raw(",\"type\":")
-            string(aspect.type.rawValue)
+            plain(aspect.type.rawValue)
             byte(UInt8(ascii: "}"))
         }
         raw("],\"birthDate\":")
@@ -87,17 +87,17 @@ struct NatalChartJSONWriter: TextOutputStream {
         date(chart.calculatedAt)
         if let policy = chart.dstPolicyApplied {
             raw(",\"dstPolicyApplied\":")
-            string(policy.rawValue)
+            plain(policy.rawValue)
         }
         raw(",\"engineVersion\":")
         string(chart.engineVersion)
         raw(",\"ephemerisVersion\":")
         string(chart.ephemerisVersion)
         raw(",\"houseSystem\":")
-        string(chart.houseSystem.rawValue)
+        plain(chart.houseSystem.rawValue)
         if let requested = chart.houseSystemRequested {
             raw(",\"houseSystemRequested\":")
-            string(requested.rawValue)
+            plain(requested.rawValue)
         }
         raw(",\"houses\":[")
         for (index, house) in chart.houses.enumerated() {
@@ -109,7 +109,7 @@ struct NatalChartJSONWriter: TextOutputStream {
             raw(",\"number\":")
             integer(house.number)
             raw(",\"sign\":")
-            string(house.sign.rawValue)
+            plain(house.sign.rawValue)
             byte(UInt8(ascii: "}"))
         }
         raw("],\"julianDayUT\":")
@@ -150,7 +150,7 @@ struct NatalChartJSONWriter: TextOutputStream {
             byte(UInt8(ascii: "}"))
         }
         raw("],\"zodiac\":")
-        string(chart.zodiac.rawValue)
+        plain(chart.zodiac.rawValue)
         byte(UInt8(ascii: "}"))
     }
 
@@ -166,9 +166,9 @@ struct NatalChartJSONWriter: TextOutputStream {
         raw(",\"longitude\":")
         try number(placement.longitude, "longitude")
         raw(",\"name\":")
-        string(name)
+        plain(name)
         raw(",\"sign\":")
-        string(placement.sign.rawValue)
+        plain(placement.sign.rawValue)
         raw(",\"speed\":")
         try number(placement.speed, "speed")
         byte(UInt8(ascii: "}"))
@@ -230,6 +230,15 @@ struct NatalChartJSONWriter: TextOutputStream {
         // `_writeASCII` below, without building a String.
         value.write(to: &self)
         if base[count - 1] == UInt8(ascii: "0"), base[count - 2] == UInt8(ascii: ".") { count -= 2 }
+    }
+
+    /// A JSON string of an enum's raw value: identifiers of plain ASCII letters, digits and
+    /// hyphens (checked for every case by `ChartJSONWriterTests`), so no escape is looked for.
+    private mutating func plain(_ text: String) {
+        byte(UInt8(ascii: "\""))
+        var text = text
+        text.withUTF8 { append($0) }
+        byte(UInt8(ascii: "\""))
     }
 
     /// A JSON string with `JSONEncoder`'s escapes; everything else, slashes and non-ASCII

@@ -1,105 +1,22 @@
 import AstroDomain
+import Crypto
 import Foundation
 
-/// SHA-256 (FIPS 180-4), written out here so that digests and content-derived ids need no
-/// crypto dependency and are the same on every platform.
-///
-/// It runs once per chart (the input digest), so it works on fixed-size scratch space: one
-/// padded copy of the message and a 64-word schedule on the stack, no per-block allocation.
-struct SHA256 {
-    private static let roundConstants: [UInt32] = [
-        0x428a_2f98, 0x7137_4491, 0xb5c0_fbcf, 0xe9b5_dba5, 0x3956_c25b, 0x59f1_11f1, 0x923f_82a4, 0xab1c_5ed5,
-        0xd807_aa98, 0x1283_5b01, 0x2431_85be, 0x550c_7dc3, 0x72be_5d74, 0x80de_b1fe, 0x9bdc_06a7, 0xc19b_f174,
-        0xe49b_69c1, 0xefbe_4786, 0x0fc1_9dc6, 0x240c_a1cc, 0x2de9_2c6f, 0x4a74_84aa, 0x5cb0_a9dc, 0x76f9_88da,
-        0x983e_5152, 0xa831_c66d, 0xb003_27c8, 0xbf59_7fc7, 0xc6e0_0bf3, 0xd5a7_9147, 0x06ca_6351, 0x1429_2967,
-        0x27b7_0a85, 0x2e1b_2138, 0x4d2c_6dfc, 0x5338_0d13, 0x650a_7354, 0x766a_0abb, 0x81c2_c92e, 0x9272_2c85,
-        0xa2bf_e8a1, 0xa81a_664b, 0xc24b_8b70, 0xc76c_51a3, 0xd192_e819, 0xd699_0624, 0xf40e_3585, 0x106a_a070,
-        0x19a4_c116, 0x1e37_6c08, 0x2748_774c, 0x34b0_bcb5, 0x391c_0cb3, 0x4ed8_aa4a, 0x5b9c_ca4f, 0x682e_6ff3,
-        0x748f_82ee, 0x78a5_636f, 0x84c8_7814, 0x8cc7_0208, 0x90be_fffa, 0xa450_6ceb, 0xbef9_a3f7, 0xc671_78f2,
-    ]
-
+/// SHA-256 for digests and content-derived ids, through swift-crypto (BoringSSL, which uses the
+/// CPU's SHA extensions where there are any): the same digest on every platform, at a fifth of
+/// the cost of the portable Swift version this replaced (~1 µs per chart input of ~300 bytes,
+/// measured with `astroctl bench chart`).
+enum SHA256 {
     /// The 32-byte digest of `bytes`.
     static func hash<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> [UInt8] {
-        var message = Array(bytes)
-        let bitLength = UInt64(message.count) &* 8
-        let paddedCount = (message.count + 8) / 64 * 64 + 64
-        message.reserveCapacity(paddedCount)
-        message.append(0x80)
-        message.append(contentsOf: repeatElement(0, count: paddedCount - 8 - message.count))
-        for shift in stride(from: 56, through: 0, by: -8) {
-            message.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift)))
+        // The raw-buffer entry point: the generic `hash(data:)` costs dynamic casts per call.
+        func digest(_ buffer: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+            var hasher = Crypto.SHA256()
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(buffer))
+            return hasher.finalize().withUnsafeBytes { Array($0) }
         }
-
-        var h0: UInt32 = 0x6a09_e667
-        var h1: UInt32 = 0xbb67_ae85
-        var h2: UInt32 = 0x3c6e_f372
-        var h3: UInt32 = 0xa54f_f53a
-        var h4: UInt32 = 0x510e_527f
-        var h5: UInt32 = 0x9b05_688c
-        var h6: UInt32 = 0x1f83_d9ab
-        var h7: UInt32 = 0x5be0_cd19
-        roundConstants.withUnsafeBufferPointer { constants in
-            message.withUnsafeBufferPointer { message in
-                withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { schedule in
-                    for blockStart in stride(from: 0, to: message.count, by: 64) {
-                        for index in 0..<16 {
-                            let base = blockStart + index * 4
-                            schedule[index] =
-                                UInt32(message[base]) << 24 | UInt32(message[base + 1]) << 16
-                                | UInt32(message[base + 2]) << 8 | UInt32(message[base + 3])
-                        }
-                        for index in 16..<64 {
-                            let w15 = schedule[index - 15]
-                            let w2 = schedule[index - 2]
-                            let s0 = rotate(w15, 7) ^ rotate(w15, 18) ^ (w15 >> 3)
-                            let s1 = rotate(w2, 17) ^ rotate(w2, 19) ^ (w2 >> 10)
-                            schedule[index] = schedule[index - 16] &+ s0 &+ schedule[index - 7] &+ s1
-                        }
-                        var a = h0
-                        var b = h1
-                        var c = h2
-                        var d = h3
-                        var e = h4
-                        var f = h5
-                        var g = h6
-                        var h = h7
-                        for index in 0..<64 {
-                            let sum1 = rotate(e, 6) ^ rotate(e, 11) ^ rotate(e, 25)
-                            let choice = (e & f) ^ (~e & g)
-                            let temp1 = h &+ sum1 &+ choice &+ constants[index] &+ schedule[index]
-                            let sum0 = rotate(a, 2) ^ rotate(a, 13) ^ rotate(a, 22)
-                            let majority = (a & b) ^ (a & c) ^ (b & c)
-                            let temp2 = sum0 &+ majority
-                            h = g
-                            g = f
-                            f = e
-                            e = d &+ temp1
-                            d = c
-                            c = b
-                            b = a
-                            a = temp1 &+ temp2
-                        }
-                        h0 &+= a
-                        h1 &+= b
-                        h2 &+= c
-                        h3 &+= d
-                        h4 &+= e
-                        h5 &+= f
-                        h6 &+= g
-                        h7 &+= h
-                    }
-                }
-            }
-        }
-        var digest: [UInt8] = []
-        digest.reserveCapacity(32)
-        for word in [h0, h1, h2, h3, h4, h5, h6, h7] {
-            digest.append(UInt8(truncatingIfNeeded: word >> 24))
-            digest.append(UInt8(truncatingIfNeeded: word >> 16))
-            digest.append(UInt8(truncatingIfNeeded: word >> 8))
-            digest.append(UInt8(truncatingIfNeeded: word))
-        }
-        return digest
+        if let hashed = bytes.withContiguousStorageIfAvailable(digest) { return hashed }
+        return Array(bytes).withUnsafeBufferPointer(digest)
     }
 
     /// The digest of the UTF-8 bytes of `text`, as 64 lowercase hex digits.
@@ -115,11 +32,6 @@ struct SHA256 {
             text.append(digits[Int(byte & 0x0F)])
         }
         return String(decoding: text, as: UTF8.self)
-    }
-
-    @inline(__always)
-    private static func rotate(_ value: UInt32, _ count: UInt32) -> UInt32 {
-        (value >> count) | (value << (32 - count))
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import AstroDomain
@@ -13,6 +14,27 @@ import Testing
         #expect(ChartMath.signedSeparation(from: 350, to: 10) == 20)
         #expect(ChartMath.signedSeparation(from: 10, to: 350) == -20)
         #expect(ChartMath.signedSeparation(from: 0, to: 180) == 180)
+    }
+
+    /// The fast paths give fmod's reduction bit for bit, near the edges and everywhere else.
+    @Test func normalizingWithoutFmodGivesFmodsValue() {
+        func reference(_ degrees: Double) -> Double {
+            guard degrees.isFinite else { return 0 }
+            var value = fmod(degrees, 360)
+            if value < 0 { value += 360 }
+            return value >= 360 ? 0 : value
+        }
+        var generator = SystemRandomNumberGenerator()
+        var values: [Double] = [
+            0, -0.0, 360, -360, 720, -720, 359.99999999999994, 360.00000000000006, 719.9999999999999,
+            -1e-20, -Double.leastNonzeroMagnitude, Double.leastNonzeroMagnitude, 1e300, -1e300, .infinity, -.infinity,
+            .nan, -359.99999999999994,
+        ]
+        for _ in 0..<200_000 { values.append(Double.random(in: -2000...2000, using: &generator)) }
+        for _ in 0..<20_000 { values.append(Double.random(in: -1...1, using: &generator) * 1e-12) }
+        for value in values {
+            #expect(ChartMath.normalizedDegrees(value).bitPattern == reference(value).bitPattern, "\(value)")
+        }
     }
 
     /// Cusps of a chart whose first house starts at 300°: houses 3–4 cross 0° Aries.

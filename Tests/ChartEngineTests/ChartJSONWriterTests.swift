@@ -126,6 +126,25 @@ import Testing
         #expect(Array(try chart.jsonData()) == expected, sourceLocation: sourceLocation)
     }
 
+    /// The writer copies enum raw values without looking for escapes; a new case with a quote,
+    /// a backslash or a control character in its name must fail here first.
+    @Test func enumNamesNeedNoEscapes() {
+        let names: [String] =
+            PlanetName.allCases.map(\.rawValue) + ChartPoint.allCases.map(\.rawValue)
+            + AspectType.allCases.map(\.rawValue) + ChartHouseSystem.allCases.map(\.rawValue)
+            + DSTPolicy.allCases.map(\.rawValue) + ZodiacSign.allCases.map(\.rawValue)
+            + [ZodiacSystem.tropical.rawValue]
+            + ZodiacSystem.Ayanamsa.allCases.map { ZodiacSystem.sidereal($0).rawValue }
+        #expect(names.count > 40)
+        for name in names {
+            #expect(!name.isEmpty)
+            #expect(
+                name.utf8.allSatisfy { $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") },
+                "\(name)"
+            )
+        }
+    }
+
     @Test func computedChartsMatchJSONEncoder() async throws {
         var compared = 0
         for (index, birth) in Self.fixtures().enumerated() {
