@@ -395,6 +395,39 @@ private struct ComposeFile {
         #expect(seconds(ofDuration: "40") == nil)
     }
 
+    // MARK: Building and the offline check
+
+    /// `docker build .` from a working tree must not send the build folders (gigabytes) or keys.
+    @Test func dockerignoreKeepsBuildFoldersGitAndSecretsOut() throws {
+        let text = try String(contentsOf: repositoryRoot.appendingPathComponent(".dockerignore"), encoding: .utf8)
+        let patterns = Set(text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) })
+        for pattern in [".build*/", ".git/", "secrets/"] {
+            #expect(patterns.contains(pattern), ".dockerignore lacks \(pattern)")
+        }
+    }
+
+    /// scripts/compose-check.sh's override for machines without Docker Hub replaces only the
+    /// broker's and the database's images: everything else it checks is docker-compose.yml's.
+    @Test func offlineOverrideReplacesOnlyTheBrokerAndDatabaseImages() throws {
+        let url = repositoryRoot.appendingPathComponent("deploy/offline/compose.offline.yml")
+        let document = try #require(mapping(try Yams.load(yaml: String(contentsOf: url, encoding: .utf8))))
+        #expect(Set(document.keys) == ["services"])
+        let services = try #require(mapping(document["services"]))
+        #expect(Set(services.keys) == ["rabbitmq", "postgres"])
+        for (name, node) in services {
+            let service = try #require(mapping(node), "\(name) is not a mapping")
+            #expect(Set(service.keys) == ["image"], "\(name) overrides \(service.keys.sorted())")
+            let image = text(service["image"]) ?? ""
+            #expect(image.hasPrefix("astrosvitla-offline/"), "\(name): \(image)")
+            // The stand-in is built from the Dockerfile of the same name.
+            #expect(
+                FileManager.default.fileExists(
+                    atPath: repositoryRoot.appendingPathComponent("deploy/offline/\(name).Dockerfile").path
+                )
+            )
+        }
+    }
+
     // MARK: docker compose
 
     @Test(
