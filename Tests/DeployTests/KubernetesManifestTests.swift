@@ -54,6 +54,50 @@ struct KubernetesManifestTests {
         }
     }
 
+    /// The offline renderer stands in for Kustomize; where kubectl is installed, its built-in
+    /// Kustomize must render the same objects, field for field.
+    @Test(
+        "kubectl kustomize renders the same objects as the offline renderer",
+        .enabled(if: kubectlExecutable != nil, "needs kubectl on PATH (no cluster needed)"),
+        arguments: Target.allCases
+    )
+    func kubectlKustomizeAgrees(target: Target) throws {
+        let kubectl = try #require(kubectlExecutable)
+        let process = Process()
+        process.executableURL = kubectl
+        process.arguments = ["kustomize", target.rawValue]
+        process.currentDirectoryURL = repositoryRoot
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "kubectl kustomize \(target.rawValue): \(errorText)")
+        let identity = { (value: Value) in
+            "\(value["kind"].string ?? "")/\(value["metadata"]["namespace"].string ?? "")/\(value["metadata"]["name"].string ?? "")"
+        }
+        var rendered: [String: Value] = [:]
+        for document in try Yams.load_all(yaml: text) {
+            let value = Value(yams: document)
+            if value != .null { rendered[identity(value)] = value }
+        }
+        let ours = Dictionary(
+            target.render().resources.map { (identity($0.value), $0.value) },
+            uniquingKeysWith: { a, _ in a }
+        )
+        #expect(rendered.count > 10)
+        #expect(
+            Set(rendered.keys) == Set(ours.keys),
+            "objects differ: kubectl \(rendered.keys.sorted()), ours \(ours.keys.sorted())"
+        )
+        for (key, value) in rendered {
+            #expect(ours[key] == value, "\(key) differs:\nkubectl: \(value)\nours:    \(ours[key] ?? .null)")
+        }
+    }
+
     @Test("every document has apiVersion, kind and metadata.name; names unique per kind", arguments: Target.allCases)
     func documentsAreWellFormed(target: Target) {
         let rendering = target.render()
@@ -804,6 +848,15 @@ extension KubernetesManifestTests {
     }
 }
 
+/// kubectl on PATH, if any.
+private let kubectlExecutable: URL? = {
+    for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
+        let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent("kubectl")
+        if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+    }
+    return nil
+}()
+
 // MARK: - YAML values
 
 /// A YAML node as plain Swift values (Yams' mappings are [AnyHashable: Any]).
@@ -958,6 +1011,12 @@ private enum Kustomize {
         "Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob", "Pod", "ConfigMap", "Secret", "Service",
         "ServiceAccount", "PodDisruptionBudget", "Namespace",
     ]
+    /// Kinds without a namespace, which `namespace:` leaves alone.
+    static let clusterScopedKinds: Set<String> = [
+        "Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "PersistentVolume",
+        "StorageClass", "PriorityClass", "IngressClass", "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration", "APIService",
+    ]
     /// The merge key of each list field strategic merge patches merge rather than replace.
     static let mergeKeys: [String: String] = [
         "containers": "name", "initContainers": "name", "env": "name", "volumes": "name",
@@ -990,6 +1049,21 @@ private enum Kustomize {
         }
         for field in kustomization.map.keys.sorted() where !supportedFields.contains(field) {
             rendering.problems.append("\(file): field \(field) is not supported by this offline check")
+        }
+        // This kustomization's objects (its sub-kustomizations' included) start here.
+        let firstResource = rendering.resources.count
+        defer {
+            // `namespace:` goes on every namespaced object, replacing any given, as Kustomize does.
+            if let namespace = kustomization["namespace"].string {
+                for index in firstResource..<rendering.resources.count
+                where !clusterScopedKinds.contains(rendering.resources[index].kind) {
+                    var metadata = rendering.resources[index].value["metadata"].map
+                    metadata["namespace"] = .string(namespace)
+                    var object = rendering.resources[index].value.map
+                    object["metadata"] = .map(metadata)
+                    rendering.resources[index].value = .map(object)
+                }
+            }
         }
 
         for entry in kustomization["resources"].list {
@@ -1092,17 +1166,21 @@ private enum Kustomize {
             return .map(result)
         case (.list(var result), .list(let changes)) where strategic && mergeKeys[field] != nil:
             let key = mergeKeys[field]!
+            // The patch's entries come first, in its order (merged with the entry of the same key
+            // when there is one), then the other entries in theirs: the order Kustomize (kubectl
+            // kustomize, Kustomize v5.5) gives; `kubectlKustomizeAgrees` checks it.
+            var patched: [Value] = []
             for change in changes {
                 let index = result.firstIndex { $0[key] != .null && $0[key] == change[key] }
                 if change["$patch"].string == "delete" {
                     if let index { result.remove(at: index) }
                 } else if let index {
-                    result[index] = merge(result[index], change, strategic: strategic, field: "")
+                    patched.append(merge(result.remove(at: index), change, strategic: strategic, field: ""))
                 } else {
-                    result.append(change)
+                    patched.append(change)
                 }
             }
-            return .list(result)
+            return .list(patched + result)
         default:
             return patch
         }
