@@ -55,16 +55,9 @@ struct BillingWorkerProcessTests {
         let database = try await RuntimeTestEnvironment.database()
         // The billing-worker processes run as their own least-privilege role, as deployed.
         databaseURL = try await RuntimeTestEnvironment.databaseURL(as: .billingWorker)
-        publisher = AMQPPublisher(
-            configuration: try RuntimeTestEnvironment.amqpConfiguration(),
-            logger: RuntimeTestEnvironment.logger
-        )
-        try await publisher.connect()
-        // Every contract queue (report.generate receives what consumption publishes), emptied.
-        let retry = WorkerConfiguration(amqp: try RuntimeTestEnvironment.amqpConfiguration(), database: database)
-            .retryPolicy
-        try await publisher.declare(WorkerTopology.contract(retry: retry))
-        for queue in Self.billingQueues + [.reportGenerate] { _ = try await publisher.purgeQueue(queue.rawValue) }
+        // Every contract queue declared; the billing queues and report.generate (which receives
+        // what consumption publishes) emptied.
+        publisher = try await RuntimeTestEnvironment.contractPublisher(purging: Self.billingQueues + [.reportGenerate])
         pool = PostgresPool(
             configuration: database,
             options: .init(maxConnections: 2),

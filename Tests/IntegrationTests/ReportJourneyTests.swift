@@ -144,15 +144,9 @@ struct ReportJourneyTests {
         let database = try await RuntimeTestEnvironment.database()
         let databaseURL =
             "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)"
-        let publisher = AMQPPublisher(
-            configuration: try RuntimeTestEnvironment.amqpConfiguration(),
-            logger: RuntimeTestEnvironment.logger
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(
+            purging: JobType.all.filter { $0 != .chartCalculate }
         )
-        try await publisher.connect()
-        let retry = WorkerConfiguration(amqp: try RuntimeTestEnvironment.amqpConfiguration(), database: database)
-            .retryPolicy
-        try await publisher.declare(WorkerTopology.contract(retry: retry))
-        for queue in JobType.all where queue != .chartCalculate { _ = try await publisher.purgeQueue(queue.rawValue) }
         var processes: [Process] = []
         for worker in ["billing-worker", "report-worker"] {
             let process = Process()

@@ -43,6 +43,18 @@ enum RuntimeTestEnvironment {
         return "postgres://\(role.rawValue):\(password)@\(database.host):\(database.port)/\(database.database)"
     }
 
+    /// A connected publisher on a broker with the contract's topology declared (the retry delays
+    /// of the default worker configuration), with `queues` emptied of earlier tests' messages:
+    /// what a test that runs worker processes on the real queues starts from.
+    static func contractPublisher(purging queues: [JobType]) async throws -> AMQPPublisher {
+        let publisher = AMQPPublisher(configuration: try amqpConfiguration(), logger: logger)
+        try await publisher.connect()
+        let retry = WorkerConfiguration(amqp: try amqpConfiguration(), database: try await database()).retryPolicy
+        try await publisher.declare(WorkerTopology.contract(retry: retry))
+        for queue in queues { _ = try await publisher.purgeQueue(queue.rawValue) }
+        return publisher
+    }
+
     /// A fresh, empty database (not migrated), for migration tests.
     static func freshDatabase() async throws -> PostgresConfiguration {
         let base = try PostgresConfiguration(url: try variable("DATABASE_URL"))

@@ -26,18 +26,9 @@ struct StoryWorkerProcessTests {
     /// A story-worker process on the emptied story queues, drawing through `images` (or the
     /// built-in illustrator), storing pictures under `storage`.
     func startWorker(images: OpenAIImagesFake?, storage: URL) async throws -> (Process, AMQPPublisher) {
-        let database = try await RuntimeTestEnvironment.database()
-        let publisher = AMQPPublisher(
-            configuration: try RuntimeTestEnvironment.amqpConfiguration(),
-            logger: RuntimeTestEnvironment.logger
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(
+            purging: [.storyGenerate, .storyIllustrate, .storyRead]
         )
-        try await publisher.connect()
-        let retry = WorkerConfiguration(amqp: try RuntimeTestEnvironment.amqpConfiguration(), database: database)
-            .retryPolicy
-        try await publisher.declare(WorkerTopology.contract(retry: retry))
-        for queue in [JobType.storyGenerate, .storyIllustrate, .storyRead] {
-            _ = try await publisher.purgeQueue(queue.rawValue)
-        }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("story-worker"))
         var environment = ProcessInfo.processInfo.environment.merging([
