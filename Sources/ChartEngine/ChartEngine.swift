@@ -44,6 +44,18 @@ public struct ChartEngine: Sendable {
     /// - Throws: `ChartError`: a validation code, `nonexistent-local-time` / `ambiguous-local-time`
     ///   (no `dstPolicy`), `ephemeris-unavailable` or `calculation-failed`.
     public func chart(for birth: BirthData, calculatedAt: Date = Date()) async throws(ChartError) -> NatalChart {
+        try await chartWithInputDigest(for: birth, calculatedAt: calculatedAt).chart
+    }
+
+    /// Computes a natal chart, as `chart(for:calculatedAt:)`, and gives the input digest its ids
+    /// were derived from — what `inputDigest(_:)` returns for the same birth data — without
+    /// hashing the input a second time.
+    /// - Returns: the chart and its input digest (64 lowercase hex digits).
+    /// - Throws: as `chart(for:calculatedAt:)`.
+    public func chartWithInputDigest(
+        for birth: BirthData,
+        calculatedAt: Date = Date()
+    ) async throws(ChartError) -> (chart: NatalChart, inputDigest: String) {
         let input = try PreparedInput(birth, timeZones: timeZones)
         let positions: ChartPositions
         do {
@@ -58,7 +70,8 @@ public struct ChartEngine: Sendable {
         } catch {
             throw ChartError(error)
         }
-        return try Self.assemble(input, positions: positions, calculatedAt: calculatedAt)
+        let chart = try Self.assemble(input, positions: positions, calculatedAt: calculatedAt)
+        return (chart, SHA256.hex(input.digest))
     }
 
     /// Computes a natal chart synchronously on the calling thread (benchmarks, dedicated threads).
@@ -276,7 +289,9 @@ struct PreparedInput: Sendable {
     var birth: BirthData
     var instant: BirthInstant
     var julianDayUT: Double
-    /// Seeds the element ids: derived from the SHA-256 of `ChartEngine.canonicalInput(_:)`.
+    /// The SHA-256 of `ChartEngine.canonicalInput(_:)`: the input digest.
+    var digest: [UInt8]
+    /// Seeds the element ids: derived from `digest`.
     var ids: ElementIDSeed
     var bodies: [CelestialBody]
     var houseSystem: HouseSystem
@@ -293,7 +308,8 @@ struct PreparedInput: Sendable {
             throw ChartError(error)
         }
         julianDayUT = Ephemeris.julianDayUT(instant.utc)
-        ids = ElementIDSeed(digest: SHA256.hash(ChartEngine.canonicalInputBytes(self.birth)))
+        digest = SHA256.hash(ChartEngine.canonicalInputBytes(self.birth))
+        ids = ElementIDSeed(digest: digest)
         bodies =
             self.birth.points.isEmpty
             ? Self.planetBodies : Self.planetBodies + self.birth.points.map(\.celestialBody)

@@ -34,8 +34,9 @@ public struct ChartCalculateHandler: JobHandler {
             throw JobRejection(code: error.code.rawValue, message: error.message)
         }
         let chart: NatalChart
+        let digest: String
         do {
-            chart = try await engine.chart(for: request.birthData)
+            (chart, digest) = try await engine.chartWithInputDigest(for: request.birthData)
         } catch {
             // Input at fault: dead-letter at once. The ephemeris missing or failing: an outage
             // of this worker's machine, retried (another worker may have its files).
@@ -47,7 +48,7 @@ public struct ChartCalculateHandler: JobHandler {
         return Prepared(
             request: request,
             chartJSON: json,
-            digest: ChartEngine.inputDigest(request.birthData),
+            digest: digest,
             houseSystem: chart.houseSystem.rawValue
         )
     }

@@ -404,6 +404,17 @@ extension JSONValue {
         )
     }
 
+    /// The digest the engine hands back with a chart is the one `inputDigest` prints.
+    @Test func chartsComeWithTheirInputDigest() async throws {
+        for birth in [
+            kyiv(), kyiv(latitude: 50.4502), kyiv(points: [.chiron, .meanNode]), kyiv(zodiac: .sidereal(.raman)),
+        ] {
+            let (chart, digest) = try await engine.chartWithInputDigest(for: birth)
+            #expect(digest == ChartEngine.inputDigest(birth))
+            #expect(chart.latitude == birth.latitude)
+        }
+    }
+
     @Test func inputDigestIsStableAndSensitive() {
         let digest = ChartEngine.inputDigest(kyiv())
         #expect(digest.count == 64)
