@@ -127,7 +127,7 @@ echo "    built in $(($(date +%s) - started)) s, $(docker image inspect -f '{{.S
 mkdir -p secrets
 cleanup() {
     compose down -v --remove-orphans >/dev/null 2>&1 || true
-    [ -n "${work:-}" ] && rm -rf "$work"
+    if [ -n "${work:-}" ]; then rm -rf "$work"; fi
 }
 trap cleanup EXIT
 log "compose up -d --scale chart-worker=$scale"
@@ -218,5 +218,4 @@ compose up -d --no-build --scale chart-worker=1 2>&1 | sed 's/^/    /'
 log "compose down -v"
 cleanup
 trap - EXIT
-[ -n "${work:-}" ] && rm -rf "$work"
 echo "compose-check: all checks passed"
