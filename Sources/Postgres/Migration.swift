@@ -120,6 +120,18 @@ public struct Migrator: Sendable {
         }
         let (migrations, key, logger) = (self.migrations, advisoryLockKey, self.logger)
         return try await pool.withConnection { connection in
+            // A migration may rebuild an index for minutes, and waits for the advisory lock while
+            // another process migrates: the session's statement and lock timeouts (and the
+            // client's wait for an answer) are lifted for the migration and restored after.
+            let responseTimeout = connection.responseTimeout
+            connection.responseTimeout = nil
+            try connection.executeScript("SET statement_timeout = 0; SET lock_timeout = 0")
+            defer {
+                connection.responseTimeout = responseTimeout
+                if !connection.isBroken {
+                    try? connection.executeScript("RESET statement_timeout; RESET lock_timeout")
+                }
+            }
             try connection.execute("SELECT pg_advisory_lock($1)", [key])
             defer {
                 if !connection.isBroken {

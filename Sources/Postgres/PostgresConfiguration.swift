@@ -18,6 +18,61 @@ public struct PostgresConfiguration: Sendable, Hashable {
     public var sslMode: String?
     /// Server run-time parameters sent at connect (`-c key=value`), e.g. `["search_path": "t1"]`.
     public var options: [String: String]
+    /// How long one statement may run on the server (`statement_timeout`); nil leaves the
+    /// server's setting (usually none).
+    public var statementTimeout: Duration?
+    /// How long a statement may wait for a lock, row or advisory (`lock_timeout`); nil leaves
+    /// the server's setting. A stuck lock holder then costs a waiting job seconds, not forever.
+    public var lockTimeout: Duration?
+    /// How long a session may sit idle inside an open transaction before the server ends it
+    /// (`idle_in_transaction_session_timeout`), releasing its locks; nil leaves the server's.
+    public var idleInTransactionTimeout: Duration?
+    /// TCP keepalive probes on the connection's socket, so a peer that vanished without FIN or
+    /// RST is noticed while the connection is idle; nil leaves the kernel's (2 hours).
+    public var keepalive: TCPKeepalive?
+    /// How long sent data may stay unacknowledged before the kernel drops the connection
+    /// (`tcp_user_timeout`); nil leaves the kernel's (about 15 minutes of retransmissions).
+    public var tcpUserTimeout: Duration?
+    /// How long the client waits for the server's answer to one command before it gives the
+    /// connection up as dead (a network cut, or a server that hung). nil: `statementTimeout`
+    /// plus 15 s when a statement timeout is set, else wait forever. The server answers every
+    /// statement within `statementTimeout` (with an error if need be), so this fires only when
+    /// the server or the path to it is gone.
+    public var responseTimeout: Duration?
+
+    /// TCP keepalive settings (libpq `keepalives_idle`, `keepalives_interval`, `keepalives_count`).
+    public struct TCPKeepalive: Sendable, Hashable {
+        /// Idle time before the first probe.
+        public var idle: Duration
+        /// Time between unanswered probes.
+        public var interval: Duration
+        /// Unanswered probes before the connection is dropped.
+        public var count: Int
+
+        /// Creates keepalive settings.
+        public init(idle: Duration, interval: Duration, count: Int) {
+            self.idle = idle
+            self.interval = interval
+            self.count = count
+        }
+
+        /// 10 s idle, then a probe every 5 s, dropped after 3 unanswered: a dead peer is noticed
+        /// within about 25 s.
+        public static let standard = TCPKeepalive(idle: .seconds(10), interval: .seconds(5), count: 3)
+    }
+
+    /// The defaults: 30 s per statement, 10 s per lock wait, 60 s idle in a transaction,
+    /// keepalives after 10 s idle, 20 s for unacknowledged data.
+    public static let defaultStatementTimeout: Duration = .seconds(30)
+    public static let defaultLockTimeout: Duration = .seconds(10)
+    public static let defaultIdleInTransactionTimeout: Duration = .seconds(60)
+    public static let defaultTCPUserTimeout: Duration = .seconds(20)
+
+    /// The client's wait for an answer: `responseTimeout`, else `statementTimeout` + 15 s, else none.
+    public var effectiveResponseTimeout: Duration? {
+        if let responseTimeout { return responseTimeout }
+        return statementTimeout.map { $0 + .seconds(15) }
+    }
 
     static let sslModes: Set<String> = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
 
@@ -32,6 +87,12 @@ public struct PostgresConfiguration: Sendable, Hashable {
         self.applicationName = "astrosvitla"
         self.sslMode = nil
         self.options = [:]
+        self.statementTimeout = Self.defaultStatementTimeout
+        self.lockTimeout = Self.defaultLockTimeout
+        self.idleInTransactionTimeout = Self.defaultIdleInTransactionTimeout
+        self.keepalive = .standard
+        self.tcpUserTimeout = Self.defaultTCPUserTimeout
+        self.responseTimeout = nil
     }
 
     /// Parses a `postgres://` or `postgresql://` URL: `postgres://user:password@host:port/database?sslmode=…`.
@@ -51,6 +112,15 @@ public struct PostgresConfiguration: Sendable, Hashable {
             rest = url.dropFirst("postgresql://".count)
         } else {
             throw invalid("the scheme must be postgres:// or postgresql://")
+        }
+        // A raw "/", "?" or "#" in the user name or password would end the authority early and
+        // push part of the password into the path or query, where an error could quote it.
+        // Errors below therefore never quote text from the URL, and this case gets its own.
+        if let lastAt = rest.lastIndex(of: "@"), rest[..<lastAt].contains(where: { "/?#".contains($0) }) {
+            throw invalid(
+                "the user name or password contains a raw '/', '?' or '#' (or the rest of the URL an '@'): "
+                    + "percent-encode them (%2F, %3F, %23, %40)"
+            )
         }
         if let hash = rest.firstIndex(of: "#") { rest = rest[..<hash] }
         var query: Substring = ""
@@ -128,26 +198,27 @@ public struct PostgresConfiguration: Sendable, Hashable {
             let pair = item.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let key = String(pair[0])
             guard let value = pair.count > 1 ? Self.percentDecode(pair[1]) : "" else {
-                throw invalid("the value of \(key) is not valid percent-encoding")
+                throw invalid("a query parameter's value is not valid percent-encoding")
             }
             switch key {
             case "sslmode":
                 guard Self.sslModes.contains(value) else {
-                    throw invalid(
-                        "sslmode must be one of \(Self.sslModes.sorted().joined(separator: ", ")), not \"\(value)\""
-                    )
+                    throw invalid("sslmode must be one of \(Self.sslModes.sorted().joined(separator: ", "))")
                 }
                 sslMode = value
             case "application_name":
                 applicationName = value
             case "connect_timeout":
-                guard let seconds = Int(value), seconds > 0 else {
-                    throw invalid("connect_timeout must be a positive number of seconds")
+                guard let seconds = Int(value), (1...3600).contains(seconds) else {
+                    throw invalid("connect_timeout must be a number of seconds from 1 to 3600")
                 }
                 connectTimeout = .seconds(seconds)
             default:
+                // The name is quoted only when it is a plain word: anything else may be part of a
+                // password that slipped into the query.
+                let name = Self.isPlainWord(key) ? " \"\(key)\"" : ""
                 throw invalid(
-                    "unsupported query parameter \"\(key)\" (supported: sslmode, application_name, connect_timeout)"
+                    "unsupported query parameter\(name) (supported: sslmode, application_name, connect_timeout)"
                 )
             }
         }
@@ -173,6 +244,14 @@ public struct PostgresConfiguration: Sendable, Hashable {
     var connectTimeoutSeconds: Int {
         let (seconds, attoseconds) = connectTimeout.components
         return max(1, Int(seconds) + (attoseconds > 0 ? 1 : 0))
+    }
+
+    /// Letters, digits and `_`, at most 32 of them: safe to quote in an error.
+    static func isPlainWord(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 32
+            && text.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || byte == UInt8(ascii: "_")
+            }
     }
 
     /// Decodes `%XX` escapes; nil when an escape is malformed or the bytes are not UTF-8.

@@ -152,6 +152,16 @@ public final class PostgresConnection {
         }
     }
 
+    /// How long a command waits for the server's answer before the connection is given up as
+    /// dead (closed, `.connectionLost`); nil waits forever. Starts as the configuration's
+    /// `effectiveResponseTimeout`.
+    /// - Important: a caller that changes it for long-running work (migrations) restores it
+    ///   before the connection goes back to its pool.
+    public var responseTimeout: Duration? {
+        get { handle.responseTimeout }
+        set { handle.responseTimeout = newValue }
+    }
+
     /// The server process serving this connection.
     public var backendPID: Int32 { handle.backendPID }
 

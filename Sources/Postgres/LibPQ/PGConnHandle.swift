@@ -15,6 +15,9 @@ final class PGConnHandle {
     static let preparedStatementLimit = 512
     /// Receives server notices; kept alive as long as `conn` can call back into it.
     private let noticeSink: NoticeSink
+    /// How long one command may wait for the server's answer before the connection is given up
+    /// as dead; nil waits forever.
+    var responseTimeout: Duration?
 
     private init(conn: OpaquePointer, noticeSink: NoticeSink) {
         self.conn = conn
@@ -56,9 +59,18 @@ final class PGConnHandle {
                 message: "cannot connect to \(configuration.host):\(configuration.port): \(reason)"
             )
         }
+        // Non-blocking: every wait for the server is a `poll` with a deadline (see `roundTrip`),
+        // so a connection whose peer vanished frees its thread instead of blocking it forever.
+        guard PQsetnonblocking(conn, 1) == 0 else {
+            let reason = errorMessage(conn)
+            PQfinish(conn)
+            throw PostgresError(kind: .connectionFailed, message: "cannot make the connection non-blocking: \(reason)")
+        }
         let sink = NoticeSink(logger: logger)
         PQsetNoticeReceiver(conn, noticeReceiver, Unmanaged.passUnretained(sink).toOpaque())
-        return PGConnHandle(conn: conn, noticeSink: sink)
+        let handle = PGConnHandle(conn: conn, noticeSink: sink)
+        handle.responseTimeout = configuration.effectiveResponseTimeout
+        return handle
     }
 
     /// The `PQconnectdbParams` keyword/value pairs for a configuration.
@@ -67,6 +79,16 @@ final class PGConnHandle {
         var sessionOptions: [(String, String)] = [
             ("client_encoding", "UTF8"), ("DateStyle", "ISO"), ("TimeZone", "UTC"), ("extra_float_digits", "3"),
         ]
+        // Timeouts travel as whole milliseconds (PostgreSQL's unit for all three); explicit
+        // `options` of the same name below take precedence.
+        let timeouts: [(String, Duration?)] = [
+            ("statement_timeout", configuration.statementTimeout), ("lock_timeout", configuration.lockTimeout),
+            ("idle_in_transaction_session_timeout", configuration.idleInTransactionTimeout),
+        ]
+        for (name, timeout) in timeouts {
+            guard let timeout else { continue }
+            sessionOptions.append((name, String(Self.clampedMilliseconds(timeout))))
+        }
         for key in configuration.options.keys.sorted() {
             let valid =
                 !key.isEmpty
@@ -101,12 +123,37 @@ final class PGConnHandle {
             ("application_name", configuration.applicationName),
             ("options", optionsText),
         ]
+        if let keepalive = configuration.keepalive {
+            parameters += [
+                ("keepalives", "1"), ("keepalives_idle", String(Self.clampedSeconds(keepalive.idle))),
+                ("keepalives_interval", String(Self.clampedSeconds(keepalive.interval))),
+                ("keepalives_count", String(min(max(keepalive.count, 1), 1000))),
+            ]
+        }
+        if let userTimeout = configuration.tcpUserTimeout {
+            parameters.append(("tcp_user_timeout", String(Self.clampedMilliseconds(userTimeout))))
+        }
         if let password = configuration.password { parameters.append(("password", password)) }
         if let sslMode = configuration.sslMode { parameters.append(("sslmode", sslMode)) }
         for (key, value) in parameters where value.utf8.contains(0) {
             throw PostgresError(kind: .invalidConfiguration, message: "the \(key) setting contains a NUL byte")
         }
         return parameters
+    }
+
+    /// A duration as whole milliseconds for a server setting: at least 1 (0 would mean "off"),
+    /// at most PostgreSQL's limit for these settings (2^31 − 1).
+    static func clampedMilliseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        let milliseconds = overflow ? Int64.max : product.addingReportingOverflow(attoseconds / 1_000_000_000_000_000).0
+        return min(max(milliseconds, 1), Int64(Int32.max))
+    }
+
+    /// A duration as whole seconds (rounded up) for a socket option, from 1 to a day.
+    static func clampedSeconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return min(max(seconds + (attoseconds > 0 ? 1 : 0), 1), 86_400)
     }
 
     /// Closes the connection; idempotent.
@@ -138,9 +185,8 @@ final class PGConnHandle {
         return PQbackendPID(conn)
     }
 
-    /// Runs one parameterized statement with `PQexecParams` (text format in and out).
+    /// Runs one parameterized statement, prepared once per connection (text format in and out).
     func execute(_ sql: String, parameters: [PostgresParameter]) throws(PostgresError) -> Outcome {
-        let conn = try openConn(sql)
         guard !Self.containsNUL(sql) else {
             throw PostgresError(kind: .encoding, message: "the SQL text contains a NUL byte", query: sql)
         }
@@ -176,19 +222,24 @@ final class PGConnHandle {
             let candidate = "astro_\(preparedCount)"
             preparedCount += 1
             // A failed prepare (syntax error, aborted transaction) reports through `outcome`.
-            _ = try outcome(PQprepare(conn, candidate, sql, Int32(parameters.count), types), sql: sql)
+            _ = try outcome(
+                roundTrip(sql) { PQsendPrepare($0, candidate, sql, Int32(parameters.count), types) },
+                sql: sql
+            )
             preparedStatements[key] = candidate
             name = candidate
         }
         guard let name else {
             return try outcome(
-                PQexecParams(conn, sql, Int32(parameters.count), types, valuePointers, nil, nil, 0),
+                roundTrip(sql) {
+                    PQsendQueryParams($0, sql, Int32(parameters.count), types, valuePointers, nil, nil, 0)
+                },
                 sql: sql
             )
         }
         do {
             return try outcome(
-                PQexecPrepared(conn, name, Int32(parameters.count), valuePointers, nil, nil, 0),
+                roundTrip(sql) { PQsendQueryPrepared($0, name, Int32(parameters.count), valuePointers, nil, nil, 0) },
                 sql: sql
             )
         } catch {
@@ -227,13 +278,103 @@ final class PGConnHandle {
         }
     }
 
-    /// Runs one or more statements without parameters with `PQexec`.
+    /// Runs one or more statements without parameters (simple query protocol).
     func executeScript(_ sql: String) throws(PostgresError) -> Outcome {
-        let conn = try openConn(sql)
         guard !Self.containsNUL(sql) else {
             throw PostgresError(kind: .encoding, message: "the SQL text contains a NUL byte", query: sql)
         }
-        return try outcome(PQexec(conn, sql), sql: sql)
+        return try outcome(roundTrip(sql) { PQsendQuery($0, sql) }, sql: sql)
+    }
+
+    /// Sends one command and waits for its results without ever blocking in libpq: the send is
+    /// flushed and the answer read with `poll` against `responseTimeout`. Past the deadline the
+    /// connection is closed (its thread is free again) and the error says so.
+    /// - Returns: the first failed result if any, else the last result (the caller clears it),
+    ///   or nil when libpq returned none (the connection is broken).
+    /// - Throws: `.connectionLost` when sending or reading fails or the deadline passes.
+    private func roundTrip(_ sql: String, send: (OpaquePointer) -> Int32) throws(PostgresError) -> OpaquePointer? {
+        let conn = try openConn(sql)
+        let deadline = responseTimeout.map { ContinuousClock.now + $0 }
+        guard send(conn) == 1 else {
+            throw PostgresError(kind: isBad ? .connectionLost : .server, message: Self.errorMessage(conn), query: sql)
+        }
+        // Flush what libpq could not write at once (large parameters), reading meanwhile so the
+        // server never blocks on a full socket.
+        while true {
+            let flushed = PQflush(conn)
+            if flushed == 0 { break }
+            if flushed < 0 { throw lostWhileWaiting(sql) }
+            let ready = try wait(for: Int16(POLLIN | POLLOUT), until: deadline, sql: sql)
+            if ready & Int16(POLLIN) != 0, PQconsumeInput(conn) == 0 { throw lostWhileWaiting(sql) }
+        }
+        var failed: OpaquePointer?
+        var last: OpaquePointer?
+        while true {
+            while PQisBusy(conn) == 1 {
+                _ = try wait(for: Int16(POLLIN), until: deadline, sql: sql)
+                if PQconsumeInput(conn) == 0 { throw lostWhileWaiting(sql) }
+            }
+            guard let result = PQgetResult(conn) else { break }
+            let status = PQresultStatus(result)
+            if failed == nil, status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE {
+                failed = result
+            } else {
+                if let last { PQclear(last) }
+                last = result
+            }
+        }
+        if let failed {
+            if let last { PQclear(last) }
+            return failed
+        }
+        return last
+    }
+
+    /// Waits until the socket is ready for `events` or the deadline passes.
+    /// - Returns: the events that are ready.
+    /// - Throws: `.connectionLost` (and closes the connection) past the deadline or on a socket error.
+    private func wait(
+        for events: Int16,
+        until deadline: ContinuousClock.Instant?,
+        sql: String
+    ) throws(PostgresError) -> Int16 {
+        guard let conn else { throw PostgresError(kind: .connectionLost, message: "the connection is closed") }
+        let socket = PQsocket(conn)
+        guard socket >= 0 else { throw lostWhileWaiting(sql) }
+        while true {
+            var timeout: Int32 = -1
+            if let deadline {
+                let remaining = deadline - ContinuousClock.now
+                guard remaining > .zero else {
+                    let waited = responseTimeout.map { " within \($0.components.seconds) s" } ?? ""
+                    finish()
+                    throw PostgresError(
+                        kind: .connectionLost,
+                        message: "no answer from the server\(waited); the connection was closed "
+                            + "(the network path or the server is gone)",
+                        query: sql
+                    )
+                }
+                // Whole milliseconds, rounded up, so a wait never ends just short of the deadline.
+                let (seconds, attoseconds) = remaining.components
+                timeout = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            }
+            var descriptor = pollfd(fd: socket, events: events, revents: 0)
+            let ready = poll(&descriptor, 1, timeout)
+            if ready > 0 {
+                if descriptor.revents & Int16(POLLNVAL) != 0 { throw lostWhileWaiting(sql) }
+                // POLLERR/POLLHUP: let libpq read the error or EOF and report it.
+                return descriptor.revents | (descriptor.revents & Int16(POLLERR | POLLHUP) != 0 ? events : 0)
+            }
+            if ready < 0, errno != EINTR { throw lostWhileWaiting(sql) }
+        }
+    }
+
+    /// The connection broke while sending or waiting: closes it and describes libpq's reason.
+    private func lostWhileWaiting(_ sql: String) -> PostgresError {
+        let reason = Self.errorMessage(conn)
+        finish()
+        return PostgresError(kind: .connectionLost, message: reason, query: sql)
     }
 
     /// Checks an idle connection without a round trip when possible: if the socket has something to
@@ -249,9 +390,9 @@ final class PGConnHandle {
         if ready < 0 { return false }
         if PQconsumeInput(conn) == 0 || PQstatus(conn) == CONNECTION_BAD { return false }
         // Something arrived while idle (a notification, or a FATAL before the server hangs up): confirm.
-        guard let result = PQexec(conn, "SELECT 1") else { return false }
+        guard let result = try? roundTrip("SELECT 1", send: { PQsendQuery($0, "SELECT 1") }) else { return false }
         defer { PQclear(result) }
-        return PQresultStatus(result) == PGRES_TUPLES_OK && PQstatus(conn) == CONNECTION_OK
+        return PQresultStatus(result) == PGRES_TUPLES_OK && self.conn.map { PQstatus($0) == CONNECTION_OK } == true
     }
 
     private func openConn(_ sql: String) throws(PostgresError) -> OpaquePointer {
