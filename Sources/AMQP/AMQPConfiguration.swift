@@ -50,6 +50,11 @@ public struct AMQPConfiguration: Sendable, Hashable {
     public var connectTimeout: Duration = .seconds(10)
     /// Sent as the `connection_name` client property, shown in the management UI.
     public var connectionName: String = "astrosvitla"
+    /// The largest message body accepted, in bytes; nil: no limit. A consumer does not buffer a
+    /// larger body (it reads and drops it, and hands out the delivery with an empty body and
+    /// `Delivery.isBodyWithheld`), and a publisher refuses to send one (`.messageTooLarge`).
+    /// Set it to the broker's `max_message_size`.
+    public var maxBodyBytes: Int?
 
     /// How reconnect attempts are spaced after a connection is lost.
     public struct Reconnect: Sendable, Hashable {
@@ -100,9 +105,17 @@ public struct AMQPConfiguration: Sendable, Hashable {
             port = 5671
             tls = TLS()
         default:
-            throw Self.invalid("unsupported URL scheme '\(scheme)': expected amqp:// or amqps://")
+            throw Self.invalid("unsupported URL scheme: expected amqp:// or amqps://")
         }
         var rest = url[schemeEnd.upperBound...]
+        // A raw "/", "?" or "#" in the user name or password would end the authority early and
+        // push part of the password into the path or query, where an error would quote it.
+        if let lastAt = rest.lastIndex(of: "@"), rest[..<lastAt].contains(where: { "/?#".contains($0) }) {
+            throw Self.invalid(
+                "the user name or password contains a raw '/', '?' or '#' (or the rest of the URL an '@'): "
+                    + "percent-encode them (%2F, %3F, %23, %40)"
+            )
+        }
 
         var query: Substring = ""
         if let q = rest.firstIndex(of: "?") {
@@ -186,14 +199,14 @@ public struct AMQPConfiguration: Sendable, Hashable {
             }
             switch key {
             case "heartbeat":
-                guard let seconds = Int(value), seconds >= 0 else {
-                    throw Self.invalid("query item heartbeat must be a number of seconds ≥ 0, got '\(value)'")
+                guard let seconds = Int(value), (0...65_535).contains(seconds) else {
+                    throw Self.invalid("query item heartbeat must be a number of seconds from 0 to 65535")
                 }
                 heartbeat = .seconds(seconds)
             case "connection_timeout":
-                guard let ms = Int(value), ms > 0 else {
+                guard let ms = Int(value), (1...3_600_000).contains(ms) else {
                     throw Self.invalid(
-                        "query item connection_timeout must be a number of milliseconds > 0, got '\(value)'"
+                        "query item connection_timeout must be a number of milliseconds from 1 to 3600000"
                     )
                 }
                 connectTimeout = .milliseconds(ms)
@@ -214,14 +227,15 @@ public struct AMQPConfiguration: Sendable, Hashable {
                         tls?.verifyPeer = false
                         tls?.verifyHostname = false
                     default:
-                        throw Self.invalid("query item verify must be verify_peer or verify_none, got '\(value)'")
+                        throw Self.invalid("query item verify must be verify_peer or verify_none")
                     }
                 }
             case "name", "connection_name":
                 connectionName = value
             default:
+                let name = Self.isPlainWord(key) ? " '\(key)'" : ""
                 throw Self.invalid(
-                    "unknown query item '\(key)': supported are heartbeat, connection_timeout, cacertfile, "
+                    "unknown query item\(name): supported are heartbeat, connection_timeout, cacertfile, "
                         + "certfile, keyfile, verify, name"
                 )
             }
@@ -254,6 +268,12 @@ public struct AMQPConfiguration: Sendable, Hashable {
             url += "?" + query.joined(separator: "&")
         }
         return url
+    }
+
+    /// Lowercase letters and `_`, at most 32: safe to quote in an error.
+    static func isPlainWord(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 32
+            && text.utf8.allSatisfy { (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || $0 == UInt8(ascii: "_") }
     }
 
     private static func invalid(_ message: String) -> AMQPError {

@@ -35,6 +35,8 @@ public struct AMQPError: Error, Sendable, CustomStringConvertible, CustomDebugSt
         case notFound
         /// A declaration conflicts with the existing entity, or a precondition failed (reply code 406).
         case preconditionFailed
+        /// A message body is larger than `AMQPConfiguration.maxBodyBytes`: it was not sent.
+        case messageTooLarge
     }
 
     /// What went wrong, coarsely.
@@ -74,7 +76,7 @@ public struct AMQPError: Error, Sendable, CustomStringConvertible, CustomDebugSt
             .protocolError:
             return true
         case .invalidConfiguration, .authenticationFailed, .tls, .unroutable, .staleDelivery, .closed, .notFound,
-            .preconditionFailed:
+            .preconditionFailed, .messageTooLarge:
             return false
         }
     }

@@ -15,6 +15,7 @@ import Synchronization
 ///   its connection in the background.
 public final class AMQPPublisher: Sendable {
     private let shared: PublisherShared
+    private let maxBodyBytes: Int?
 
     /// Creates a publisher and starts its thread; nothing connects until `connect()`, `declare` or `publish`.
     /// - Parameters:
@@ -23,6 +24,7 @@ public final class AMQPPublisher: Sendable {
     public init(configuration: AMQPConfiguration, logger: Logger) {
         let shared = PublisherShared()
         self.shared = shared
+        self.maxBodyBytes = configuration.maxBodyBytes
         startLoopThread(name: "amqp-publisher") {
             PublisherLoop(configuration: configuration, logger: logger, shared: shared).run()
         }
@@ -101,6 +103,34 @@ public final class AMQPPublisher: Sendable {
     }
 
     nonisolated(nonsending) private func publishAll(
+        _ messages: [OutgoingMessage],
+        timeout: Duration
+    ) async -> [AMQPError?] {
+        guard !messages.isEmpty else { return [] }
+        // A body over the limit is refused here: the broker would close the channel on it, and a
+        // republish after the reconnect would close it again.
+        if let limit = maxBodyBytes, messages.contains(where: { $0.body.count > limit }) {
+            var results = [AMQPError?](repeating: nil, count: messages.count)
+            var fitting: [Int] = []
+            for (index, message) in messages.enumerated() {
+                if message.body.count > limit {
+                    results[index] = AMQPError(
+                        kind: .messageTooLarge,
+                        message: "the message body has \(message.body.count) bytes, over the limit of \(limit) "
+                            + "(MAX_MESSAGE_BYTES); it was not published"
+                    )
+                } else {
+                    fitting.append(index)
+                }
+            }
+            let sent = await sendAll(fitting.map { messages[$0] }, timeout: timeout)
+            for (index, result) in zip(fitting, sent) { results[index] = result }
+            return results
+        }
+        return await sendAll(messages, timeout: timeout)
+    }
+
+    nonisolated(nonsending) private func sendAll(
         _ messages: [OutgoingMessage],
         timeout: Duration
     ) async -> [AMQPError?] {

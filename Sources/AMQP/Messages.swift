@@ -95,8 +95,10 @@ public struct Delivery: Sendable {
     public let exchange: String
     /// The routing key it was published with.
     public let routingKey: String
-    /// The body bytes.
+    /// The body bytes; empty when the body was withheld for its size (`isBodyWithheld`).
     public let body: Data
+    /// The body's size as the broker announced it, in bytes.
+    public let bodySize: UInt64
     /// The basic properties.
     public let properties: MessageProperties
     /// Whether the broker delivered it before (to a consumer that did not acknowledge it).
@@ -106,12 +108,19 @@ public struct Delivery: Sendable {
     /// The connection it came on; bumped on each reconnect. Acks for an older generation are refused.
     public let generation: UInt64
 
+    /// Whether the body was larger than `AMQPConfiguration.maxBodyBytes`: the consumer read and
+    /// dropped it without keeping it, so `body` is empty. Reject such a delivery without requeue
+    /// (the broker keeps the whole message and dead-letters it), never process it.
+    public var isBodyWithheld: Bool { bodySize > UInt64(body.count) }
+
     /// Creates a delivery (for tests and in-memory fakes; the consumer makes the real ones).
+    /// - Parameter bodySize: the announced size; defaults to `body.count` (nothing withheld).
     public init(
         queue: String,
         exchange: String,
         routingKey: String,
         body: Data,
+        bodySize: UInt64? = nil,
         properties: MessageProperties,
         redelivered: Bool,
         deliveryTag: UInt64,
@@ -121,6 +130,7 @@ public struct Delivery: Sendable {
         self.exchange = exchange
         self.routingKey = routingKey
         self.body = body
+        self.bodySize = max(bodySize ?? UInt64(body.count), UInt64(body.count))
         self.properties = properties
         self.redelivered = redelivered
         self.deliveryTag = deliveryTag

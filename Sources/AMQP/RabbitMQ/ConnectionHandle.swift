@@ -398,7 +398,9 @@ final class ConnectionHandle {
     }
 
     /// Reads the header and body frames that follow a basic.deliver or basic.return.
-    func readContent() throws(AMQPError) -> (MessageProperties, Data) {
+    /// - Parameter maxBodyBytes: a body announced larger than this is read frame by frame and
+    ///   dropped, never held whole: the returned body is then empty and `size` tells its size.
+    func readContent(maxBodyBytes: Int? = nil) throws(AMQPError) -> (MessageProperties, Data, size: UInt64) {
         var frame = amqp_frame_t()
         try readContentFrame(&frame)
         guard frame.frame_type == CRABBITMQ_FRAME_HEADER else {
@@ -411,8 +413,14 @@ final class ConnectionHandle {
             throw AMQPError(kind: .protocolError, message: "content header without properties")
         }
         let properties = FieldTableDecoder.properties(decoded.assumingMemoryBound(to: amqp_basic_properties_t.self))
-        let size = Int(frame.payload.properties.body_size)
-        guard size > 0 else { return (properties, Data()) }
+        let announced = frame.payload.properties.body_size
+        guard announced > 0 else { return (properties, Data(), 0) }
+        // The announced size comes from the wire: it is checked before anything is reserved.
+        let limit = UInt64(min(maxBodyBytes ?? Int.max, Int(UInt32.max)))
+        guard announced <= limit, let size = Int(exactly: announced) else {
+            try discardBody(announced)
+            return (properties, Data(), announced)
+        }
         var body = Data(capacity: size)
         while body.count < size {
             try readContentFrame(&frame)
@@ -423,11 +431,32 @@ final class ConnectionHandle {
                 )
             }
             let fragment = frame.payload.body_fragment
+            guard fragment.len <= size - body.count else {
+                throw AMQPError(kind: .protocolError, message: "the broker sent more body bytes than it announced")
+            }
             if let bytes = fragment.bytes, fragment.len > 0 {
                 body.append(bytes.assumingMemoryBound(to: UInt8.self), count: fragment.len)
             }
         }
-        return (properties, body)
+        return (properties, body, announced)
+    }
+
+    /// Reads and drops the body frames of a message announced as `size` bytes, one frame at a
+    /// time, so an oversized message costs no more memory than a frame.
+    private func discardBody(_ size: UInt64) throws(AMQPError) {
+        var frame = amqp_frame_t()
+        var received: UInt64 = 0
+        while received < size {
+            try readContentFrame(&frame)
+            guard frame.frame_type == CRABBITMQ_FRAME_BODY else {
+                throw AMQPError(
+                    kind: .protocolError,
+                    message: "expected a content body frame, got type \(frame.frame_type)"
+                )
+            }
+            received += UInt64(frame.payload.body_fragment.len)
+            releaseBuffers()
+        }
     }
 
     private func readContentFrame(_ frame: inout amqp_frame_t) throws(AMQPError) {

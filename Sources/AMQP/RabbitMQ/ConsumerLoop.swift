@@ -147,9 +147,9 @@ final class ConsumerLoop {
             let exchange = deliver.exchange.string
             let routingKey = deliver.routing_key.string
             let redelivered = deliver.redelivered != 0
-            let content: (MessageProperties, Data)
+            let content: (MessageProperties, Data, size: UInt64)
             do throws(AMQPError) {
-                content = try connection.readContent()
+                content = try connection.readContent(maxBodyBytes: configuration.maxBodyBytes)
             } catch {
                 connectionLost(error)
                 return
@@ -160,6 +160,7 @@ final class ConsumerLoop {
                     exchange: exchange,
                     routingKey: routingKey,
                     body: content.1,
+                    bodySize: content.size,
                     properties: content.0,
                     redelivered: redelivered,
                     deliveryTag: tag,

@@ -109,6 +109,10 @@ func startLoopThread(name: String, _ body: @escaping @Sendable () -> Void) {
         _ = crabbitmq_set_thread_name(name)  // shown by top -H, perf, gdb (15 characters at most)
         body()
     }
+    // librabbitmq decodes nested field tables recursively, without a depth limit, on this
+    // thread: a header of thousands of nested arrays (a 128 KiB frame holds ~26,000) needs a
+    // deep stack, so the loop threads get 16 MiB of (lazily committed) address space.
+    thread.stackSize = 16 << 20
     thread.name = name
     thread.start()
 }

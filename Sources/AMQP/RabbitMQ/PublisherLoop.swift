@@ -215,9 +215,10 @@ final class PublisherLoop {
                 settleSequence(at: i, nacked: nacked)
                 i += 1
             }
-        } else if tag >= first {
+        } else if tag >= first, tag - first < UInt64(unconfirmed.count - unconfirmedHead) {
+            // The tag comes from the broker: checked against the window before it becomes an index.
             let i = unconfirmedHead + Int(tag - first)
-            if i < unconfirmed.count, unconfirmed[i].sequence == tag {
+            if unconfirmed[i].sequence == tag {
                 settleSequence(at: i, nacked: nacked)
             }
         }
@@ -262,9 +263,10 @@ final class PublisherLoop {
                 + "(\(returned.reply_text.string)); declare the queue and binding first",
             replyCode: returned.reply_code
         )
-        let content: (MessageProperties, Data)
+        let content: (MessageProperties, Data, size: UInt64)
         do throws(AMQPError) {
-            content = try connection.readContent()
+            // A returned message is one of ours, so no larger than what we may publish.
+            content = try connection.readContent(maxBodyBytes: configuration.maxBodyBytes ?? 1 << 27)
         } catch {
             connectionLost(error)
             return
@@ -358,8 +360,22 @@ final class PublisherLoop {
         }
         let status = connection.publish(pending.message)
         guard status == AMQP_STATUS_OK.rawValue else {
-            backlog.append(pending)
-            connectionLost(connection.lost(status: status, "publishing"))
+            let lost = connection.lost(status: status, "publishing")
+            if Self.isEncodingFailure(status) {
+                // The message itself cannot be framed (properties too large or malformed): it
+                // fails for good instead of being republished after every reconnect. The
+                // method frame may already be on the wire, so the connection is reset too.
+                pending.op.settle(
+                    pending.index,
+                    AMQPError(
+                        kind: .messageTooLarge,
+                        message: "the message could not be encoded (\(statusText(status))); it was not published"
+                    )
+                )
+            } else {
+                backlog.append(pending)
+            }
+            connectionLost(lost)
             return
         }
         var published = pending
@@ -554,6 +570,13 @@ final class PublisherLoop {
         let rest = text[start.upperBound...]
         guard let end = rest.firstIndex(of: "'") else { return nil }
         return String(rest[..<end])
+    }
+
+    /// librabbitmq statuses that say the frame could not be encoded, not that the socket failed.
+    static func isEncodingFailure(_ status: Int32) -> Bool {
+        status == AMQP_STATUS_TABLE_TOO_BIG.rawValue || status == AMQP_STATUS_BAD_AMQP_DATA.rawValue
+            || status == AMQP_STATUS_INVALID_PARAMETER.rawValue || status == AMQP_STATUS_UNKNOWN_CLASS.rawValue
+            || status == AMQP_STATUS_UNKNOWN_METHOD.rawValue
     }
 
     private func failBacklog(_ error: AMQPError) {

@@ -132,8 +132,9 @@ final class ScratchPool {
         }
         if let value = properties.timestamp {
             flags |= CRABBITMQ_BASIC_TIMESTAMP_FLAG
+            // Dates copied from a delivery can be anything a publisher sent: clamped, never trapped.
             let seconds = value.timeIntervalSince1970.rounded(.down)
-            c.timestamp = seconds > 0 ? UInt64(seconds) : 0
+            c.timestamp = seconds.isFinite && seconds > 0 ? UInt64(exactly: seconds) ?? UInt64.max : 0
         }
         if let value = properties.type {
             flags |= CRABBITMQ_BASIC_TYPE_FLAG
@@ -180,18 +181,22 @@ extension amqp_bytes_t {
 }
 
 enum FieldTableDecoder {
+    /// Tables and arrays nested deeper than this (headers come from any publisher) become
+    /// `.void` instead of being copied, so the copy's recursion is bounded.
+    static let maximumDepth = 16
+
     /// Copies a librabbitmq field table into Swift values.
-    static func table(_ table: amqp_table_t) -> AMQPTable {
+    static func table(_ table: amqp_table_t, depth: Int = 0) -> AMQPTable {
         guard table.num_entries > 0, let entries = table.entries else { return [:] }
         var result = AMQPTable(minimumCapacity: Int(table.num_entries))
         for i in 0..<Int(table.num_entries) {
-            result[entries[i].key.string] = value(entries[i].value)
+            result[entries[i].key.string] = value(entries[i].value, depth: depth)
         }
         return result
     }
 
     /// Copies a librabbitmq field value into a Swift value.
-    static func value(_ field: amqp_field_value_t) -> AMQPFieldValue {
+    static func value(_ field: amqp_field_value_t, depth: Int = 0) -> AMQPFieldValue {
         switch field.kind {
         case FieldKind.utf8, FieldKind.bytes: return .string(field.value.bytes.string)
         case FieldKind.boolean: return .bool(field.value.boolean != 0)
@@ -210,11 +215,14 @@ enum FieldTableDecoder {
             var divisor = 1.0
             for _ in 0..<decimal.decimals { divisor *= 10 }
             return .double(Double(Int32(bitPattern: decimal.value)) / divisor)
-        case FieldKind.table: return .table(table(field.value.table))
+        case FieldKind.table:
+            guard depth < maximumDepth else { return .void }
+            return .table(table(field.value.table, depth: depth + 1))
         case FieldKind.array:
+            guard depth < maximumDepth else { return .void }
             let array = field.value.array
             guard array.num_entries > 0, let entries = array.entries else { return .array([]) }
-            return .array((0..<Int(array.num_entries)).map { value(entries[$0]) })
+            return .array((0..<Int(array.num_entries)).map { value(entries[$0], depth: depth + 1) })
         default: return .void
         }
     }
