@@ -61,8 +61,10 @@ public struct BirthData: Sendable, Hashable, Codable {
     public static let earliestDate = BirthDate(year: 1900, month: 1, day: 1)
     /// The latest accepted birth date.
     public static let latestDate = BirthDate(year: 2100, month: 12, day: 31)
-    /// The most characters a name may have after trimming.
+    /// The most characters (Unicode scalars, as the database counts) a name may have after trimming.
     public static let maximumNameLength = 50
+    /// The most characters (Unicode scalars) of a location name after trimming.
+    public static let maximumLocationNameLength = 200
 
     /// Checks every rule and returns the normalized birth data.
     ///
@@ -89,7 +91,7 @@ public struct BirthData: Sendable, Hashable, Codable {
         _ = try Self.timeZoneRules(named: timezone, in: timeZones)
         try Self.validateLatitude(latitude)
         try Self.validateLongitude(longitude)
-        normalized.locationName = Self.trimmed(locationName)
+        normalized.locationName = try Self.validateLocationName(locationName)
         if !points.isEmpty { normalized.points = ChartPoint.allCases.filter(points.contains) }
         return normalized
     }
@@ -104,19 +106,46 @@ public struct BirthData: Sendable, Hashable, Codable {
         return text.trimmingCharacters(in: blank)
     }
 
-    /// The name trimmed of surrounding whitespace, when it then has 1–50 characters.
-    /// - Throws: `invalid-name` on `profile.name`.
+    /// The name trimmed of surrounding whitespace, when it then has 1–50 characters (Unicode
+    /// scalars) and no control characters.
+    /// - Throws: `invalid-name` or `invalid-characters` on `profile.name`.
     public static func validateName(_ name: String) throws(ChartInputError) -> String {
         let trimmed = Self.trimmed(name)
-        guard (1...maximumNameLength).contains(trimmed.count) else {
+        switch TextRules.problem(in: trimmed, maximum: maximumNameLength) {
+        case nil:
+            return trimmed
+        case .controlCharacter(let position, let scalar):
+            throw ChartInputError(
+                .invalidCharacters,
+                field: ChartField.name,
+                message: "\(ChartField.name): "
+                    + TextRules.Problem.controlCharacter(position: position, scalar: scalar).phrase
+            )
+        case .tooShort, .tooLong:
             throw ChartInputError(
                 .invalidName,
                 field: ChartField.name,
                 message: "\(ChartField.name): must be 1–\(maximumNameLength) characters after trimming, "
-                    + "got \(trimmed.count)"
+                    + "got \(trimmed.unicodeScalars.count)"
             )
         }
-        return trimmed
+    }
+
+    /// The location name trimmed of surrounding whitespace, when it then has at most 200
+    /// characters (Unicode scalars) and no control characters; it may be empty.
+    /// - Throws: `invalid-location-name` or `invalid-characters` on `profile.locationName`.
+    public static func validateLocationName(_ text: String) throws(ChartInputError) -> String {
+        let trimmed = Self.trimmed(text)
+        guard let problem = TextRules.problem(in: trimmed, minimum: 0, maximum: maximumLocationNameLength) else {
+            return trimmed
+        }
+        let code: ChartInputError.Code
+        if case .controlCharacter = problem { code = .invalidCharacters } else { code = .invalidLocationName }
+        throw ChartInputError(
+            code,
+            field: ChartField.locationName,
+            message: "\(ChartField.locationName): \(problem.phrase)"
+        )
     }
 
     /// Parses a `yyyy-MM-dd` birth date and checks its range.
@@ -128,7 +157,7 @@ public struct BirthData: Sendable, Hashable, Codable {
             throw ChartInputError(
                 .invalidBirthDate,
                 field: ChartField.birthDate,
-                message: "\(ChartField.birthDate): \(text.debugDescription) is not a calendar date "
+                message: "\(ChartField.birthDate): \(InputQuote.short(text)) is not a calendar date "
                     + "in the form yyyy-MM-dd"
             )
         }
@@ -149,7 +178,7 @@ public struct BirthData: Sendable, Hashable, Codable {
             throw ChartInputError(
                 .invalidBirthTime,
                 field: ChartField.birthTime,
-                message: "\(ChartField.birthTime): \(text.debugDescription) is not a 24-hour time "
+                message: "\(ChartField.birthTime): \(InputQuote.short(text)) is not a 24-hour time "
                     + "in the form HH:mm (00:00…23:59)"
             )
         }
@@ -187,7 +216,7 @@ public struct BirthData: Sendable, Hashable, Codable {
         ChartInputError(
             .unknownTimezone,
             field: ChartField.timezone,
-            message: "\(ChartField.timezone): \(identifier.debugDescription) is not an IANA time zone "
+            message: "\(ChartField.timezone): \(InputQuote.short(identifier)) is not an IANA time zone "
                 + "identifier (such as Europe/Kyiv)"
         )
     }

@@ -185,7 +185,7 @@ private struct Fields {
             throw ChartInputError(
                 .invalidID,
                 field: path + key,
-                message: "\(path + key): \(text.debugDescription) is not a UUID"
+                message: "\(path + key): \(InputQuote.short(text)) is not a UUID"
             )
         }
         return id
@@ -210,7 +210,7 @@ private struct Fields {
             throw ChartInputError(
                 code,
                 field: path + key,
-                message: "\(path + key): \(text.debugDescription) is not one of \(allowed)"
+                message: "\(path + key): \(InputQuote.short(text)) is not one of \(allowed)"
             )
         }
         return parsed
@@ -232,7 +232,7 @@ private struct Fields {
                 throw ChartInputError(
                     .unknownPoint,
                     field: itemPath,
-                    message: "\(itemPath): \(text.debugDescription) is not one of \(allowed)"
+                    message: "\(itemPath): \(InputQuote.short(text)) is not one of \(allowed)"
                 )
             }
             points.append(point)

@@ -17,6 +17,11 @@ public struct ChartInputError: Error, Sendable, Hashable, CustomStringConvertibl
         case invalidID = "invalid-id"
         /// The name is empty or longer than 50 characters after trimming.
         case invalidName = "invalid-name"
+        /// The location name is longer than 200 characters.
+        case invalidLocationName = "invalid-location-name"
+        /// A text field holds a control character (NUL, escape, …), a line separator or a
+        /// bidirectional override.
+        case invalidCharacters = "invalid-characters"
         /// The birth date is not a real `yyyy-MM-dd` calendar date.
         case invalidBirthDate = "invalid-birth-date"
         /// The birth date is outside 1900-01-01 … 2100-12-31.

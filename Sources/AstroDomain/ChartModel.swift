@@ -292,7 +292,7 @@ public struct NatalChart: Sendable, Hashable, Codable {
             throw DecodingError.dataCorruptedError(
                 forKey: key,
                 in: container,
-                debugDescription: "expected an ISO 8601 date, got \(text.debugDescription)"
+                debugDescription: "expected an ISO 8601 date, got \(InputQuote.short(text))"
             )
         }
         return date

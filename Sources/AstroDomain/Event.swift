@@ -7,9 +7,34 @@ public struct JobError: Error, Sendable, Hashable, Codable, CustomStringConverti
     /// What went wrong and, where possible, what to do about it.
     public var message: String
 
+    /// - Parameters:
+    ///   - code: the stable code.
+    ///   - message: what went wrong. Messages often quote input: control characters in it
+    ///     (which PostgreSQL's jsonb refuses as `\u0000`, and which a terminal would obey) are
+    ///     written as escapes, and it is cut after `maximumMessageLength` characters.
     public init(code: String, message: String) {
         self.code = code
-        self.message = message
+        self.message = Self.sanitized(message)
+    }
+
+    /// The longest message kept, in characters.
+    public static let maximumMessageLength = 4000
+
+    static func sanitized(_ message: String) -> String {
+        let clean = message.unicodeScalars.allSatisfy { TextRules.isAllowed($0, allowTab: true, allowNewline: true) }
+        var text = message
+        if !clean {
+            text = ""
+            for scalar in message.unicodeScalars {
+                if TextRules.isAllowed(scalar, allowTab: true, allowNewline: true) {
+                    text.unicodeScalars.append(scalar)
+                } else {
+                    text += InputQuote.escaped(scalar)
+                }
+            }
+        }
+        guard text.count > maximumMessageLength else { return text }
+        return String(text.prefix(maximumMessageLength)) + "…"
     }
 
     public var description: String { "\(code): \(message)" }
@@ -77,7 +102,7 @@ public enum JSONCoding {
             guard let date = ISO8601.date(from: text) else {
                 throw DecodingError.dataCorruptedError(
                     in: container,
-                    debugDescription: "expected an ISO 8601 date, got \(text.debugDescription)"
+                    debugDescription: "expected an ISO 8601 date, got \(InputQuote.short(text))"
                 )
             }
             return date

@@ -26,7 +26,7 @@ extension TypedID {
         guard let uuid = UUID(text: text) else {
             throw DecodingError.dataCorruptedError(
                 in: container,
-                debugDescription: "expected a UUID string, got \(text.debugDescription)"
+                debugDescription: "expected a UUID string, got \(InputQuote.short(text))"
             )
         }
         self.init(uuid)

@@ -92,5 +92,8 @@ public enum BrokerNames {
         public static let originalQueue = "x-astro-original-queue"
         /// When the message was dead-lettered (ISO 8601).
         public static let deadLetteredAt = "x-astro-dead-lettered-at"
+        /// Deliveries of the message before this one without an outcome, as a quorum queue
+        /// counts them (RabbitMQ sets it; read, never written).
+        public static let deliveryCount = "x-delivery-count"
     }
 }

@@ -42,7 +42,7 @@ public enum ZodiacSystem: Sendable, Hashable, Codable, CustomStringConvertible {
         guard let value = Self(rawValue: text) else {
             throw DecodingError.dataCorruptedError(
                 in: container,
-                debugDescription: "expected \"tropical\" or \"sidereal:<ayanamsa>\", got \(text.debugDescription)"
+                debugDescription: "expected \"tropical\" or \"sidereal:<ayanamsa>\", got \(InputQuote.short(text))"
             )
         }
         self = value

@@ -147,7 +147,7 @@ extension StoryRequestDetails {
         guard let theme = base.themes[self.theme] else {
             throw StoryWriterError(
                 code: "unknown-theme",
-                message: "no theme \(self.theme.debugDescription); themes: "
+                message: "no theme \(InputQuote.short(self.theme)); themes: "
                     + base.themes.keys.sorted().joined(separator: ", ")
             )
         }
@@ -163,7 +163,13 @@ extension StoryRequestDetails {
         let child = childName.trimmingCharacters(in: .whitespacesAndNewlines)
         let hero = mainCharacter.trimmingCharacters(in: .whitespacesAndNewlines)
         for (field, value) in [("childName", child), ("mainCharacter", hero)] {
-            guard (1...50).contains(value.count) else {
+            // Scalars, as the database's char_length counts them; no control characters.
+            switch TextRules.problem(in: value, maximum: 50) {
+            case nil: break
+            case .controlCharacter(let position, let scalar)?:
+                let problem = TextRules.Problem.controlCharacter(position: position, scalar: scalar)
+                throw StoryWriterError(code: "invalid-characters", message: "\(field) \(problem.phrase)")
+            case .tooShort?, .tooLong?:
                 throw StoryWriterError(code: "invalid-name", message: "\(field) must be 1–50 characters")
             }
             if let word = StoryContentCheck.blockedWord(in: value, blocklist: base.blocklist) {

@@ -50,7 +50,7 @@ public struct StoryGenerateHandler: JobHandler {
         if let zone = request.timeZone, TimeZone(identifier: zone) == nil {
             throw JobRejection(
                 code: "invalid-time-zone",
-                message: "timeZone \(zone.debugDescription) is not an IANA zone"
+                message: "timeZone \(InputQuote.short(zone)) is not an IANA zone"
             )
         }
         let childName: String
