@@ -1,3 +1,4 @@
+import AstroDomain
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -9,11 +10,15 @@ import Glibc
 import Darwin
 #endif
 
-/// A minimal HTTP/1.1 server for `/healthz`, `/readyz` and `/metrics`.
+/// A small HTTP/1.1 server for `/healthz`, `/readyz` and `/metrics`.
 ///
-/// Probes and scrapes are a few small GET requests a minute, so the server is a plain blocking
-/// socket loop on a thread of its own (never on the concurrency pool), answering one request
-/// per connection. A full HTTP stack would cost minutes of build time for nothing more.
+/// Probes and scrapes are a few small GET requests a minute, so one thread of its own (never
+/// the concurrency pool) serves every connection from a `poll` loop on non-blocking sockets,
+/// answering one request per connection. Whatever clients do, it keeps answering: each
+/// connection must deliver its request head within `Limits.requestDeadline` (a client
+/// trickling a byte a second is cut off), a head over 8 KiB is answered 431 without reading
+/// further, and at most `Limits.maxConnections` are open at once — past that the oldest is
+/// closed to make room, so a flood of idle connections cannot lock probes out.
 public final class HealthServer: Service, Sendable {
     /// One response.
     public struct Response: Sendable {
@@ -28,6 +33,19 @@ public final class HealthServer: Service, Sendable {
         }
     }
 
+    /// Bounds on what a client can hold.
+    public struct Limits: Sendable {
+        /// Connections open at once; a new one past this closes the oldest.
+        public var maxConnections: Int = 64
+        /// From accept to the last byte of the response.
+        public var requestDeadline: Duration = .seconds(5)
+
+        public init(maxConnections: Int = 64, requestDeadline: Duration = .seconds(5)) {
+            self.maxConnections = max(1, maxConnections)
+            self.requestDeadline = requestDeadline
+        }
+    }
+
     /// Answers a GET for a path; runs on the server's thread, so it must be quick and
     /// non-blocking (read snapshots, render metrics).
     public typealias Router = @Sendable (_ path: String) -> Response?
@@ -36,6 +54,7 @@ public final class HealthServer: Service, Sendable {
     private let requestedPort: Int
     private let router: Router
     private let logger: Logger
+    private let limits: Limits
     private let state = Mutex<State>(State())
 
     private struct State {
@@ -49,11 +68,13 @@ public final class HealthServer: Service, Sendable {
     /// - Parameters:
     ///   - host: address to bind (`0.0.0.0` for every interface, `127.0.0.1` for loopback).
     ///   - port: port to bind; 0 picks a free one (see `boundPort`).
-    public init(host: String, port: Int, logger: Logger, router: @escaping Router) {
+    ///   - limits: connection bounds (the defaults suit probes and scrapes).
+    public init(host: String, port: Int, limits: Limits = Limits(), logger: Logger, router: @escaping Router) {
         self.host = host
         self.requestedPort = port
         self.router = router
         self.logger = logger
+        self.limits = limits
     }
 
     /// The port actually bound, once `start()` returned.
@@ -68,17 +89,17 @@ public final class HealthServer: Service, Sendable {
         setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(requestedPort).bigEndian)
+        address.sin_port = in_port_t(UInt16(clamping: requestedPort).bigEndian)
         guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
             close(descriptor)
-            throw HealthServerError(message: "HTTP_HOST \(host.debugDescription) is not an IPv4 address")
+            throw HealthServerError(message: "HTTP_HOST \(InputQuote.short(host)) is not an IPv4 address")
         }
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        guard bound == 0, listen(descriptor, 64) == 0 else {
+        guard bound == 0, listen(descriptor, 128) == 0, Self.setNonBlocking(descriptor) else {
             let reason = errnoText()
             close(descriptor)
             throw HealthServerError(message: "cannot listen on \(host):\(requestedPort): \(reason)")
@@ -120,16 +141,71 @@ public final class HealthServer: Service, Sendable {
         }
     }
 
+    /// One client connection: what it sent so far, then the response being written.
+    private struct Connection {
+        var descriptor: Int32
+        var deadline: ContinuousClock.Instant
+        var accepted: UInt64
+        var input: [UInt8] = []
+        var output: [UInt8]?
+        var sent = 0
+    }
+
     private func serve(_ listener: Int32) {
+        var connections: [Connection] = []
+        var accepted: UInt64 = 0
+        var buffer = [UInt8](repeating: 0, count: 4096)
         while !state.withLock({ $0.stopping }) {
-            var descriptor = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&descriptor, 1, 200)
-            guard ready > 0 else { continue }
-            let client = accept(listener, nil, nil)
-            guard client >= 0 else { continue }
-            handle(client)
-            close(client)
+            var descriptors = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
+            for connection in connections {
+                let events = connection.output == nil ? POLLIN : POLLOUT
+                descriptors.append(pollfd(fd: connection.descriptor, events: Int16(events), revents: 0))
+            }
+            _ = poll(&descriptors, nfds_t(descriptors.count), 100)
+            let now = ContinuousClock.now
+
+            // Clients first, then new connections: a probe accepted in the last round is read
+            // before new arrivals can push it out.
+            var closing = Set<Int32>()
+            for (index, descriptor) in descriptors.enumerated().dropFirst() where descriptor.revents != 0 {
+                let position = index - 1
+                if !serviceConnection(&connections[position], buffer: &buffer) {
+                    closing.insert(connections[position].descriptor)
+                }
+            }
+            for connection in connections where connection.deadline <= now {
+                closing.insert(connection.descriptor)
+            }
+            if !closing.isEmpty {
+                for descriptor in closing { close(descriptor) }
+                connections.removeAll { closing.contains($0.descriptor) }
+            }
+
+            if descriptors[0].revents & Int16(POLLIN) != 0 {
+                for _ in 0..<16 {
+                    let client = accept(listener, nil, nil)
+                    guard client >= 0 else { break }
+                    guard Self.setNonBlocking(client) else {
+                        close(client)
+                        continue
+                    }
+                    if connections.count >= limits.maxConnections,
+                        let oldest = connections.indices.min(by: {
+                            connections[$0].accepted < connections[$1].accepted
+                        })
+                    {
+                        close(connections[oldest].descriptor)
+                        connections.remove(at: oldest)
+                        logger.debug("health endpoint at its connection limit; closed the oldest")
+                    }
+                    accepted += 1
+                    connections.append(
+                        Connection(descriptor: client, deadline: now + limits.requestDeadline, accepted: accepted)
+                    )
+                }
+            }
         }
+        for connection in connections { close(connection.descriptor) }
         close(listener)
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             state.finished = true
@@ -139,43 +215,62 @@ public final class HealthServer: Service, Sendable {
         waiter?.resume()
     }
 
-    private func handle(_ client: Int32) {
-        var timeout = timeval(tv_sec: 2, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var request = [UInt8]()
-        var buffer = [UInt8](repeating: 0, count: 2048)
-        // Read the request head only; these endpoints take no body.
-        while request.count < 16_384 {
-            let count = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
-            guard count > 0 else { break }
-            request.append(contentsOf: buffer[0..<count])
-            if request.count >= 4, request.suffix(4).elementsEqual([13, 10, 13, 10]) { break }
-            if let text = String(bytes: request, encoding: .utf8), text.contains("\r\n\r\n") { break }
+    /// Reads or writes what the socket allows. Returns false when the connection is done.
+    private func serviceConnection(_ connection: inout Connection, buffer: inout [UInt8]) -> Bool {
+        if connection.output == nil {
+            // Read no more than the head limit (plus its terminator) allows.
+            let room = HealthRequest.maximumHeadBytes + 4 - connection.input.count
+            let count = buffer.withUnsafeMutableBytes {
+                recv(connection.descriptor, $0.baseAddress, min(room, $0.count), 0)
+            }
+            if count == 0 { return false }
+            if count < 0 { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR }
+            connection.input.append(contentsOf: buffer[0..<count])
+            switch HealthRequest.parse(connection.input) {
+            case .incomplete:
+                if connection.input.count < HealthRequest.maximumHeadBytes + 4 { return true }
+                connection.output = Self.encode(Response(status: 431, body: "request head too large\n"), head: false)
+            case .invalid(let status, let reason):
+                connection.output = Self.encode(Response(status: status, body: reason + "\n"), head: false)
+            case .request(let method, let path):
+                connection.output = Self.encode(respond(path: path), head: method == .head)
+            }
+            connection.input = []
         }
-        let response = respond(to: String(decoding: request, as: UTF8.self))
-        let head =
-            "HTTP/1.1 \(response.status) \(Self.reason(response.status))\r\n"
-            + "Content-Type: \(response.contentType)\r\nContent-Length: \(response.body.utf8.count)\r\n"
-            + "Connection: close\r\n\r\n"
-        let bytes = Array((head + response.body).utf8)
-        var sent = 0
-        while sent < bytes.count {
-            let count = bytes[sent...].withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard count > 0 else { break }
-            sent += count
+        guard let output = connection.output else { return true }
+        let count = output[connection.sent...].withUnsafeBytes {
+            send(connection.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+        }
+        if count < 0 { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR }
+        connection.sent += count
+        return connection.sent < output.count
+    }
+
+    /// The response to a GET or HEAD of `path`.
+    func respond(path: String) -> Response {
+        router(path) ?? Response(status: 404, body: "not found: try /healthz, /readyz or /metrics\n")
+    }
+
+    /// The response to a raw request (tests).
+    func respond(to request: String) -> Response {
+        switch HealthRequest.parse(Array(request.utf8)) {
+        case .request(_, let path): respond(path: path)
+        case .invalid(let status, let reason): Response(status: status, body: reason + "\n")
+        case .incomplete: Response(status: 400, body: "incomplete request\n")
         }
     }
 
-    func respond(to request: String) -> Response {
-        let requestLine = request.split(separator: "\r\n", maxSplits: 1).first.map(String.init) ?? ""
-        let parts = requestLine.split(separator: " ")
-        guard parts.count >= 2 else { return Response(status: 400, body: "bad request\n") }
-        guard parts[0] == "GET" || parts[0] == "HEAD" else {
-            return Response(status: 405, body: "only GET is supported\n")
-        }
-        let path = String(parts[1].split(separator: "?", maxSplits: 1).first ?? "")
-        return router(path) ?? Response(status: 404, body: "not found: try /healthz, /readyz or /metrics\n")
+    static func encode(_ response: Response, head: Bool) -> [UInt8] {
+        let text =
+            "HTTP/1.1 \(response.status) \(reason(response.status))\r\n"
+            + "Content-Type: \(response.contentType)\r\nContent-Length: \(response.body.utf8.count)\r\n"
+            + "Connection: close\r\n\r\n"
+        return Array(text.utf8) + (head ? [] : Array(response.body.utf8))
+    }
+
+    static func setNonBlocking(_ descriptor: Int32) -> Bool {
+        let flags = fcntl(descriptor, F_GETFL, 0)
+        return flags >= 0 && fcntl(descriptor, F_SETFL, flags | O_NONBLOCK) == 0
     }
 
     static func reason(_ status: Int) -> String {
@@ -184,7 +279,9 @@ public final class HealthServer: Service, Sendable {
         case 400: return "Bad Request"
         case 404: return "Not Found"
         case 405: return "Method Not Allowed"
+        case 431: return "Request Header Fields Too Large"
         case 503: return "Service Unavailable"
+        case 505: return "HTTP Version Not Supported"
         default: return "Status"
         }
     }

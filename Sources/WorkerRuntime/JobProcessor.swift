@@ -78,7 +78,11 @@ final class JobProcessor: Sendable {
     private let logger: Logger
     private let outboxSignal: WakeSignal
     private let batcher: CommitBatcher
+    private let deliveryLimit: Int
 
+    /// - Parameter deliveryLimit: deliveries of one message without an outcome after which it
+    ///   is dead-lettered with `delivery-limit` instead of run again (a message that crashes
+    ///   its worker each time).
     init(
         handlers: [AnyJobHandler],
         pool: PostgresPool,
@@ -88,8 +92,10 @@ final class JobProcessor: Sendable {
         logger: Logger,
         outboxSignal: WakeSignal,
         commitBatchSize: Int = 32,
-        committers: Int = 2
+        committers: Int = 2,
+        deliveryLimit: Int = WorkerConfiguration.defaultDeliveryLimit
     ) {
+        self.deliveryLimit = max(1, deliveryLimit)
         self.batcher = CommitBatcher(
             pool: pool,
             maxBatch: commitBatchSize,
@@ -119,12 +125,34 @@ final class JobProcessor: Sendable {
             metrics.recordDuration(queue: queue, ContinuousClock.now - started)
         }
 
-        let attempt = Self.attempt(of: delivery)
+        let attempt = DeliveryHeaders.attempt(of: delivery)
         guard let handler = handlers[queue] else {
             // Consuming a queue without a handler is a wiring bug; keep the message.
             logger.error("no handler for queue; message returned to the queue")
             try? await acknowledger.nack(delivery, requeue: true)
             return
+        }
+
+        // 0. A body over MAX_MESSAGE_BYTES was never held whole: rejected without requeue, the
+        //    broker dead-letters the intact message to `<queue>.dead`.
+        if delivery.isBodyWithheld {
+            await refuseOversized(delivery, acknowledger: acknowledger, logger: logger)
+            return
+        }
+        // A message the broker hands out again had no outcome last time: its worker may have
+        // died on it. Counted, and past the limit quarantined before anything reads its body.
+        if delivery.redelivered || DeliveryHeaders.earlierDeliveries(of: delivery) > 0 {
+            let deliveries = await countDelivery(delivery, logger: logger)
+            if deliveries > deliveryLimit {
+                await quarantine(
+                    delivery,
+                    deliveries: deliveries,
+                    attempt: attempt,
+                    acknowledger: acknowledger,
+                    logger: logger
+                )
+                return
+            }
         }
 
         // 1. The envelope: a JSON object with a UUID jobId.
@@ -203,8 +231,113 @@ final class JobProcessor: Sendable {
                 logger.info("job interrupted by shutdown; it will be redelivered")
                 return
             }
-            await retryOrDeadLetter(delivery, job: job, error: error, acknowledger: acknowledger, logger: logger)
+            switch FailureClassifier.classify(error) {
+            case .permanent(let failure):
+                // A retry would fail the same way: dead-lettered now, with its code.
+                await reject(
+                    delivery,
+                    job: job,
+                    userID: head.userID,
+                    rejection: JobRejection(code: failure.code, message: failure.message),
+                    acknowledger: acknowledger,
+                    logger: logger,
+                    permanentFailure: true
+                )
+            case .transient:
+                await retryOrDeadLetter(delivery, job: job, error: error, acknowledger: acknowledger, logger: logger)
+            }
         }
+    }
+
+    // MARK: - Poison messages
+
+    /// A body too large to read: rejected without requeue, so the broker moves the whole
+    /// message to `<queue>.dead` (its `x-death` says `rejected`; the worker's log and metrics
+    /// say `message-too-large`).
+    private func refuseOversized(
+        _ delivery: Delivery,
+        acknowledger: some DeliveryAcknowledger,
+        logger: Logger
+    ) async {
+        logger.warning(
+            "message over MAX_MESSAGE_BYTES refused unread; the broker dead-letters it",
+            metadata: [
+                LogKey.reasonCode: "message-too-large", "message.bytes": "\(delivery.bodySize)",
+                "message.id": "\(InputQuote.short(delivery.properties.messageID ?? ""))",
+            ]
+        )
+        do {
+            try await acknowledger.nack(delivery, requeue: false)
+            metrics.recordJob(queue: delivery.queue, outcome: .rejected)
+            metrics.recordDeadLetter(queue: delivery.queue, reason: "message-too-large")
+        } catch {
+            logger.warning(
+                "could not reject an oversized message; it will be redelivered",
+                metadata: [LogKey.reason: "\(error)"]
+            )
+        }
+    }
+
+    /// Counts a delivery of a message the broker redelivered (or a quorum queue reports as
+    /// delivered before): the larger of the broker's count and the database's, which survives
+    /// the worker's crashes. When the database cannot be reached the broker's count stands.
+    /// - Returns: the deliveries so far, this one included.
+    private func countDelivery(_ delivery: Delivery, logger: Logger) async -> Int {
+        // A redelivered message was delivered at least once before.
+        let reported = max(DeliveryHeaders.earlierDeliveries(of: delivery), 1) + 1
+        let (queue, body) = (delivery.queue, delivery.body)
+        do {
+            return try await pool.withConnection { database in
+                try JobStore.countDelivery(queue: queue, body: body, atLeast: reported, database: database)
+            }
+        } catch {
+            logger.debug("delivery not counted", metadata: [LogKey.reason: "\(error)"])
+            return reported
+        }
+    }
+
+    /// A message delivered more than `deliveryLimit` times without an outcome: dead-lettered
+    /// as it is, without decoding or running it, then recorded dead when its head can be read.
+    private func quarantine(
+        _ delivery: Delivery,
+        deliveries: Int,
+        attempt: Int,
+        acknowledger: some DeliveryAcknowledger,
+        logger: Logger
+    ) async {
+        let rejection = JobRejection(
+            code: "delivery-limit",
+            message: "delivered \(deliveries) times without an outcome (DELIVERY_LIMIT \(deliveryLimit)); "
+                + "it may crash its worker, so it is quarantined unprocessed"
+        )
+        logger.error(
+            "message quarantined after too many deliveries",
+            metadata: [LogKey.reasonCode: "\(rejection.code)", "message.deliveries": "\(deliveries)"]
+        )
+        guard await deadLetterDirectly(delivery, rejection: rejection, attempt: attempt, logger: logger) else {
+            await giveBack(delivery, after: .seconds(1), acknowledger: acknowledger)
+            return
+        }
+        metrics.recordJob(queue: delivery.queue, outcome: .rejected)
+        metrics.recordDeadLetter(queue: delivery.queue, reason: rejection.code)
+        // The dead letter is safe; the job's row and failed event follow when the head parses
+        // (best effort: the operator has the dead letter either way).
+        if case .success(let head) = JobHead.parse(delivery.body), let handler = handlers[delivery.queue] {
+            let job = JobEnvelope(jobID: head.jobID, type: handler.jobType, body: Data(), attempt: attempt)
+            do {
+                try await recordDeadJob(
+                    delivery,
+                    job: job,
+                    userID: head.userID,
+                    error: rejection.jobError,
+                    deadLetter: false
+                )
+                outboxSignal.notify()
+            } catch {
+                logger.warning("could not record the quarantined job", metadata: [LogKey.reason: "\(error)"])
+            }
+        }
+        await settle(delivery, acknowledger: acknowledger, logger: logger)
     }
 
     // MARK: - Failures
@@ -217,12 +350,17 @@ final class JobProcessor: Sendable {
         userID: UUID?,
         rejection: JobRejection,
         acknowledger: some DeliveryAcknowledger,
-        logger: Logger
+        logger: Logger,
+        permanentFailure: Bool = false
     ) async {
-        logger.warning(
-            "job rejected and dead-lettered",
-            metadata: [LogKey.reasonCode: "\(rejection.code)", LogKey.reason: "\(rejection.message)"]
-        )
+        let metadata: Logger.Metadata = [
+            LogKey.reasonCode: "\(rejection.code)", LogKey.reason: "\(rejection.message)",
+        ]
+        if permanentFailure {
+            logger.error("job failed in a way no retry can mend; dead-lettered", metadata: metadata)
+        } else {
+            logger.warning("job rejected and dead-lettered", metadata: metadata)
+        }
         do {
             try await recordDeadJob(delivery, job: job, userID: userID, error: rejection.jobError)
             outboxSignal.notify()
@@ -245,7 +383,7 @@ final class JobProcessor: Sendable {
         acknowledger: some DeliveryAcknowledger,
         logger: Logger
     ) async {
-        let failure = JobError(code: Self.errorCode(error), message: Self.errorMessage(error))
+        let failure = FailureClassifier.classify(error).jobError
         guard retry.shouldRetry(afterAttempt: job.attempt) else {
             logger.error(
                 "job failed on its last attempt; dead-lettered",
@@ -277,7 +415,7 @@ final class JobProcessor: Sendable {
 
         let delay = retry.jitteredDelay(afterAttempt: job.attempt, random: Double.random(in: 0..<1))
         let step = retry.step(afterAttempt: job.attempt)
-        var properties = delivery.properties
+        var properties = Self.copiedProperties(of: delivery)
         properties.headers[BrokerNames.Header.attempt] = .int(Int64(job.attempt))
         properties.headers[BrokerNames.Header.reasonCode] = .string(failure.code)
         properties.headers[BrokerNames.Header.reasonMessage] = .string(String(failure.message.prefix(500)))
@@ -322,10 +460,19 @@ final class JobProcessor: Sendable {
         await settle(delivery, acknowledger: acknowledger, logger: logger)
     }
 
-    /// Writes the dead job's row, the failed event and the dead letter, in one transaction.
-    private func recordDeadJob(_ delivery: Delivery, job: JobEnvelope, userID: UUID?, error: JobError) async throws {
+    /// Writes the dead job's row, the failed event and (unless already sent) the dead letter,
+    /// in one transaction.
+    private func recordDeadJob(
+        _ delivery: Delivery,
+        job: JobEnvelope,
+        userID: UUID?,
+        error: JobError,
+        deadLetter sendDeadLetter: Bool = true
+    ) async throws {
         let event = try OutboxMessage.event(JobEvent(jobID: job.jobID, type: job.type.failedEvent, error: error))
-        let deadLetter = Self.deadLetter(of: delivery, code: error.code, message: error.message, attempt: job.attempt)
+        let deadLetter =
+            sendDeadLetter
+            ? [Self.deadLetter(of: delivery, code: error.code, message: error.message, attempt: job.attempt)] : []
         // What the handler undoes for a job that will never succeed (a refund), committed with the
         // dead row so it can be neither lost nor sent twice.
         let compensation = handlers[delivery.queue]?.compensation(job, error) ?? []
@@ -343,13 +490,20 @@ final class JobProcessor: Sendable {
                 userID: userID,
                 database: database
             )
-            try JobStore.enqueue(compensation + [deadLetter, event], jobID: jobID, database: database)
+            try JobStore.enqueue(compensation + deadLetter + [event], jobID: jobID, database: database)
         }
     }
 
     /// Returns a delivery to its queue unsettled, after a pause so a persistent outage does not
-    /// become a hot redelivery loop.
+    /// become a hot redelivery loop. The delivery was not a crash, so a count it added to its
+    /// message's deliveries is taken back (best effort).
     private func giveBack(_ delivery: Delivery, after pause: Duration, acknowledger: some DeliveryAcknowledger) async {
+        if delivery.redelivered {
+            let (queue, body) = (delivery.queue, delivery.body)
+            _ = try? await pool.withConnection { database in
+                try JobStore.uncountDelivery(queue: queue, body: body, database: database)
+            }
+        }
         try? await Task.sleep(for: pause)
         try? await acknowledger.nack(delivery, requeue: true)
     }
@@ -370,9 +524,7 @@ final class JobProcessor: Sendable {
             message: rejection.message,
             attempt: attempt
         )
-        var properties = delivery.properties
-        properties.persistent = true
-        properties.expiration = nil
+        var properties = Self.copiedProperties(of: delivery)
         for (key, value) in deadLetter.headers { properties.headers[key] = .string(value) }
         let message = OutgoingMessage(
             exchange: deadLetter.exchange,
@@ -388,6 +540,36 @@ final class JobProcessor: Sendable {
             logger.error("could not publish a dead letter", metadata: [LogKey.reason: "\(error)"])
             return false
         }
+    }
+
+    /// The properties a retry copy or dead letter of a delivery carries: the identifying ones
+    /// (content type and encoding, message, correlation and app ids, type, reply-to) and the
+    /// runtime's own `x-astro-*` headers, persistent. Everything else a publisher set stays
+    /// behind: `CC`/`BCC` headers would make the broker route the worker's copy to queues of the
+    /// publisher's choosing, and a sender's timestamp or header tables could make the copy
+    /// impossible to encode.
+    static func copiedProperties(of delivery: Delivery) -> MessageProperties {
+        let original = delivery.properties
+        var headers: AMQPTable = [:]
+        for key in [BrokerNames.Header.attempt, BrokerNames.Header.originalQueue] {
+            if let value = original.headers[key], case .string(let text) = value, text.utf8.count <= 256 {
+                headers[key] = .string(text)
+            } else if let value = original.headers[key], case .int = value {
+                headers[key] = value
+            }
+        }
+        func short(_ text: String?) -> String? { text.map { String($0.prefix(255)) } }
+        return MessageProperties(
+            contentType: short(original.contentType),
+            contentEncoding: short(original.contentEncoding),
+            headers: headers,
+            persistent: true,
+            correlationID: short(original.correlationID),
+            replyTo: short(original.replyTo),
+            messageID: short(original.messageID),
+            type: short(original.type),
+            appID: short(original.appID)
+        )
     }
 
     /// The dead letter of a delivery: its body, to `<queue>.dead`, with the reason in headers.
@@ -423,31 +605,6 @@ final class JobProcessor: Sendable {
         }
     }
 
-    /// The attempt number of this delivery: the attempt header of a retried copy plus one.
-    static func attempt(of delivery: Delivery) -> Int {
-        switch delivery.properties.headers[BrokerNames.Header.attempt] {
-        case .int(let value)?: return Int(clamping: value) + 1
-        case .string(let value)?: return (Int(value) ?? 0) + 1
-        default: return 1
-        }
-    }
-
-    static func errorCode(_ error: any Error) -> String {
-        switch error {
-        case let error as PostgresError:
-            if error.isConnectionLoss { return "database-unavailable" }
-            if let state = error.sqlState { return "database-error-\(state)" }
-            return "database-error"
-        case let error as AMQPError:
-            return error.isRetriable ? "broker-unavailable" : "broker-error"
-        case is CancellationError:
-            return "cancelled"
-        default:
-            return "transient-error"
-        }
-    }
-
-    static func errorMessage(_ error: any Error) -> String { String(describing: error) }
 }
 
 /// The fields every job body has, read before the handler decodes its own payload.
@@ -486,7 +643,7 @@ struct JobHead: Sendable {
         }
         guard let jobID = JobID(text) else {
             return .failure(
-                JobRejection(code: "invalid-job-id", message: "jobId \(text.debugDescription) is not a UUID")
+                JobRejection(code: "invalid-job-id", message: "jobId \(InputQuote.short(text)) is not a UUID")
             )
         }
         return .success(JobHead(jobID: jobID, userID: fields.userId.flatMap(UUID.init(text:))))

@@ -168,6 +168,39 @@ enum JobStore {
         )
     }
 
+    /// Counts one more delivery of a message (identified by its queue and body) and returns the
+    /// deliveries so far, at least `atLeast`; rows untouched for a week are cleared on the way.
+    static func countDelivery(queue: String, body: Data, atLeast: Int, database: PostgresConnection) throws -> Int {
+        let rows = try database.query(
+            """
+            WITH stale AS (
+                DELETE FROM delivery_counts WHERE digest IN (
+                    SELECT digest FROM delivery_counts WHERE last_delivered_at < now() - interval '7 days' LIMIT 100
+                )
+            )
+            INSERT INTO delivery_counts AS d (digest, queue, deliveries)
+            VALUES (sha256(convert_to($1::text, 'UTF8') || '\\x00'::bytea || $2::bytea), $1, $3)
+            ON CONFLICT (digest) DO UPDATE
+                SET deliveries = greatest(d.deliveries + 1, EXCLUDED.deliveries), last_delivered_at = now()
+            RETURNING deliveries
+            """,
+            [queue, body, atLeast]
+        )
+        return try rows.first?.decode(Int.self, "deliveries") ?? atLeast
+    }
+
+    /// Takes back a delivery `countDelivery` counted, for a delivery the worker handed back
+    /// itself (an outage, not a crash).
+    static func uncountDelivery(queue: String, body: Data, database: PostgresConnection) throws {
+        try database.execute(
+            """
+            UPDATE delivery_counts SET deliveries = deliveries - 1
+            WHERE digest = sha256(convert_to($1::text, 'UTF8') || '\\x00'::bytea || $2::bytea) AND deliveries > 1
+            """,
+            [queue, body]
+        )
+    }
+
     /// Adds messages to the outbox; the relay publishes them once the transaction commits.
     /// - Important: call inside the job's transaction.
     static func enqueue(_ messages: [OutboxMessage], jobID: JobID?, database: PostgresConnection) throws {

@@ -123,7 +123,8 @@ public final class Worker: Sendable {
         let topology = WorkerTopology.topology(
             queues: queues,
             retry: configuration.retryPolicy,
-            queueType: configuration.queueType
+            queueType: configuration.queueType,
+            deliveryLimit: configuration.deliveryLimit
         )
         do {
             try await Self.retryUntil(deadline, what: "RabbitMQ at \(amqp.redactedURL)", logger: logger) {
@@ -169,7 +170,8 @@ public final class Worker: Sendable {
                 logger: logger,
                 outboxSignal: signal,
                 commitBatchSize: configuration.commitBatchSize,
-                committers: configuration.committers
+                committers: configuration.committers,
+                deliveryLimit: configuration.deliveryLimit
             )
             consumerService = ConsumerService(
                 consumer: amqpConsumer,

@@ -47,6 +47,18 @@ public struct WorkerConfiguration: Sendable {
     public var outboxBatchSize: Int = 200
     /// How often the outbox is polled for rows other processes left behind (`OUTBOX_POLL_MS`).
     public var outboxPollInterval: Duration = .seconds(1)
+    /// Deliveries of one message without an outcome before it is dead-lettered with
+    /// `delivery-limit` unprocessed (`DELIVERY_LIMIT`); also `x-delivery-limit` of quorum queues.
+    public var deliveryLimit: Int = Self.defaultDeliveryLimit
+    /// The variables that were not set, so the built-in development defaults apply (`AMQP_URL`,
+    /// `DATABASE_URL`): a worker says so in a warning at start-up.
+    public var developmentDefaults: [String] = []
+
+    /// `DELIVERY_LIMIT`'s default.
+    public static let defaultDeliveryLimit = 10
+    /// `MAX_MESSAGE_BYTES`'s default (256 KiB), the broker's `max_message_size` in every
+    /// deployment of this repository.
+    public static let defaultMaxMessageBytes = 262_144
 
     public enum LogFormat: String, Sendable, CaseIterable {
         case text, json
@@ -57,6 +69,7 @@ public struct WorkerConfiguration: Sendable {
         self.amqp = amqp
         self.database = database
         self.httpPort = httpPort
+        if self.amqp.maxBodyBytes == nil { self.amqp.maxBodyBytes = Self.defaultMaxMessageBytes }
     }
 
     /// One documented setting.
@@ -113,6 +126,38 @@ public struct WorkerConfiguration: Sendable {
         .init(name: "COMMITTERS", defaultValue: "2", meaning: "job transactions under way at once per process"),
         .init(name: "OUTBOX_BATCH_SIZE", defaultValue: "200", meaning: "outbox rows published per batch"),
         .init(name: "OUTBOX_POLL_MS", defaultValue: "1000", meaning: "outbox poll interval for rows left by others"),
+        .init(
+            name: "DELIVERY_LIMIT",
+            defaultValue: "10",
+            meaning: "deliveries without an outcome before a message is dead-lettered unprocessed"
+        ),
+        .init(
+            name: "MAX_MESSAGE_BYTES",
+            defaultValue: "262144",
+            meaning: "largest message body read or published (the broker's max_message_size)"
+        ),
+        .init(name: "DB_STATEMENT_TIMEOUT_MS", defaultValue: "30000", meaning: "statement_timeout (0: none)"),
+        .init(name: "DB_LOCK_TIMEOUT_MS", defaultValue: "10000", meaning: "lock_timeout (0: none)"),
+        .init(
+            name: "DB_IDLE_IN_TRANSACTION_TIMEOUT_MS",
+            defaultValue: "60000",
+            meaning: "idle_in_transaction_session_timeout (0: none)"
+        ),
+        .init(
+            name: "DB_RESPONSE_TIMEOUT_MS",
+            defaultValue: "statement timeout + 15000",
+            meaning: "wait for the server's answer before a connection is given up (0: forever)"
+        ),
+        .init(
+            name: "DB_TCP_KEEPALIVE_SECONDS",
+            defaultValue: "10",
+            meaning: "idle seconds before TCP keepalive probes (every half that, 3 probes; 0: kernel's)"
+        ),
+        .init(
+            name: "DB_TCP_USER_TIMEOUT_MS",
+            defaultValue: "20000",
+            meaning: "unacknowledged data before the kernel drops the connection (0: kernel's)"
+        ),
     ]
 
     /// Reads the configuration from environment variables.
@@ -128,7 +173,7 @@ public struct WorkerConfiguration: Sendable {
         defaultPrefetch: Int = 16
     ) throws(ConfigurationError) -> WorkerConfiguration {
         let reader = EnvironmentReader(environment)
-        let amqp: AMQPConfiguration
+        var amqp: AMQPConfiguration
         do {
             amqp = try AMQPConfiguration(
                 url: reader.string("AMQP_URL", default: "amqp://guest:guest@127.0.0.1:5672/%2F")
@@ -136,7 +181,12 @@ public struct WorkerConfiguration: Sendable {
         } catch {
             throw ConfigurationError(variable: "AMQP_URL", problem: error.message)
         }
-        let database: PostgresConfiguration
+        amqp.maxBodyBytes = try reader.int(
+            "MAX_MESSAGE_BYTES",
+            default: defaultMaxMessageBytes,
+            range: 1024...536_870_912
+        )
+        var database: PostgresConfiguration
         do {
             database = try PostgresConfiguration(
                 url: reader.string("DATABASE_URL", default: "postgres://astro:astro@127.0.0.1:5432/astro")
@@ -144,7 +194,10 @@ public struct WorkerConfiguration: Sendable {
         } catch {
             throw ConfigurationError(variable: "DATABASE_URL", problem: error.message)
         }
+        try readDatabaseTimeouts(reader, into: &database)
         var configuration = WorkerConfiguration(amqp: amqp, database: database, httpPort: defaultHTTPPort)
+        configuration.developmentDefaults = ["AMQP_URL", "DATABASE_URL"].filter { !reader.isSet($0) }
+        configuration.deliveryLimit = try reader.int("DELIVERY_LIMIT", default: defaultDeliveryLimit, range: 1...1000)
         configuration.prefetch = try reader.int("PREFETCH", default: defaultPrefetch, range: 1...1000)
         configuration.maxAttempts = try reader.int("MAX_ATTEMPTS", default: 5, range: 1...100)
         configuration.retryInitialDelay = .milliseconds(
@@ -188,6 +241,51 @@ public struct WorkerConfiguration: Sendable {
         return configuration
     }
 
+    /// The session timeouts and TCP settings of `DATABASE_URL`'s connections.
+    static func readDatabaseTimeouts(
+        _ reader: EnvironmentReader,
+        into database: inout PostgresConfiguration
+    ) throws(ConfigurationError) {
+        func milliseconds(_ name: String, default value: Duration) throws(ConfigurationError) -> Duration? {
+            let number = try reader.int(name, default: Int(value.components.seconds * 1000), range: 0...86_400_000)
+            return number == 0 ? nil : .milliseconds(number)
+        }
+        database.statementTimeout = try milliseconds(
+            "DB_STATEMENT_TIMEOUT_MS",
+            default: PostgresConfiguration.defaultStatementTimeout
+        )
+        database.lockTimeout = try milliseconds("DB_LOCK_TIMEOUT_MS", default: PostgresConfiguration.defaultLockTimeout)
+        database.idleInTransactionTimeout = try milliseconds(
+            "DB_IDLE_IN_TRANSACTION_TIMEOUT_MS",
+            default: PostgresConfiguration.defaultIdleInTransactionTimeout
+        )
+        if reader.isSet("DB_RESPONSE_TIMEOUT_MS") {
+            let response = try reader.int("DB_RESPONSE_TIMEOUT_MS", default: 0, range: 0...86_400_000)
+            // 0 waits forever; an explicit value below the statement timeout would give up on
+            // statements the server is still allowed to run.
+            if response == 0 {
+                // A year: in effect, the client waits as long as the server takes.
+                database.responseTimeout = .seconds(86_400 * 365)
+            } else {
+                database.responseTimeout = .milliseconds(response)
+                if let statement = database.statementTimeout, database.responseTimeout! <= statement {
+                    throw ConfigurationError(
+                        variable: "DB_RESPONSE_TIMEOUT_MS",
+                        problem: "must be longer than DB_STATEMENT_TIMEOUT_MS, or 0"
+                    )
+                }
+            }
+        }
+        let keepalive = try reader.int("DB_TCP_KEEPALIVE_SECONDS", default: 10, range: 0...86_400)
+        database.keepalive =
+            keepalive == 0
+            ? nil : .init(idle: .seconds(keepalive), interval: .seconds(max(1, keepalive / 2)), count: 3)
+        database.tcpUserTimeout = try milliseconds(
+            "DB_TCP_USER_TIMEOUT_MS",
+            default: PostgresConfiguration.defaultTCPUserTimeout
+        )
+    }
+
     /// The retry policy these settings describe.
     public var retryPolicy: RetryPolicy {
         RetryPolicy(maxAttempts: maxAttempts, initialDelay: retryInitialDelay, maxDelay: retryMaxDelay)
@@ -221,6 +319,9 @@ struct EnvironmentReader {
     }
 
     func string(_ name: String, default defaultValue: String) -> String { value(name) ?? defaultValue }
+
+    /// Whether the variable is set to something other than blanks.
+    func isSet(_ name: String) -> Bool { value(name) != nil }
 
     func int(_ name: String, default defaultValue: Int, range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
         guard let raw = value(name) else { return defaultValue }

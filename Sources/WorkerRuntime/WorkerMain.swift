@@ -28,6 +28,17 @@ public enum WorkerMain {
         }
         LogSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
         let logger = Logger(label: name)
+        if !configuration.developmentDefaults.isEmpty {
+            // Fine on a laptop; in a deployment it means a missing secret or config map entry.
+            logger.warning(
+                "using the built-in development connection settings; set these variables in a deployment",
+                metadata: [
+                    "config.unset": "\(configuration.developmentDefaults.joined(separator: ","))",
+                    "amqp.url": "\(configuration.amqp.redactedURL)",
+                    "postgres.url": "\(configuration.database.redactedURL)",
+                ]
+            )
+        }
         do {
             let worker = Worker(
                 name: name,

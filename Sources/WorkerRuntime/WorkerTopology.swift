@@ -19,10 +19,14 @@ public enum WorkerTopology {
     ///   - queues: the job queues (each bound to `astro.jobs` with its own name).
     ///   - retry: the retry policy, whose steps name the delay queues.
     ///   - queueType: classic (one node) or quorum (a cluster); applies to every queue declared.
+    ///   - deliveryLimit: on quorum queues, `x-delivery-limit` of the work queues: the broker
+    ///     dead-letters a message returned unacknowledged this many times (classic queues have
+    ///     no such argument; the runtime counts deliveries itself, `DELIVERY_LIMIT`).
     public static func topology(
         queues: [String],
         retry: RetryPolicy,
-        queueType: QueueSpec.QueueType = .classic
+        queueType: QueueSpec.QueueType = .classic,
+        deliveryLimit: Int = WorkerConfiguration.defaultDeliveryLimit
     ) -> Topology {
         var topology = Topology(exchanges: exchanges)
         for queue in queues {
@@ -34,7 +38,8 @@ public enum WorkerTopology {
                     name: queue,
                     deadLetterExchange: BrokerNames.deadLetterExchange,
                     deadLetterRoutingKey: dead,
-                    queueType: queueType
+                    queueType: queueType,
+                    arguments: queueType == .quorum ? ["x-delivery-limit": .int(Int64(deliveryLimit))] : [:]
                 )
             )
             topology.bindings.append(BindingSpec(queue: queue, exchange: BrokerNames.jobsExchange, routingKey: queue))
@@ -60,7 +65,11 @@ public enum WorkerTopology {
     }
 
     /// The topology of every job queue of the contract (what `astroctl migrate` declares).
-    public static func contract(retry: RetryPolicy, queueType: QueueSpec.QueueType = .classic) -> Topology {
-        topology(queues: JobType.all.map(\.rawValue), retry: retry, queueType: queueType)
+    public static func contract(
+        retry: RetryPolicy,
+        queueType: QueueSpec.QueueType = .classic,
+        deliveryLimit: Int = WorkerConfiguration.defaultDeliveryLimit
+    ) -> Topology {
+        topology(queues: JobType.all.map(\.rawValue), retry: retry, queueType: queueType, deliveryLimit: deliveryLimit)
     }
 }
