@@ -191,7 +191,7 @@ let package = Package(
             dependencies: ["ChartEngine", "Ephemeris", "AstroDomain"],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime"]),
+        .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "AMQP", "Postgres", "AstroDomain"]),
         .testTarget(
             name: "StoreKitVerificationTests",
             dependencies: ["StoreKitVerification", .product(name: "Crypto", package: "swift-crypto")],

@@ -145,3 +145,30 @@ struct AMQPConfigurationTests {
         #expect(!AMQPError(kind: .staleDelivery, message: "").isRetriable)
     }
 }
+
+/// URL errors never quote a password, whatever it contains (issue 14).
+@Suite struct AMQPURLSecretTests {
+    @Test(arguments: [
+        "Kx9/Qw7", "Vb2@Nm8:Lp3/Rs4", "Hj5?Gt6=1&Yu7", "Wz8#Ty2", "Aa1/Bb2?Cc3#Dd4@Ee5", "Pq1:Rs2:Tu3/Vw4", "Mn5://Op6",
+    ])
+    func errorsDoNotQuoteThePassword(_ secret: String) {
+        for url in ["amqp://astro:\(secret)@rabbit:5672/%2F", "amqps://astro:\(secret)@rabbit/prod?heartbeat=10"] {
+            do {
+                let configuration = try AMQPConfiguration(url: url)
+                #expect(!configuration.redactedURL.contains(secret))
+            } catch {
+                let fragments = secret.split(whereSeparator: { "/?#@:&=".contains($0) }).map(String.init)
+                    .filter { $0.count >= 3 }
+                for fragment in fragments {
+                    #expect(!error.description.contains(fragment), "\(error.description) quotes \(fragment)")
+                }
+            }
+        }
+    }
+
+    @Test func limitsAreCheckedNotTrapped() {
+        #expect(throws: AMQPError.self) { try AMQPConfiguration(url: "amqp://h/?heartbeat=99999999999999999999") }
+        #expect(throws: AMQPError.self) { try AMQPConfiguration(url: "amqp://h/?heartbeat=70000") }
+        #expect(throws: AMQPError.self) { try AMQPConfiguration(url: "amqp://h/?connection_timeout=0") }
+    }
+}

@@ -83,3 +83,84 @@ import Testing
         #expect(value["b"]?.stringValue == nil)
     }
 }
+
+/// Text from jobs is bounded and free of control characters; errors quote it short (issue 14).
+@Suite struct TextHardeningTests {
+    @Test func quotesAreShortAndEscaped() {
+        #expect(InputQuote.short("2026-13-01") == "\"2026-13-01\"")
+        #expect(InputQuote.short("a\u{0}b\u{1B}[2J\"\\") == "\"a\\u{0}b\\u{1B}[2J\\\"\\\\\"")
+        let long = InputQuote.short(String(repeating: "x", count: 200_000))
+        #expect(long == "\"" + String(repeating: "x", count: 40) + "…\" (200000 characters)")
+        #expect(InputQuote.escapedForTerminal("Mia\u{1B}]0;pwned\u{7}") == "Mia\\u{1B}]0;pwned\\u{7}")
+        #expect(InputQuote.escapedForTerminal("Оленка \u{202E}abc") == "Оленка \\u{202E}abc")
+    }
+
+    @Test func textRulesCountScalarsAndRefuseControls() {
+        #expect(TextRules.problem(in: "Mia", maximum: 50) == nil)
+        #expect(TextRules.problem(in: "", maximum: 50) == .tooShort(minimum: 1))
+        #expect(TextRules.problem(in: "", minimum: 0, maximum: 50) == nil)
+        // 30 flags are 30 characters but 60 scalars, which is what the database counts.
+        let flags = String(repeating: "🇺🇦", count: 30)
+        #expect(flags.count == 30)
+        #expect(TextRules.problem(in: flags, maximum: 50) == .tooLong(maximum: 50, length: 60))
+        #expect(TextRules.problem(in: "a\u{0}b", maximum: 50) == .controlCharacter(position: 2, scalar: 0))
+        #expect(TextRules.problem(in: "ab\u{202E}", maximum: 50) == .controlCharacter(position: 3, scalar: 0x202E))
+        #expect(TextRules.problem(in: "x\u{85}", maximum: 50) == .controlCharacter(position: 2, scalar: 0x85))
+        #expect(TextRules.problem(in: "line\nbreak", maximum: 50) != nil)
+        #expect(TextRules.problem(in: "line\nbreak", maximum: 50, allowNewline: true) == nil)
+        #expect(TextRules.problem(in: "Ольга-Марія О'Ніл 👩‍👩‍👧", maximum: 50) == nil)
+    }
+
+    @Test func birthDataRefusesControlCharactersAndLongPlaces() {
+        func data(name: String = "Me", place: String = "Kyiv") -> BirthData {
+            BirthData(
+                name: name,
+                birthDate: "1990-10-07",
+                birthTime: "15:00",
+                timezone: "Europe/Kyiv",
+                latitude: 50.45,
+                longitude: 30.52,
+                locationName: place
+            )
+        }
+        #expect(
+            throws: ChartInputError(
+                .invalidCharacters,
+                field: "profile.name",
+                message: "profile.name: contains a control character (U+0000) at character 3"
+            )
+        ) {
+            try data(name: "Me\u{0}").validated()
+        }
+        #expect((try? data(name: String(repeating: "🇺🇦", count: 30)).validated()) == nil)
+        do {
+            _ = try data(place: "Kyiv\u{1B}[31m").validated()
+            Issue.record("an escape in the place was accepted")
+        } catch {
+            #expect(error.code == .invalidCharacters)
+            #expect(error.field == "profile.locationName")
+        }
+        do {
+            _ = try data(place: String(repeating: "K", count: 201)).validated()
+            Issue.record("a 201-character place was accepted")
+        } catch {
+            #expect(error.code == .invalidLocationName)
+        }
+        #expect((try? data(place: String(repeating: "K", count: 200)).validated()) != nil)
+        #expect((try? data(place: "").validated()) != nil)
+        do {
+            _ = try BirthData.parseDate(String(repeating: "9", count: 100_000))
+        } catch {
+            #expect(error.message.count < 200, "the message quotes only a prefix")
+        }
+    }
+
+    @Test func jobErrorsEscapeControlCharactersAndStayBounded() {
+        let error = JobError(code: "invalid-payload", message: "area: \"x\u{0}\" is not one of …")
+        #expect(!error.message.unicodeScalars.contains { $0.value == 0 })
+        #expect(error.message.contains("\\u{0}"))
+        let long = JobError(code: "c", message: String(repeating: "y", count: 10_000))
+        #expect(long.message.count == JobError.maximumMessageLength + 1)
+        #expect(JobError(code: "c", message: "two\nlines").message == "two\nlines")
+    }
+}

@@ -111,3 +111,59 @@ import Testing
         #expect(throws: PostgresError.self) { try PGConnHandle.connectionParameters(configuration) }
     }
 }
+
+/// URL errors never quote a password, whatever it contains (issue 14).
+@Suite struct URLSecretTests {
+    static let secrets = [
+        "Kx9/Qw7", "Vb2@Nm8:Lp3/Rs4", "Hj5?Gt6=1&Yu7", "Wz8#Ty2", "Aa1/Bb2?Cc3#Dd4@Ee5", "Pq1:Rs2:Tu3/Vw4",
+    ]
+
+    @Test(arguments: secrets)
+    func errorsOfURLsWithRawSpecialCharactersInThePasswordDoNotQuoteIt(_ secret: String) {
+        for url in [
+            "postgres://astro:\(secret)@db.example.com:5432/astro",
+            "postgres://astro:\(secret)@db.example.com/astro?sslmode=require",
+        ] {
+            do {
+                let configuration = try PostgresConfiguration(url: url)
+                // Parsed (the special characters happened to be harmless): then the redacted
+                // form must not show it either.
+                #expect(!configuration.redactedURL.contains(secret))
+            } catch {
+                for fragment in Self.fragments(of: secret) {
+                    #expect(!error.description.contains(fragment), "\(error.description) quotes \(fragment)")
+                }
+            }
+        }
+    }
+
+    /// The pieces of a secret a naive parser would quote (split at its special characters).
+    static func fragments(of secret: String) -> [String] {
+        secret.split(whereSeparator: { "/?#@:&=".contains($0) }).map(String.init).filter { $0.count >= 3 }
+    }
+
+    @Test func connectionParametersCarryTimeoutsAndKeepalives() throws {
+        var configuration = try PostgresConfiguration(url: "postgres://u:p@h:5432/d")
+        let parameters = Dictionary(
+            try PGConnHandle.connectionParameters(configuration),
+            uniquingKeysWith: { a, _ in a }
+        )
+        #expect(parameters["keepalives"] == "1")
+        #expect(parameters["keepalives_idle"] == "10")
+        #expect(parameters["keepalives_interval"] == "5")
+        #expect(parameters["keepalives_count"] == "3")
+        #expect(parameters["tcp_user_timeout"] == "20000")
+        let options = try #require(parameters["options"])
+        #expect(options.contains("-c statement_timeout=30000"))
+        #expect(options.contains("-c lock_timeout=10000"))
+        #expect(options.contains("-c idle_in_transaction_session_timeout=60000"))
+        configuration.statementTimeout = nil
+        configuration.keepalive = nil
+        configuration.tcpUserTimeout = nil
+        let bare = Dictionary(try PGConnHandle.connectionParameters(configuration), uniquingKeysWith: { a, _ in a })
+        #expect(bare["keepalives"] == nil)
+        #expect(bare["tcp_user_timeout"] == nil)
+        #expect(!(bare["options"] ?? "").contains("statement_timeout"))
+        #expect(configuration.effectiveResponseTimeout == nil)
+    }
+}

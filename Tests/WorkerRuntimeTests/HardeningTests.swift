@@ -1,0 +1,397 @@
+import AMQP
+import AstroDomain
+import Foundation
+import Postgres
+import Synchronization
+import Testing
+
+@testable import WorkerRuntime
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Headers of any type and value give a defined result (issue 14: `x-astro-attempt:
+/// 9223372036854775807` killed every chart-worker that read it).
+@Suite struct PoisonHeaderTests {
+    static func delivery(headers: AMQPTable, redelivered: Bool = false) -> Delivery {
+        Delivery(
+            queue: "chart.calculate",
+            exchange: "astro.jobs",
+            routingKey: "chart.calculate",
+            body: Data("{}".utf8),
+            properties: MessageProperties(headers: headers),
+            redelivered: redelivered,
+            deliveryTag: 1,
+            generation: 1
+        )
+    }
+
+    static let poisonValues: [AMQPFieldValue] = [
+        .int(.max), .int(.min), .int(-1), .int(0), .int(4), .double(.nan), .double(.infinity), .double(-.infinity),
+        .double(1e300), .double(-1e300), .double(2.5), .double(3), .string("9223372036854775807"),
+        .string("99999999999999999999999999"), .string("-9223372036854775808"), .string("-5"), .string("+7"),
+        .string(""), .string("abc"), .string(String(repeating: "9", count: 100_000)), .string("\u{0}"),
+        .bool(true), .void, .table(["a": .int(1)]), .array([.int(1), .int(2)]),
+    ]
+
+    @Test(arguments: poisonValues)
+    func anAttemptHeaderOfAnyValueGivesABoundedAttempt(_ value: AMQPFieldValue) {
+        let attempt = DeliveryHeaders.attempt(of: Self.delivery(headers: [BrokerNames.Header.attempt: value]))
+        #expect((1...DeliveryHeaders.countCeiling + 1).contains(attempt))
+        let earlier = DeliveryHeaders.earlierDeliveries(
+            of: Self.delivery(headers: [BrokerNames.Header.deliveryCount: value])
+        )
+        #expect((0...DeliveryHeaders.countCeiling).contains(earlier))
+    }
+
+    @Test func countsReadTheUsualEncodingsAndClampTheRest() {
+        #expect(DeliveryHeaders.count(.int(4)) == 4)
+        #expect(DeliveryHeaders.count(.string("4")) == 4)
+        #expect(DeliveryHeaders.count(.double(4)) == 4)
+        // A negative attempt header cannot buy extra attempts; a huge one leaves none.
+        #expect(DeliveryHeaders.count(.int(-100)) == 0)
+        #expect(DeliveryHeaders.count(.string("-100")) == 0)
+        #expect(DeliveryHeaders.count(.int(.max)) == DeliveryHeaders.countCeiling)
+        #expect(DeliveryHeaders.count(.string("99999999999999999999")) == DeliveryHeaders.countCeiling)
+        #expect(DeliveryHeaders.count(.double(2.5)) == nil)
+        #expect(DeliveryHeaders.count(.string("1e3")) == nil)
+        #expect(DeliveryHeaders.count(nil) == nil)
+        let policy = RetryPolicy(maxAttempts: 5, initialDelay: .seconds(1), maxDelay: .seconds(60))
+        let forged = DeliveryHeaders.attempt(of: Self.delivery(headers: [BrokerNames.Header.attempt: .int(.max)]))
+        #expect(!policy.shouldRetry(afterAttempt: forged))
+        let negative = DeliveryHeaders.attempt(of: Self.delivery(headers: [BrokerNames.Header.attempt: .int(-50)]))
+        #expect(negative == 1)
+    }
+
+    @Test func copiesOfADeliveryKeepOnlyIdentifyingPropertiesAndTheRuntimesHeaders() {
+        let original = Delivery(
+            queue: "chart.calculate",
+            exchange: "astro.jobs",
+            routingKey: "chart.calculate",
+            body: Data("{}".utf8),
+            properties: MessageProperties(
+                contentType: "application/json",
+                headers: [
+                    "CC": .array([.string("billing.refund-credit")]), "BCC": .array([.string("report.generate")]),
+                    BrokerNames.Header.attempt: .int(2), BrokerNames.Header.deliveryCount: .int(3),
+                    "x-anything": .table(["deep": .array([.int(1)])]),
+                ],
+                persistent: false,
+                correlationID: "c-1",
+                expiration: "5",
+                messageID: "m-1",
+                timestamp: Date(timeIntervalSince1970: 1.8e19)
+            ),
+            redelivered: false,
+            deliveryTag: 1,
+            generation: 1
+        )
+        let copy = JobProcessor.copiedProperties(of: original)
+        #expect(copy.headers.keys.sorted() == [BrokerNames.Header.attempt])
+        #expect(copy.contentType == "application/json")
+        #expect(copy.messageID == "m-1")
+        #expect(copy.correlationID == "c-1")
+        #expect(copy.persistent)
+        #expect(copy.expiration == nil)
+        #expect(copy.timestamp == nil)
+    }
+}
+
+@Suite struct FailureClassificationTests {
+    static func server(_ state: String) -> PostgresError {
+        PostgresError(kind: .server, message: "x", sqlState: state)
+    }
+
+    @Test(arguments: ["22P05", "22021", "22001", "23514", "23502", "23503", "42501", "42P01", "54000", "P0001"])
+    func failuresNoRetryCanMendAreDeadLetteredAtOnce(_ state: String) {
+        guard case .permanent(let error) = FailureClassifier.classify(Self.server(state)) else {
+            Issue.record("\(state) should be permanent")
+            return
+        }
+        #expect(error.code == "database-error-\(state)")
+    }
+
+    @Test(arguments: [
+        "40001", "40P01", "57014", "55P03", "53300", "53100", "08006", "57P01", "23505", "XX000", "0A000",
+    ])
+    func failuresThatMayPassAreRetried(_ state: String) {
+        guard case .transient = FailureClassifier.classify(Self.server(state)) else {
+            Issue.record("\(state) should be transient")
+            return
+        }
+    }
+
+    @Test func errorKindsAndOtherTypesAreSorted() {
+        #expect(
+            FailureClassifier.classify(PostgresError(kind: .encoding, message: "NUL"))
+                == .permanent(JobError(code: "database-encoding-error", message: "postgres encoding error: NUL"))
+        )
+        if case .transient(let error) = FailureClassifier.classify(PostgresError(kind: .connectionLost, message: "")) {
+            #expect(error.code == "database-unavailable")
+        } else {
+            Issue.record("connection loss should be transient")
+        }
+        if case .transient(let error) = FailureClassifier.classify(Self.server("57014")) {
+            #expect(error.code == "database-timeout")
+        } else {
+            Issue.record("a statement timeout should be transient")
+        }
+        #expect(
+            FailureClassifier.classify(JobRejection(code: "invalid-payload", message: "m"))
+                == .permanent(JobError(code: "invalid-payload", message: "m"))
+        )
+        struct Outage: RetryClassifiedError {
+            var failureCode: String
+            var isTransient: Bool
+        }
+        #expect(
+            FailureClassifier.classify(Outage(failureCode: "llm-rate-limited", isTransient: true)).jobError.code
+                == "llm-rate-limited"
+        )
+        if case .permanent(let error) = FailureClassifier.classify(
+            Outage(failureCode: "llm-unauthorized", isTransient: false)
+        ) {
+            #expect(error.code == "llm-unauthorized")
+        } else {
+            Issue.record("a permanent classified error should be permanent")
+        }
+        struct Unknown: Error {}
+        if case .transient(let error) = FailureClassifier.classify(Unknown()) {
+            #expect(error.code == "transient-error")
+        } else {
+            Issue.record("unknown errors keep being retried")
+        }
+        let long = FailureClassifier.classify(JobRejection(code: "c", message: String(repeating: "x", count: 10_000)))
+        #expect(long.jobError.message.count <= FailureClassifier.maximumMessageLength + 1)
+    }
+}
+
+@Suite struct HealthRequestTests {
+    static func parse(_ text: String) -> HealthRequest { HealthRequest.parse(Array(text.utf8)) }
+
+    @Test func readsGetAndHeadRequests() {
+        #expect(Self.parse("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") == .request(method: .get, path: "/healthz"))
+        #expect(Self.parse("HEAD /readyz?x=1 HTTP/1.0\r\n\r\n") == .request(method: .head, path: "/readyz"))
+        #expect(Self.parse("GET /metrics HTTP/1.1\n\n") == .request(method: .get, path: "/metrics"))
+    }
+
+    @Test func waitsForTheRestOfAHead() {
+        #expect(Self.parse("") == .incomplete)
+        #expect(Self.parse("GET /healthz HTTP/1.1\r\nHost: x\r\n") == .incomplete)
+        #expect(Self.parse("GE") == .incomplete)
+    }
+
+    @Test func refusesWhatCanNeverBeValid() {
+        func status(_ text: String) -> Int? {
+            if case .invalid(let status, _) = Self.parse(text) { return status }
+            return nil
+        }
+        #expect(status("POST /healthz HTTP/1.1\r\n\r\n") == 405)
+        #expect(status("GET /healthz HTTP/2.0\r\n\r\n") == 505)
+        #expect(status("GET healthz HTTP/1.1\r\n\r\n") == 400)
+        #expect(status("GET /a b HTTP/1.1\r\n\r\n") == 400)
+        #expect(status("GET /\u{1B}[2J HTTP/1.1\r\n\r\n") == 400)
+        #expect(status("GET /healthz HTTP/1.1\r\nno colon here\r\n\r\n") == 400)
+        #expect(status("\u{0}\u{0}") == 400)
+        #expect(status("get / HTTP/1.1\r\n\r\n") == 400)
+        // A request line that is already wrong is refused before the head ends.
+        #expect(status("DELETE / HTTP/1.1\r\nX: y\r\n") == 405)
+        let flood =
+            "GET /healthz HTTP/1.1\r\n" + String(repeating: "X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n", count: 400)
+        #expect(status(flood) == 431)
+    }
+}
+
+/// The health endpoint keeps answering probes while clients misbehave (issue 14).
+@Suite(.serialized) struct HealthServerAbuseTests {
+    static func server() throws -> (HealthServer, Int) {
+        let server = HealthServer(
+            host: "127.0.0.1",
+            port: 0,
+            limits: .init(maxConnections: 64, requestDeadline: .seconds(2)),
+            logger: .init(label: "test")
+        ) { path in
+            path == "/healthz" ? .init(status: 200, body: "ok\n") : nil
+        }
+        try server.start()
+        return (server, try #require(server.boundPort))
+    }
+
+    /// A blocking client socket connected to the server.
+    static func connect(_ port: Int) -> Int32 {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var timeout = timeval(tv_sec: 3, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        return connected == 0 ? descriptor : -1
+    }
+
+    static func send(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
+        var sent = 0
+        while sent < bytes.count {
+            let count = bytes[sent...].withUnsafeBytes {
+                Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            if count <= 0 { return false }
+            sent += count
+        }
+        return true
+    }
+
+    static func readAll(_ descriptor: Int32) -> String {
+        var data = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            data += buffer[0..<count]
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// One probe: connect, GET /healthz, read the answer; how long it took.
+    static func probe(_ port: Int) -> (answer: String, seconds: Double) {
+        let start = ContinuousClock.now
+        let descriptor = connect(port)
+        guard descriptor >= 0 else { return ("connect failed", 0) }
+        defer { close(descriptor) }
+        _ = send(descriptor, Array("GET /healthz HTTP/1.1\r\nHost: probe\r\n\r\n".utf8))
+        let answer = readAll(descriptor)
+        let elapsed = ContinuousClock.now - start
+        return (answer, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+
+    @Test(.timeLimit(.minutes(1))) func probesAreAnsweredWhileClientsTrickleOneByteASecond() async throws {
+        let (server, port) = try Self.server()
+        defer { Task { await server.stop() } }
+        // 40 clients that each send one byte a second and never finish their request.
+        let tricklers = (0..<40).map { _ in Self.connect(port) }
+        let stop = Atomic<Bool>(false)
+        let trickle = Thread {
+            var sent = 0
+            while !stop.load(ordering: .relaxed), sent < 20 {
+                for descriptor in tricklers { _ = Self.send(descriptor, Array("G".utf8)) }
+                sent += 1
+                usleep(1_000_000)
+            }
+        }
+        trickle.start()
+        defer {
+            stop.store(true, ordering: .relaxed)
+            for descriptor in tricklers { close(descriptor) }
+        }
+        for _ in 0..<5 {
+            let (answer, seconds) = Self.probe(port)
+            #expect(answer.hasPrefix("HTTP/1.1 200 OK"), "answer: \(answer.prefix(60))")
+            #expect(seconds < 1.0, "a probe took \(seconds) s")
+            try await Task.sleep(for: .milliseconds(700))
+        }
+        // Past the deadline the tricklers were cut off: their sockets read EOF.
+        try await Task.sleep(for: .seconds(2))
+        var buffer = [UInt8](repeating: 0, count: 16)
+        let cut = tricklers.filter { descriptor in
+            buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) } == 0
+        }
+        #expect(cut.count == tricklers.count, "\(cut.count) of \(tricklers.count) slow clients were cut off")
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aMegabyteOfHeadersIsRefusedWithoutReadingItAll() throws {
+        let (server, port) = try Self.server()
+        defer { Task { await server.stop() } }
+        let descriptor = Self.connect(port)
+        defer { close(descriptor) }
+        var flood = Array("GET /healthz HTTP/1.1\r\n".utf8)
+        let line = Array("X-Flood: \(String(repeating: "a", count: 1000))\r\n".utf8)
+        while flood.count < 1_048_576 { flood += line }
+        // The server answers 431 after 8 KiB and closes; the rest of the send may fail.
+        _ = Self.send(descriptor, flood)
+        let answer = Self.readAll(descriptor)
+        #expect(answer.hasPrefix("HTTP/1.1 431"), "answer: \(answer.prefix(60))")
+        #expect(Self.probe(port).answer.hasPrefix("HTTP/1.1 200 OK"))
+    }
+
+    @Test(.timeLimit(.minutes(1))) func probesAreAnsweredWith500ConnectionsOpen() throws {
+        let (server, port) = try Self.server()
+        defer { Task { await server.stop() } }
+        var idle: [Int32] = []
+        defer { for descriptor in idle { close(descriptor) } }
+        for _ in 0..<500 {
+            let descriptor = Self.connect(port)
+            if descriptor >= 0 { idle.append(descriptor) }
+        }
+        #expect(idle.count == 500)
+        for _ in 0..<5 {
+            let (answer, seconds) = Self.probe(port)
+            #expect(answer.hasPrefix("HTTP/1.1 200 OK"), "answer: \(answer.prefix(60))")
+            #expect(seconds < 1.0, "a probe took \(seconds) s")
+        }
+    }
+}
+
+@Suite struct DatabaseTimeoutConfigurationTests {
+    @Test func defaultsBoundEveryWait() throws {
+        let configuration = try WorkerConfiguration.fromEnvironment([:], defaultHTTPPort: 8081)
+        let database = configuration.database
+        #expect(database.statementTimeout == .seconds(30))
+        #expect(database.lockTimeout == .seconds(10))
+        #expect(database.idleInTransactionTimeout == .seconds(60))
+        #expect(database.effectiveResponseTimeout == .seconds(45))
+        #expect(database.keepalive == .init(idle: .seconds(10), interval: .seconds(5), count: 3))
+        #expect(database.tcpUserTimeout == .seconds(20))
+        #expect(configuration.deliveryLimit == 10)
+        #expect(configuration.amqp.maxBodyBytes == 262_144)
+        #expect(configuration.developmentDefaults == ["AMQP_URL", "DATABASE_URL"])
+    }
+
+    @Test func everyTimeoutCanBeSetOrTurnedOff() throws {
+        let configuration = try WorkerConfiguration.fromEnvironment(
+            [
+                "AMQP_URL": "amqp://u:p@h/v", "DATABASE_URL": "postgres://u:p@h/d", "DB_STATEMENT_TIMEOUT_MS": "0",
+                "DB_LOCK_TIMEOUT_MS": "1500", "DB_IDLE_IN_TRANSACTION_TIMEOUT_MS": "0", "DB_TCP_KEEPALIVE_SECONDS": "0",
+                "DB_TCP_USER_TIMEOUT_MS": "5000", "DELIVERY_LIMIT": "3", "MAX_MESSAGE_BYTES": "4096",
+            ],
+            defaultHTTPPort: 8081
+        )
+        #expect(configuration.database.statementTimeout == nil)
+        #expect(configuration.database.lockTimeout == .milliseconds(1500))
+        #expect(configuration.database.idleInTransactionTimeout == nil)
+        #expect(configuration.database.effectiveResponseTimeout == nil)
+        #expect(configuration.database.keepalive == nil)
+        #expect(configuration.database.tcpUserTimeout == .seconds(5))
+        #expect(configuration.deliveryLimit == 3)
+        #expect(configuration.amqp.maxBodyBytes == 4096)
+        #expect(configuration.developmentDefaults.isEmpty)
+        #expect(throws: ConfigurationError.self) {
+            try WorkerConfiguration.fromEnvironment(["DB_RESPONSE_TIMEOUT_MS": "1000"], defaultHTTPPort: 1)
+        }
+        #expect(throws: ConfigurationError.self) {
+            try WorkerConfiguration.fromEnvironment(["DELIVERY_LIMIT": "0"], defaultHTTPPort: 1)
+        }
+        #expect(throws: ConfigurationError.self) {
+            try WorkerConfiguration.fromEnvironment(["MAX_MESSAGE_BYTES": "-1"], defaultHTTPPort: 1)
+        }
+    }
+
+    @Test func quorumWorkQueuesCarryTheDeliveryLimit() {
+        let retry = RetryPolicy(maxAttempts: 3, initialDelay: .seconds(1), maxDelay: .seconds(4))
+        let quorum = WorkerTopology.topology(
+            queues: ["chart.calculate"],
+            retry: retry,
+            queueType: .quorum,
+            deliveryLimit: 7
+        )
+        #expect(quorum.queues.first { $0.name == "chart.calculate" }?.arguments["x-delivery-limit"] == .int(7))
+        let classic = WorkerTopology.topology(queues: ["chart.calculate"], retry: retry, queueType: .classic)
+        #expect(classic.queues.first { $0.name == "chart.calculate" }?.arguments["x-delivery-limit"] == nil)
+    }
+}
