@@ -1,4 +1,5 @@
 import AppStoreServerAPI
+import AstroDomain
 import Foundation
 import StoreKitVerification
 import WorkerRuntime
@@ -13,6 +14,9 @@ public struct BillingConfiguration: Sendable {
     public var appStore: AppStoreServerAPIClient?
     /// Where the trusted roots came from, for the start-up log line.
     public var trustedRootsDescription: String
+    /// Credit a purchase only to the user whose id is its `appAccountToken`: a transaction
+    /// without one is refused (`account-token-missing`). Verify-by-id requires it always.
+    public var requireAccountToken: Bool = true
 
     /// The variables, their defaults and meaning (README's table).
     public static let variables: [WorkerConfiguration.Variable] = [
@@ -40,6 +44,11 @@ public struct BillingConfiguration: Sendable {
             name: "BILLING_CATALOG_FILE",
             defaultValue: "(built-in, = config/billing-catalog.json)",
             meaning: "the product catalog (JSON)"
+        ),
+        .init(
+            name: "BILLING_REQUIRE_ACCOUNT_TOKEN",
+            defaultValue: "true",
+            meaning: "refuse signed transactions without an appAccountToken (verify-by-id always requires one)"
         ),
         .init(
             name: "APPSTORE_API_KEY_ID",
@@ -75,13 +84,16 @@ public struct BillingConfiguration: Sendable {
         guard let storeEnvironment = StoreEnvironment(rawValue: environmentName) else {
             throw ConfigurationError(
                 variable: "BILLING_ENVIRONMENT",
-                problem: "expected Production, Sandbox, Xcode or LocalTesting, got \(environmentName.debugDescription)"
+                problem: "expected Production, Sandbox, Xcode or LocalTesting, got \(InputQuote.short(environmentName))"
             )
         }
         var appAppleID: Int64?
         if let text = value("BILLING_APP_APPLE_ID") {
             guard let id = Int64(text), id > 0 else {
-                throw ConfigurationError(variable: "BILLING_APP_APPLE_ID", problem: "expected a number, got \(text)")
+                throw ConfigurationError(
+                    variable: "BILLING_APP_APPLE_ID",
+                    problem: "expected a number, got \(InputQuote.short(text))"
+                )
             }
             appAppleID = id
         }
@@ -159,11 +171,21 @@ public struct BillingConfiguration: Sendable {
                 throw ConfigurationError(variable: "APPSTORE_API_PRIVATE_KEY_FILE", problem: "\(error)")
             }
         }
+        var requireAccountToken = true
+        if let text = value("BILLING_REQUIRE_ACCOUNT_TOKEN") {
+            switch text.lowercased() {
+            case "1", "true", "yes", "on": requireAccountToken = true
+            case "0", "false", "no", "off": requireAccountToken = false
+            default:
+                throw ConfigurationError(variable: "BILLING_REQUIRE_ACCOUNT_TOKEN", problem: "expected true or false")
+            }
+        }
         return BillingConfiguration(
             policy: policy,
             catalog: catalog,
             appStore: appStore,
-            trustedRootsDescription: rootsDescription
+            trustedRootsDescription: rootsDescription,
+            requireAccountToken: requireAccountToken
         )
     }
 }

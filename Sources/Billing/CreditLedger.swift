@@ -189,19 +189,25 @@ public enum CreditLedger {
         database: PostgresConnection
     ) throws -> PurchaseGrant {
         try database.execute("INSERT INTO users (id) VALUES ($1) ON CONFLICT (id) DO NOTHING", [userID.uuid])
-        // A new transaction id for an original transaction we already hold is a restore.
-        var restoredFrom: String?
-        if facts.originalTransactionID != facts.transactionID {
-            restoredFrom = try database.query(
-                """
-                SELECT transaction_id FROM purchase_records
-                WHERE (transaction_id = $1 OR original_transaction_id = $1) AND transaction_id <> $2
-                ORDER BY created_at, transaction_id LIMIT 1
-                """,
-                [facts.originalTransactionID, facts.transactionID]
-            ).first.map { try $0.decode(String.self, "transaction_id") }
-        }
-        let creditCount = restoredFrom == nil ? product.credits * max(facts.quantity, 1) : 0
+        // The transactions of one original purchase (the purchase and its restores, in any
+        // order, even at once) serialize here, so exactly one of them grants; the others are
+        // restores of it. A unique index (migration 0011) backs this up.
+        try database.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 13))",
+            ["purchase:" + facts.originalTransactionID]
+        )
+        let restoredFrom = try database.query(
+            """
+            SELECT transaction_id FROM purchase_records
+            WHERE (transaction_id = $1 OR original_transaction_id = $1) AND transaction_id <> $2
+                AND restored_from IS NULL
+            ORDER BY created_at, transaction_id LIMIT 1
+            """,
+            [facts.originalTransactionID, facts.transactionID]
+        ).first.map { try $0.decode(String.self, "transaction_id") }
+        // The handler checked the quantity against the product (at most 100), so this cannot overflow.
+        let units = min(max(facts.quantity, 1), 100)
+        let creditCount = restoredFrom == nil ? product.credits * units : 0
         let recordID = UUID()
         let inserted = try database.query(
             """
@@ -215,7 +221,7 @@ public enum CreditLedger {
             """,
             [
                 recordID, userID.uuid, facts.transactionID, facts.originalTransactionID, facts.productID,
-                facts.purchaseDate, product.priceUSD * Decimal(max(facts.quantity, 1)), facts.localizedPrice,
+                facts.purchaseDate, product.priceUSD * Decimal(units), facts.localizedPrice,
                 facts.currency, creditCount, facts.environment, restoredFrom, PostgresRawJSON(facts.payloadJSON),
                 facts.productType, jobID.uuid,
             ]

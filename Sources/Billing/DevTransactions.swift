@@ -46,7 +46,9 @@ public enum DevTransactions {
             "transactionReason": "PURCHASE",
             "storefront": "USA",
             "storefrontId": "143441",
-            "price": .number(Double(price * max(quantity, 1))),
+            // Saturating at 2^53, the largest whole number JSON carries exactly: a development
+            // token may carry any quantity a test asks for, and its price must still decode.
+            "price": .number(min(Double(price) * Double(max(quantity, 1)), 9_007_199_254_740_992)),
             "currency": .string(currency),
         ]
         if let userID { object["appAccountToken"] = .string(userID.lowercased()) }

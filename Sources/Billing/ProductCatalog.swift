@@ -13,24 +13,39 @@ public struct Product: Sendable, Hashable, Codable {
     public var area: ReportArea?
     /// `consumable` or `non-consumable`, as configured in App Store Connect.
     public var kind: Kind
+    /// The most units one transaction may buy (a signed `quantity` above it is refused with
+    /// `invalid-quantity`): 1 for a non-consumable, 10 for a consumable (StoreKit's own limit)
+    /// unless the catalog says otherwise (`maxQuantity`, 1…100).
+    public var maxQuantity: Int
 
     public enum Kind: String, Sendable, Hashable, Codable {
         case consumable
         case nonConsumable = "non-consumable"
     }
 
-    public init(productID: String, priceUSD: Decimal, credits: Int, area: ReportArea?, kind: Kind) {
+    public init(
+        productID: String,
+        priceUSD: Decimal,
+        credits: Int,
+        area: ReportArea?,
+        kind: Kind,
+        maxQuantity: Int? = nil
+    ) {
         self.productID = productID
         self.priceUSD = priceUSD
         self.credits = credits
         self.area = area
         self.kind = kind
+        self.maxQuantity = maxQuantity ?? Self.defaultMaxQuantity(kind)
     }
+
+    /// StoreKit sells up to 10 units of a consumable in one purchase, a non-consumable once.
+    public static func defaultMaxQuantity(_ kind: Kind) -> Int { kind == .consumable ? 10 : 1 }
 
     enum CodingKeys: String, CodingKey {
         case productID = "productId"
         case priceUSD = "priceUsd"
-        case credits, area, kind
+        case credits, area, kind, maxQuantity
     }
 
     public init(from decoder: any Decoder) throws {
@@ -42,13 +57,14 @@ public struct Product: Sendable, Hashable, Codable {
             throw DecodingError.dataCorruptedError(
                 forKey: .priceUSD,
                 in: container,
-                debugDescription: "expected a price such as \"4.99\", got \(price.debugDescription)"
+                debugDescription: "expected a price such as \"4.99\", got \(InputQuote.short(price))"
             )
         }
         priceUSD = value
         credits = try container.decode(Int.self, forKey: .credits)
         area = try container.decodeIfPresent(ReportArea.self, forKey: .area)
         kind = try container.decode(Kind.self, forKey: .kind)
+        maxQuantity = try container.decodeIfPresent(Int.self, forKey: .maxQuantity) ?? Self.defaultMaxQuantity(kind)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -58,6 +74,7 @@ public struct Product: Sendable, Hashable, Codable {
         try container.encode(credits, forKey: .credits)
         try container.encodeIfPresent(area, forKey: .area)
         try container.encode(kind, forKey: .kind)
+        if maxQuantity != Self.defaultMaxQuantity(kind) { try container.encode(maxQuantity, forKey: .maxQuantity) }
     }
 }
 
@@ -79,7 +96,7 @@ public struct ProductCatalog: Sendable, Hashable {
         for product in products {
             let id = product.productID
             guard id.wholeMatch(of: /[A-Za-z0-9]([A-Za-z0-9._-]{0,198}[A-Za-z0-9])?/) != nil else {
-                throw CatalogError(message: "product id \(id.debugDescription) is not a valid App Store product id")
+                throw CatalogError(message: "product id \(InputQuote.short(id)) is not a valid App Store product id")
             }
             guard byID[id] == nil else { throw CatalogError(message: "product \(id) is listed twice") }
             guard (1...100).contains(product.credits) else {
@@ -87,6 +104,12 @@ public struct ProductCatalog: Sendable, Hashable {
             }
             guard product.priceUSD >= 0 else {
                 throw CatalogError(message: "product \(id): the price cannot be negative")
+            }
+            guard (1...100).contains(product.maxQuantity) else {
+                throw CatalogError(message: "product \(id): maxQuantity must be 1…100, got \(product.maxQuantity)")
+            }
+            guard product.kind == .consumable || product.maxQuantity == 1 else {
+                throw CatalogError(message: "product \(id): a non-consumable is bought once; maxQuantity must be 1")
             }
             byID[id] = product
         }

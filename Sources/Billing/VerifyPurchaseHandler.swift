@@ -17,15 +17,25 @@ public struct VerifyPurchaseHandler: JobHandler {
     private let verifier: SignedDataVerifier
     private let catalog: ProductCatalog
     private let appStore: AppStoreServerAPIClient?
+    private let requireAccountToken: Bool
 
     /// - Parameters:
     ///   - appStore: the App Store Server API client for requests that carry only a
     ///     `transactionId`; without one such requests are rejected with
     ///     `verification-by-id-unavailable`.
-    public init(verifier: SignedDataVerifier, catalog: ProductCatalog, appStore: AppStoreServerAPIClient?) {
+    ///   - requireAccountToken: refuse a signed transaction that has no `appAccountToken`
+    ///     (`account-token-missing`); a transaction fetched by id always needs one, because
+    ///     anyone who learns a transaction id could otherwise redeem it.
+    public init(
+        verifier: SignedDataVerifier,
+        catalog: ProductCatalog,
+        appStore: AppStoreServerAPIClient?,
+        requireAccountToken: Bool = true
+    ) {
         self.verifier = verifier
         self.catalog = catalog
         self.appStore = appStore
+        self.requireAccountToken = requireAccountToken
     }
 
     public enum Prepared: Sendable {
@@ -111,13 +121,51 @@ public struct VerifyPurchaseHandler: JobHandler {
             )
         }
         // The app sets appAccountToken to our user id at purchase: a token bought by one account
-        // cannot be redeemed by another.
-        if let token = payload.appAccountToken, UUID(uuidString: token) != request.userID.uuid {
+        // cannot be redeemed by another, and one without it only where the operator allows
+        // (never when we fetched it by id: a transaction id is no proof of who bought it).
+        guard let token = payload.appAccountToken else {
+            if requireAccountToken || request.transactionID != nil {
+                return .rejected(
+                    request,
+                    JobError(
+                        code: "account-token-missing",
+                        message: "transaction \(verified.transactionID) carries no appAccountToken, so it cannot "
+                            + "be tied to this account; purchase with appAccountToken set to the user id"
+                    ),
+                    transactionID: verified.transactionID
+                )
+            }
+            return try checkedQuantity(request, verified, product)
+        }
+        if UUID(uuidString: token) != request.userID.uuid {
             return .rejected(
                 request,
                 JobError(
                     code: "account-mismatch",
                     message: "transaction \(verified.transactionID) was bought for another account"
+                ),
+                transactionID: verified.transactionID
+            )
+        }
+        return try checkedQuantity(request, verified, product)
+    }
+
+    /// A verified transaction whose quantity the product allows, or its rejection: a signed
+    /// quantity is outside input (a development or sandbox token can carry 2^62), and it
+    /// multiplies the credits issued.
+    private func checkedQuantity(
+        _ request: VerifyPurchaseRequest,
+        _ verified: VerifiedTransaction,
+        _ product: Product
+    ) throws -> Prepared {
+        let quantity = verified.payload.quantity ?? 1
+        guard (1...product.maxQuantity).contains(quantity) else {
+            return .rejected(
+                request,
+                JobError(
+                    code: "invalid-quantity",
+                    message: "transaction \(verified.transactionID) buys \(quantity) units of \(product.productID); "
+                        + "1…\(product.maxQuantity) are allowed"
                 ),
                 transactionID: verified.transactionID
             )
@@ -137,7 +185,7 @@ public struct VerifyPurchaseHandler: JobHandler {
                 productID: product.productID,
                 productType: payload.type,
                 purchaseDate: payload.purchaseDate ?? verified.signedDate,
-                quantity: payload.quantity ?? 1,
+                quantity: payload.quantity ?? 1,  // checked against the product in prepare
                 environment: payload.environment ?? "",
                 currency: payload.currency.flatMap { $0.wholeMatch(of: /[A-Z]{3}/) != nil ? $0 : nil } ?? "USD",
                 priceMilli: payload.price,

@@ -114,11 +114,23 @@ extension UUID: PostgresBindable {
 }
 
 extension Date: PostgresBindable {
-    /// A `timestamptz` in UTC with microseconds, e.g. `2026-11-22 10:00:00.123456+00`.
+    /// A `timestamptz` in UTC with microseconds, e.g. `2026-11-22 10:00:00.123456+00`; a date
+    /// outside PostgreSQL's range is `infinity` or `-infinity` here (and refused by
+    /// `makePostgresParameter`, which queries use).
     public var postgresParameter: PostgresParameter {
-        PostgresParameter(text: PostgresTimestamp.format(self), typeOID: Self.postgresTypeOID)
+        let text = PostgresTimestamp.format(self) ?? (timeIntervalSinceReferenceDate > 0 ? "infinity" : "-infinity")
+        return PostgresParameter(text: text, typeOID: Self.postgresTypeOID)
     }
     public static var postgresTypeOID: UInt32 { PostgresTypeOID.timestamptz }
+
+    /// - Throws: `.encoding` for a date outside PostgreSQL's range (4713 BC to 294276 AD) or
+    ///   not a number.
+    public func makePostgresParameter() throws(PostgresError) -> PostgresParameter {
+        guard let text = PostgresTimestamp.format(self) else {
+            throw PostgresError(kind: .encoding, message: "a date outside PostgreSQL's range (4713 BC to 294276 AD)")
+        }
+        return PostgresParameter(text: text, typeOID: Self.postgresTypeOID)
+    }
 }
 
 extension Data: PostgresBindable {

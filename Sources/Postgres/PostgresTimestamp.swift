@@ -4,11 +4,16 @@ import Foundation
 enum PostgresTimestamp {
     static let unixToReferenceSeconds: Int64 = 978_307_200
 
-    /// `yyyy-MM-dd HH:mm:ss.ffffff+00` in UTC, rounded to microseconds (PostgreSQL's precision).
-    static func format(_ date: Date) -> String {
-        let micros =
-            Int64((date.timeIntervalSinceReferenceDate * 1_000_000).rounded())
-            + unixToReferenceSeconds * 1_000_000
+    /// The microseconds since the reference date PostgreSQL can store: years 4713 BC to
+    /// 294276 AD, well inside Int64.
+    static let microsecondRange: ClosedRange<Double> = -211_845_067_200e6...9_224_318_016_000e6
+
+    /// `yyyy-MM-dd HH:mm:ss.ffffff+00` in UTC, rounded to microseconds (PostgreSQL's precision);
+    /// nil for a date PostgreSQL cannot store (dates decoded from outside input can be anything).
+    static func format(_ date: Date) -> String? {
+        let scaled = (date.timeIntervalSinceReferenceDate * 1_000_000).rounded()
+        guard microsecondRange.contains(scaled), let whole = Int64(exactly: scaled) else { return nil }
+        let micros = whole + unixToReferenceSeconds * 1_000_000
         let (seconds, fraction) = floorDivide(micros, 1_000_000)
         let (days, secondOfDay) = floorDivide(seconds, 86_400)
         let (year, month, day) = civil(fromDays: days)

@@ -397,13 +397,24 @@ public struct VerifiedNotification: Sendable, Hashable {
 }
 
 extension KeyedDecodingContainer {
-    /// A date written as milliseconds since 1970 (an integer, or a number with a fraction).
+    /// A date written as milliseconds since 1970 (an integer, or a number with a fraction),
+    /// from 1970 to the end of 9999: a signed payload is outside input, and a date of 1e300
+    /// must be refused here, not trap where it is stored.
     func decodeMillisecondsIfPresent(forKey key: Key) throws -> Date? {
         guard contains(key), try !decodeNil(forKey: key) else { return nil }
-        if let millis = try? decode(Int64.self, forKey: key) {
-            return Date(timeIntervalSince1970: Double(millis) / 1000)
+        let millis: Double
+        if let whole = try? decode(Int64.self, forKey: key) {
+            millis = Double(whole)
+        } else {
+            millis = try decode(Double.self, forKey: key)
         }
-        let millis = try decode(Double.self, forKey: key)
+        guard millis.isFinite, (0...253_402_300_799_999).contains(millis) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: key,
+                in: self,
+                debugDescription: "\(key.stringValue) is not a date from 1970 to 9999 in milliseconds"
+            )
+        }
         return Date(timeIntervalSince1970: millis / 1000)
     }
 }

@@ -23,11 +23,17 @@ let status = await WorkerMain.run(
             "trusted_roots": "\(billing.trustedRootsDescription)",
             "products": "\(billing.catalog.products.count)",
             "verify_by_id": "\(billing.appStore == nil ? "off (no APPSTORE_API_KEY_ID)" : "on")",
+            "require_account_token": "\(billing.requireAccountToken)",
         ]
     )
     let verifier = SignedDataVerifier(policy: billing.policy)
     return [
-        VerifyPurchaseHandler(verifier: verifier, catalog: billing.catalog, appStore: billing.appStore),
+        VerifyPurchaseHandler(
+            verifier: verifier,
+            catalog: billing.catalog,
+            appStore: billing.appStore,
+            requireAccountToken: billing.requireAccountToken
+        ),
         ReportRequestHandler(),
         RefundCreditHandler(),
         StoreNotificationHandler(verifier: verifier),

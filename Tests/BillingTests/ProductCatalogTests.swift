@@ -124,3 +124,25 @@ import Testing
         #expect(throws: DecodingError.self) { try JSONCoding.decoder.decode(ReportRequest.self, from: bad) }
     }
 }
+
+@Suite struct ProductQuantityTests {
+    @Test func quantitiesHaveALimitPerProduct() throws {
+        let catalog = ProductCatalog.defaults
+        #expect(catalog.product(id: "com.astrosvitla.report.credit.pack5")?.maxQuantity == 10)
+        #expect(catalog.product(id: "com.astrosvitla.astroinsight.report.career")?.maxQuantity == 1)
+        #expect(throws: CatalogError.self) {
+            try ProductCatalog(products: [
+                Product(productID: "a.b", priceUSD: 1, credits: 1, area: .career, kind: .nonConsumable, maxQuantity: 2)
+            ])
+        }
+        #expect(throws: CatalogError.self) {
+            try ProductCatalog(products: [
+                Product(productID: "a.b", priceUSD: 1, credits: 1, area: nil, kind: .consumable, maxQuantity: 101)
+            ])
+        }
+        let file =
+            #"{"products":[{"productId":"a.b","priceUsd":"1.00","credits":2,"kind":"consumable","maxQuantity":3}]}"#
+        let decoded = try JSONDecoder().decode(ProductCatalog.File.self, from: Data(file.utf8))
+        #expect(decoded.products.first?.maxQuantity == 3)
+    }
+}

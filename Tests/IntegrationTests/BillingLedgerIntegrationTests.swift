@@ -23,6 +23,13 @@ struct BillingLedgerIntegrationTests {
         )
     )
     static let verify = VerifyPurchaseHandler(verifier: verifier, catalog: .defaults, appStore: nil)
+    /// An operator who turned BILLING_REQUIRE_ACCOUNT_TOKEN off: tokens without an account token count.
+    static let verifyWithoutAccountToken = VerifyPurchaseHandler(
+        verifier: verifier,
+        catalog: .defaults,
+        appStore: nil,
+        requireAccountToken: false
+    )
     static let notifications = StoreNotificationHandler(verifier: verifier)
 
     let pool: PostgresPool
@@ -70,9 +77,9 @@ struct BillingLedgerIntegrationTests {
         }
     }
 
-    func purchase(_ jws: String, user: UserID) async throws -> JobOutcome {
+    func purchase(_ jws: String, user: UserID, handler: VerifyPurchaseHandler = verify) async throws -> JobOutcome {
         try await run(
-            Self.verify,
+            handler,
             [
                 "jobId": .string(JobID.random().description), "userId": .string(user.description),
                 "signedTransaction": .string(jws),
@@ -204,10 +211,13 @@ struct BillingLedgerIntegrationTests {
     @Test func anotherUserCannotRedeemATransaction() async throws {
         let (owner, _) = try await userWithProfile()
         let (thief, _) = try await userWithProfile()
-        // Bought without an account token: the first redeemer owns it.
+        // Bought without an account token: refused by default, so a leaked or guessed transaction
+        // cannot be redeemed by whoever sends it first.
         let (plain, _) = try Self.signedPurchase("com.astrosvitla.report.credit.single", user: nil)
-        #expect(try await purchase(plain, user: owner).status == .succeeded)
-        let stolen = try await purchase(plain, user: thief)
+        #expect(Self.failureCode(try await purchase(plain, user: thief)) == "account-token-missing")
+        // Where the operator allows such tokens, the first redeemer owns it.
+        #expect(try await purchase(plain, user: owner, handler: Self.verifyWithoutAccountToken).status == .succeeded)
+        let stolen = try await purchase(plain, user: thief, handler: Self.verifyWithoutAccountToken)
         #expect(Self.failureCode(stolen) == "transaction-owned-by-another-user")
         #expect(stolen.messages.first?.routingKey == "billing.purchase-rejected")
         // Bought for the owner's account: refused to anyone else before anything is written.
@@ -264,6 +274,129 @@ struct BillingLedgerIntegrationTests {
         #expect(outcome.result?["restoredFrom"]?.stringValue == originalID)
         #expect(Self.credits(outcome).isEmpty)
         #expect(try await balance(user).available == 1)
+    }
+
+    /// Issue 14: a restore (T2, original T1) delivered before T1 granted a second credit when T1 came.
+    @Test func aRestoreDeliveredBeforeItsOriginalGrantsOnce() async throws {
+        let (user, _) = try await userWithProfile()
+        let originalID = DevTransactions.newTransactionID()
+        let (restore, restoreID) = try Self.signedPurchase(
+            "com.astrosvitla.astroinsight.report.career",
+            user: user,
+            originalID: originalID
+        )
+        let (original, _) = try Self.signedPurchase(
+            "com.astrosvitla.astroinsight.report.career",
+            user: user,
+            id: originalID
+        )
+        let first = try await purchase(restore, user: user)
+        #expect(Self.credits(first).count == 1)
+        let second = try await purchase(original, user: user)
+        #expect(second.status == .succeeded)
+        #expect(Self.credits(second).isEmpty)
+        #expect(second.result?["restoredFrom"]?.stringValue == restoreID)
+        let balance = try await balance(user)
+        #expect(balance.issued == 1 && balance.available == 1 && balance.balanced)
+    }
+
+    /// Originals and restores of one purchase delivered at the same moment grant once per purchase.
+    @Test func concurrentOriginalsAndRestoresGrantOncePerPurchase() async throws {
+        let (user, _) = try await userWithProfile()
+        var tokens: [String] = []
+        let purchases = 12
+        for _ in 0..<purchases {
+            let originalID = DevTransactions.newTransactionID()
+            tokens.append(
+                try Self.signedPurchase("com.astrosvitla.astroinsight.report.health", user: user, id: originalID).jws
+            )
+            for _ in 0..<2 {
+                tokens.append(
+                    try Self.signedPurchase(
+                        "com.astrosvitla.astroinsight.report.health",
+                        user: user,
+                        originalID: originalID
+                    )
+                    .jws
+                )
+            }
+        }
+        tokens.shuffle()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for token in tokens {
+                group.addTask {
+                    // A unique violation of a race that slipped past the lock would be retried by
+                    // the runtime; here one retry stands in for that.
+                    do {
+                        _ = try await purchase(token, user: user)
+                    } catch let error as PostgresError where error.isUniqueViolation {
+                        _ = try await purchase(token, user: user)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let balance = try await balance(user)
+        #expect(balance.issued == purchases, "issued \(balance.issued) credits for \(purchases) purchases")
+        #expect(balance.available == purchases && balance.balanced)
+        // The schema itself refuses a second grant for one original purchase.
+        let granted = try await pool.withConnection { database in
+            try database.query(
+                "SELECT original_transaction_id FROM purchase_records WHERE user_id = $1 AND restored_from IS NULL LIMIT 1",
+                [user.uuid]
+            ).first?.decode(String.self, "original_transaction_id")
+        }
+        let original = try #require(granted)
+        await #expect(throws: PostgresError.self) {
+            try await pool.withConnection { database in
+                try database.execute(
+                    """
+                    INSERT INTO purchase_records (id, user_id, transaction_id, original_transaction_id, product_id,
+                        purchase_date, price_usd, credit_amount, environment, transaction_payload)
+                    VALUES (gen_random_uuid(), $1, $2, $3, 'com.astrosvitla.astroinsight.report.health', now(), 5.99, 1,
+                        'Sandbox', '{}')
+                    """,
+                    [user.uuid, DevTransactions.newTransactionID(), original]
+                )
+            }
+        }
+    }
+
+    /// Signed values are outside input: bounded before they multiply credits or reach a column.
+    @Test func quantitiesAndDatesOutOfRangeAreRefusedWithAReason() async throws {
+        let (user, _) = try await userWithProfile()
+        for (product, quantity) in [
+            ("com.astrosvitla.report.credit.pack5", 11), ("com.astrosvitla.report.credit.single", 0),
+            ("com.astrosvitla.report.credit.single", -3), ("com.astrosvitla.report.credit.pack10", 1 << 62),
+            ("com.astrosvitla.astroinsight.report.career", 2),
+        ] {
+            let (jws, id) = try Self.signedPurchase(product, user: user, quantity: quantity)
+            let outcome = try await purchase(jws, user: user)
+            #expect(Self.failureCode(outcome) == "invalid-quantity", "quantity \(quantity) of \(product)")
+            let rows = try await pool.withConnection { database in
+                try database.query("SELECT 1 FROM purchase_records WHERE transaction_id = $1", [id]).count
+            }
+            #expect(rows == 0)
+        }
+        for (field, value) in [("purchaseDate", 1e300), ("revocationDate", 1e300), ("expiresDate", -5.0)] {
+            guard
+                case .object(var payload) = DevTransactions.transaction(
+                    id: DevTransactions.newTransactionID(),
+                    originalID: DevTransactions.newTransactionID(),
+                    productID: "com.astrosvitla.report.credit.single",
+                    userID: user.description,
+                    quantity: 1,
+                    environment: "Sandbox",
+                    bundleID: BillingDefaults.bundleID,
+                    at: Date(),
+                    revoked: false
+                )
+            else { return }
+            payload[field] = .number(value)
+            let outcome = try await purchase(try Self.pki.signer.sign(JSONValue.object(payload)), user: user)
+            #expect(Self.failureCode(outcome) == "malformed-payload", "\(field) \(value)")
+        }
+        #expect(try await balance(user).issued == 0)
     }
 
     @Test func aBodyWithNeitherTokenNorIdIsDeadLettered() async throws {

@@ -72,6 +72,41 @@ struct BillingVerifyByIDTests {
         #expect(try await ledger.balance(user).available == 5)
     }
 
+    /// A transaction id is no proof of who bought it: fetched by id, a transaction counts only
+    /// with an appAccountToken naming the caller, whatever BILLING_REQUIRE_ACCOUNT_TOKEN says.
+    @Test func aTransactionFetchedByIdNeedsAnAccountTokenAlways() async throws {
+        let lenient = VerifyPurchaseHandler(
+            verifier: BillingLedgerIntegrationTests.verifier,
+            catalog: .defaults,
+            appStore: AppStoreServerAPIClient(
+                configuration: try AppStoreServerAPIConfiguration(
+                    baseURL: fake.baseURL,
+                    keyID: "TESTKEY123",
+                    issuerID: "57246542-96fe-1a63-e053-0824d011072a",
+                    bundleID: BillingDefaults.bundleID,
+                    signingKey: key
+                )
+            ),
+            requireAccountToken: false
+        )
+        let user = UserID.random()
+        let (jws, id) = try BillingLedgerIntegrationTests.signedPurchase(
+            "com.astrosvitla.report.credit.single",
+            user: nil
+        )
+        fake.register(signedTransaction: jws, forTransactionID: id)
+        let outcome = try await ledger.run(
+            lenient,
+            [
+                "jobId": .string(JobID.random().description), "userId": .string(user.description),
+                "transactionId": .string(id),
+            ],
+            type: .billingVerifyPurchase
+        )
+        #expect(BillingLedgerIntegrationTests.failureCode(outcome) == "account-token-missing")
+        #expect(try await ledger.balance(user).issued == 0)
+    }
+
     @Test func anUnknownTransactionIsRejectedWithoutRetry() async throws {
         let outcome = try await purchase(id: "2000000999999999", user: .random())
         #expect(BillingLedgerIntegrationTests.failureCode(outcome) == "transaction-not-found")
