@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 /// `astroctl`: the operator's and developer's tool for the AstroSvitla backend.
 @main
@@ -23,4 +24,25 @@ struct AstroCtl: AsyncParsableCommand {
             Bench.self,
         ]
     )
+
+    /// Runs the command; a usage error (unknown option, a value the option does not take or out
+    /// of its range) exits with status 2, like every other invalid input of astroctl, instead of
+    /// the argument parser's 64.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = exitCode(for: error)
+            let message = fullMessage(for: error)
+            if !message.isEmpty {
+                FileHandle.standardError.write(Data((message + "\n").utf8))
+            }
+            Foundation.exit(code == .validationFailure ? 2 : code.rawValue)
+        }
+    }
 }

@@ -27,11 +27,11 @@ struct BenchAMQP: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Messages per round.") var count = 20000
-    @Option(help: "Body size in bytes.") var size = 1024
-    @Option(help: "Consumer prefetch.") var prefetch = 100
-    @Option(help: "Unconfirmed messages per publish window.") var window = 100
-    @Option(help: "Rounds of each side.") var rounds = 3
+    @Option(parsing: .unconditional, help: "Messages per round.") var count = 20000
+    @Option(parsing: .unconditional, help: "Body size in bytes.") var size = 1024
+    @Option(parsing: .unconditional, help: "Consumer prefetch.") var prefetch = 100
+    @Option(parsing: .unconditional, help: "Unconfirmed messages per publish window.") var window = 100
+    @Option(parsing: .unconditional, help: "Rounds of each side.") var rounds = 3
     @Option(help: "Path of the raw C benchmark (default: amqp-raw-bench beside astroctl).") var rawBench: String?
     @OptionGroup var connection: ConnectionOptions
 
@@ -181,8 +181,8 @@ struct BenchPostgres: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Seconds per measurement.") var seconds = 10
-    @Option(help: "Concurrent callers (repeatable).") var clients: [Int] = [2, 8]
+    @Option(parsing: .unconditional, help: "Seconds per measurement.") var seconds = 10
+    @Option(parsing: .unconditionalSingleValue, help: "Concurrent callers (repeatable).") var clients: [Int] = [2, 8]
     @Option(help: "pgbench binary.") var pgbench = "pgbench"
     @Flag(help: "Skip the pgbench comparison.") var noPgbench = false
     @OptionGroup var connection: ConnectionOptions

@@ -107,8 +107,9 @@ struct BenchVerify: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Tokens to verify per measurement.") var count = 20000
-    @Option(help: "Concurrent verifying tasks (repeatable: one measurement each).") var tasks: [Int] = [1, 2]
+    @Option(parsing: .unconditional, help: "Tokens to verify per measurement.") var count = 20000
+    @Option(parsing: .unconditionalSingleValue, help: "Concurrent verifying tasks (repeatable: one measurement each).")
+    var tasks: [Int] = [1, 2]
 
     func validate() throws {
         guard count > 0, !tasks.isEmpty, tasks.allSatisfy({ $0 > 0 && $0 <= 64 }) else {

@@ -18,8 +18,9 @@ struct BenchChart: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Charts per measurement.") var count = 20000
-    @Option(help: "Threads for the parallel measurement (default: one per core).") var threads: Int?
+    @Option(parsing: .unconditional, help: "Charts per measurement.") var count = 20000
+    @Option(parsing: .unconditional, help: "Threads for the parallel measurement (default: one per core).") var threads:
+        Int?
     @Option(help: "The Python baseline script.") var python = "benchmarks/pyswisseph_chart_bench.py"
     @Flag(help: "Skip the Python comparison.") var noPython = false
     @Flag(help: "Also time the parts of a chart: ephemeris calls, the rest of the chart, JSON.") var breakdown = false

@@ -53,17 +53,22 @@ struct BenchE2E: AsyncParsableCommand {
 
     @Option(help: "Job type to drive: \(Kind.allCases.map(\.rawValue).joined(separator: ", ")).") var type: Kind =
         .chart
-    @Option(help: "Jobs per measurement.") var count = 20000
-    @Option(help: "Worker processes (repeatable: one measurement each).") var workers: [Int] = [1, 2]
-    @Option(help: "Worker PREFETCH.") var prefetch = 64
-    @Option(help: "Jobs per confirmed publish batch.") var window = 200
-    @Option(help: "Publish at most this many jobs per second (default: all at once), for latency at a steady load.")
+    @Option(parsing: .unconditional, help: "Jobs per measurement.") var count = 20000
+    @Option(parsing: .unconditionalSingleValue, help: "Worker processes (repeatable: one measurement each).")
+    var workers: [Int] = [1, 2]
+    @Option(parsing: .unconditional, help: "Worker PREFETCH.") var prefetch = 64
+    @Option(parsing: .unconditional, help: "Jobs per confirmed publish batch.") var window = 200
+    @Option(
+        parsing: .unconditional,
+        help: "Publish at most this many jobs per second (default: all at once), for latency at a steady load."
+    )
     var rate: Int?
-    @Option(help: "Give up after this many seconds per measurement.") var timeout = 300
+    @Option(parsing: .unconditional, help: "Give up after this many seconds per measurement.") var timeout = 300
     @Option(name: .customLong("worker-env"), help: "Extra KEY=VALUE for the workers (repeatable).")
     var workerEnvironment: [String] = []
     @Option(
         name: .customLong("llm-delay"),
+        parsing: .unconditional,
         help: "--type report: write through a local fake LLM endpoint answering after this many seconds."
     )
     var llmDelay: Double?

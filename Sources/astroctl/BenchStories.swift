@@ -28,14 +28,15 @@ struct BenchStories: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "Stories (and illustrate jobs) per measurement.") var count = 2000
-    @Option(help: "Pages per story, 3…9.") var pages = 5
-    @Option(help: "story-worker processes.") var workers = 1
-    @Option(help: "Worker PREFETCH (jobs in flight per worker).") var prefetch = 32
-    @Option(help: "Jobs per confirmed publish batch.") var window = 200
-    @Option(help: "Give up after this many seconds per phase.") var timeout = 600
+    @Option(parsing: .unconditional, help: "Stories (and illustrate jobs) per measurement.") var count = 2000
+    @Option(parsing: .unconditional, help: "Pages per story, 3…9.") var pages = 5
+    @Option(parsing: .unconditional, help: "story-worker processes.") var workers = 1
+    @Option(parsing: .unconditional, help: "Worker PREFETCH (jobs in flight per worker).") var prefetch = 32
+    @Option(parsing: .unconditional, help: "Jobs per confirmed publish batch.") var window = 200
+    @Option(parsing: .unconditional, help: "Give up after this many seconds per phase.") var timeout = 600
     @Option(
         name: .customLong("image-delay"),
+        parsing: .unconditional,
         help: "Illustrate through a local fake images endpoint answering after this many seconds."
     )
     var imageDelay: Double?

@@ -35,7 +35,11 @@ struct VerificationOptions: ParsableArguments {
     @Option(help: "Production, Sandbox, Xcode or LocalTesting (default: $BILLING_ENVIRONMENT, else Sandbox).")
     var environment: String?
 
-    @Option(name: .customLong("app-apple-id"), help: "The app's Apple ID, required for Production.")
+    @Option(
+        name: .customLong("app-apple-id"),
+        parsing: .unconditional,
+        help: "The app's Apple ID, required for Production."
+    )
     var appAppleID: Int64?
 
     func policy() throws -> VerificationPolicy {
@@ -144,7 +148,9 @@ struct BillingCredits: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        guard let userID = UserID(user) else { throw ValidationError("--user: expected a UUID, got \(user)") }
+        guard let userID = UserID(user) else {
+            throw ValidationError("--user: expected a UUID, got \(InputQuote.short(user))")
+        }
         let balance = try await connection.withPool(size: 1) { pool in
             try await pool.withConnection { try CreditLedger.balance(userID: userID, database: $0) }
         }
@@ -172,12 +178,14 @@ struct BillingLedger: AsyncParsableCommand {
     )
 
     @Option(help: "The user (UUID).") var user: String
-    @Option(help: "Show at most this many entries (oldest first).") var limit = 1000
+    @Option(parsing: .unconditional, help: "Show at most this many entries (oldest first).") var limit = 1000
     @Flag(help: "Print JSON.") var json = false
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        guard let userID = UserID(user) else { throw ValidationError("--user: expected a UUID, got \(user)") }
+        guard let userID = UserID(user) else {
+            throw ValidationError("--user: expected a UUID, got \(InputQuote.short(user))")
+        }
         let (entries, balance) = try await connection.withPool(size: 1) { pool in
             try await pool.withConnection { database in
                 (
@@ -200,7 +208,7 @@ struct BillingLedger: AsyncParsableCommand {
             line += " credit \(entry.creditID.description.prefix(8))  tx \(entry.transactionID)"
             if let area = entry.area, let language = entry.language { line += "  \(area)/\(language)" }
             if let reason = entry.reason { line += "  (\(reason))" }
-            print(line)
+            print(Terminal.safe(line))
         }
         print(
             "\(entries.count) entries; available \(balance.available), ledger says \(balance.ledgerAvailable)"
@@ -222,7 +230,7 @@ struct BillingDevPKI: AsyncParsableCommand {
 
     @Option(help: "Folder to write root.der, root.pem, intermediate.pem, leaf.pem and leaf-key.pem to.")
     var out: String
-    @Option(help: "Years the certificates are valid for, from yesterday.") var years = 5
+    @Option(parsing: .unconditional, help: "Years the certificates are valid for, from yesterday.") var years = 5
     @Flag(help: "Replace an existing PKI in the folder.") var force = false
 
     func run() async throws {
@@ -261,13 +269,19 @@ struct BillingDevSign: AsyncParsableCommand {
     var transactionID: String?
     @Option(name: .customLong("original-transaction-id"), help: "Original transaction id (default: the same).")
     var originalTransactionID: String?
-    @Option(help: "Units bought.") var quantity = 1
+    @Option(parsing: .unconditional, help: "Units bought.") var quantity = 1
     @Option(help: "The environment signed into the payload.") var environment = StoreEnvironment.sandbox.rawValue
     @Option(name: .customLong("bundle-id"), help: "The bundle id signed into the payload.")
     var bundleID = BillingDefaults.bundleID
     @Option(help: "Sign an App Store Server Notification V2 of this type (REFUND, REVOKE, …) about the transaction.")
     var notification: String?
     @Flag(help: "Mark the transaction refunded (revocationDate set).") var revoked = false
+
+    func validate() throws {
+        // A development token may break the catalog's limits on purpose, but not beyond what
+        // a StoreKit transaction can carry.
+        guard (1...10_000).contains(quantity) else { throw ValidationError("--quantity must be 1…10000") }
+    }
 
     func run() async throws {
         let pkiFolder = try DevPKI.load(from: URL(fileURLWithPath: pki))
@@ -321,12 +335,19 @@ struct BillingPurchase: AsyncParsableCommand {
     @Option(name: .customLong("dev-pki"), help: "DEVELOPMENT: sign a new purchase with this dev-pki folder.")
     var devPKI: String?
     @Option(help: "With --dev-pki: the product bought.") var product: String?
-    @Option(help: "With --dev-pki: units bought.") var quantity = 1
-    @Option(help: "Give up waiting after this many seconds.") var timeout = 60
+    @Option(parsing: .unconditional, help: "With --dev-pki: units bought.") var quantity = 1
+    @Option(parsing: .unconditional, help: "Give up waiting after this many seconds.") var timeout = 60
     @OptionGroup var connection: ConnectionOptions
 
+    func validate() throws {
+        guard (1...10_000).contains(quantity) else { throw ValidationError("--quantity must be 1…10000") }
+        guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+    }
+
     func run() async throws {
-        guard let userID = UserID(user) else { throw ValidationError("--user: expected a UUID, got \(user)") }
+        guard let userID = UserID(user) else {
+            throw ValidationError("--user: expected a UUID, got \(InputQuote.short(user))")
+        }
         let jobID = JobID.random()
         var request = VerifyPurchaseRequest(jobID: jobID, userID: userID)
         if let devPKI {

@@ -33,8 +33,10 @@ struct ChartCommand: AsyncParsableCommand {
     @Option(help: "Birth date, YYYY-MM-DD (1900-01-01 … 2100-12-31).") var date: String
     @Option(help: "Local birth time, HH:mm (24-hour).") var time: String
     @Option(name: .customLong("tz"), help: "IANA time zone of the birth place, e.g. Europe/Kyiv.") var timezone: String
-    @Option(name: .customLong("lat"), help: "Latitude in degrees, north positive (−90…90).") var latitude: Double
-    @Option(name: .customLong("lon"), help: "Longitude in degrees, east positive (−180…180).") var longitude: Double
+    @Option(name: .customLong("lat"), parsing: .unconditional, help: "Latitude in degrees, north positive (−90…90).")
+    var latitude: Double
+    @Option(name: .customLong("lon"), parsing: .unconditional, help: "Longitude in degrees, east positive (−180…180).")
+    var longitude: Double
     @Option(help: "Profile name (1–50 characters).") var name = "Chart"
     @Option(help: "Place name, for display.") var location = ""
     @Option(
@@ -53,7 +55,7 @@ struct ChartCommand: AsyncParsableCommand {
     @Option(help: "With --publish: the user the profile belongs to (UUID).") var user: String?
     @Option(help: "With --publish: the profile to update (UUID); a new profile otherwise.") var profile: String?
     @Flag(help: "With --publish: wait for the worker and print the stored chart.") var wait = false
-    @Option(help: "With --wait: give up after this many seconds.") var timeout = 60
+    @Option(parsing: .unconditional, help: "With --wait: give up after this many seconds.") var timeout = 60
     @OptionGroup var connection: ConnectionOptions
 
     /// The chart.calculate body these flags describe (validated by the same code the worker uses).
@@ -115,7 +117,7 @@ struct ChartCommand: AsyncParsableCommand {
             encoder.outputFormatting.insert(.prettyPrinted)
             print(String(decoding: try encoder.encode(chart), as: UTF8.self))
         } else {
-            print(ChartTable.render(chart, name: request.birthData.name))
+            print(Terminal.safe(ChartTable.render(chart, name: request.birthData.name)))
         }
     }
 
@@ -174,7 +176,7 @@ struct ChartCommand: AsyncParsableCommand {
             print(
                 "job \(jobID): profile \(event["profileId"]?.stringValue ?? "?"), chart \(chartID.uuidString.lowercased())"
             )
-            print(ChartTable.render(chart, name: name))
+            print(Terminal.safe(ChartTable.render(chart, name: name)))
         }
     }
 
@@ -287,6 +289,8 @@ enum EventWaiter {
 /// The readable chart table: `Sun  21°46'49" Libra  H9  R`.
 enum ChartTable {
     static func degrees(_ longitude: Double) -> String {
+        // A stored chart is read back from the database: any number prints, none traps.
+        guard longitude.isFinite else { return "  ?°??'??\"" }
         let inSign = longitude.truncatingRemainder(dividingBy: 30)
         var totalSeconds = Int((inSign * 3600).rounded(.down))
         let d = totalSeconds / 3600
@@ -295,7 +299,7 @@ enum ChartTable {
     }
 
     static func orb(_ value: Double) -> String {
-        let minutes = Int((value * 60).rounded())
+        guard let minutes = Int(exactly: (value * 60).rounded()), abs(minutes) < 1_000_000 else { return "?°??'" }
         return String(format: "%d°%02d'", minutes / 60, minutes % 60)
     }
 

@@ -104,13 +104,13 @@ struct CommandFailure: Error, CustomStringConvertible {
 
 /// Retry settings that name the delay queues (they must match the workers' to share queues).
 struct RetryOptions: ParsableArguments {
-    @Option(help: "Attempts before dead-lettering (workers: MAX_ATTEMPTS).")
+    @Option(parsing: .unconditional, help: "Attempts before dead-lettering (workers: MAX_ATTEMPTS).")
     var maxAttempts: Int = Int(ProcessInfo.processInfo.environment["MAX_ATTEMPTS"] ?? "") ?? 5
 
-    @Option(help: "First retry delay in ms (workers: RETRY_INITIAL_DELAY_MS).")
+    @Option(parsing: .unconditional, help: "First retry delay in ms (workers: RETRY_INITIAL_DELAY_MS).")
     var retryInitialDelayMs: Int = Int(ProcessInfo.processInfo.environment["RETRY_INITIAL_DELAY_MS"] ?? "") ?? 1000
 
-    @Option(help: "Retry delay cap in ms (workers: RETRY_MAX_DELAY_MS).")
+    @Option(parsing: .unconditional, help: "Retry delay cap in ms (workers: RETRY_MAX_DELAY_MS).")
     var retryMaxDelayMs: Int = Int(ProcessInfo.processInfo.environment["RETRY_MAX_DELAY_MS"] ?? "") ?? 60000
 
     @Option(help: "classic or quorum (workers: QUEUE_TYPE).")

@@ -34,7 +34,7 @@ struct ReportRequestCommand: AsyncParsableCommand {
     @Option(help: "finances, career, relationships, health or general.") var area: ReportArea
     @Option(help: "en or uk.") var language: ReportLanguage = .en
     @Flag(help: "Wait for the report and print it.") var wait = false
-    @Option(help: "With --wait: give up after this many seconds.") var timeout = 120
+    @Option(parsing: .unconditional, help: "With --wait: give up after this many seconds.") var timeout = 120
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
@@ -86,7 +86,7 @@ struct ReportRequestCommand: AsyncParsableCommand {
                     ).first
                 )
             }
-            print(text)
+            print(Terminal.safe(text))
         }
     }
 }
@@ -113,7 +113,7 @@ struct ReportShow: AsyncParsableCommand {
                 )
             }
         }
-        print(text)
+        print(Terminal.safe(text))
     }
 
     static func render(_ row: PostgresRow?) throws -> String {
@@ -155,7 +155,7 @@ struct ReportPreview: AsyncParsableCommand {
             throw ValidationError("--chart: \(chart) is not a NatalChart JSON (astroctl chart --json makes one)")
         }
         let report = try BuiltInReportWriter().write(chart: natal, area: area, language: language)
-        print(report.text)
-        print("\n(\(report.wordCount) words, \(report.writer), \(report.version))")
+        print(Terminal.safe(report.text))
+        print(Terminal.safe("\n(\(report.wordCount) words, \(report.writer), \(report.version))"))
     }
 }

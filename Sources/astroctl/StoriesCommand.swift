@@ -46,7 +46,7 @@ struct StoriesPreview: AsyncParsableCommand {
     @Option(help: "The theme.") var theme: String
     @Option(help: "Age group: 0/preschool, 1/elementary, 2/preteen.") var age: StoryAgeGroup
     @Option(help: "en or uk.") var language: ReportLanguage = .en
-    @Option(help: "Pages, 3…9 (default: the age group's).") var pages: Int?
+    @Option(parsing: .unconditional, help: "Pages, 3…9 (default: the age group's).") var pages: Int?
 
     func run() async throws {
         let writer: BuiltInStoryWriter
@@ -71,9 +71,9 @@ struct StoriesPreview: AsyncParsableCommand {
             FileHandle.standardError.write(Data("astroctl: \(error.code): \(error.message)\n".utf8))
             throw ExitCode(2)
         }
-        print(story.title)
+        print(Terminal.safe(story.title))
         for (index, page) in story.pages.enumerated() {
-            print("\n[\(index + 1)] \(page)")
+            print(Terminal.safe("\n[\(index + 1)] \(page)"))
         }
         print("\n(\(story.pages.count) pages, \(story.writer), \(story.version))")
     }

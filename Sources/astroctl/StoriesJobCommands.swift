@@ -27,10 +27,10 @@ struct StoriesGenerate: AsyncParsableCommand {
     var theme: String
     @Option(help: "Age group: 0/preschool, 1/elementary, 2/preteen.") var age: StoryAgeGroup
     @Option(help: "en or uk.") var language: ReportLanguage = .en
-    @Option(help: "Pages, 3…9 (default: the age group's).") var pages: Int?
+    @Option(parsing: .unconditional, help: "Pages, 3…9 (default: the age group's).") var pages: Int?
     @Option(help: "Add the story to this collection of the user's (UUID).") var collection: String?
     @Flag(help: "Wait for the story and print it.") var wait = false
-    @Option(help: "With --wait: give up after this many seconds.") var timeout = 120
+    @Option(parsing: .unconditional, help: "With --wait: give up after this many seconds.") var timeout = 120
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
@@ -72,7 +72,7 @@ struct StoriesGenerate: AsyncParsableCommand {
             }
             return try await pool.withConnection { try StoriesShow.render(request.storyID, database: $0, text: true) }
         }
-        print(text)
+        print(Terminal.safe(text))
     }
 }
 
@@ -88,9 +88,13 @@ struct StoriesIllustrate: AsyncParsableCommand {
     )
 
     @Argument(help: "The story (storyId of story.generated).") var story: String
-    @Option(name: .customLong("page"), help: "A page to (re)draw; repeat for several.") var pages: [Int] = []
+    @Option(
+        name: .customLong("page"),
+        parsing: .unconditionalSingleValue,
+        help: "A page to (re)draw; repeat for several."
+    ) var pages: [Int] = []
     @Flag(help: "Wait until the pages are done and show them.") var wait = false
-    @Option(help: "With --wait: give up after this many seconds.") var timeout = 600
+    @Option(parsing: .unconditional, help: "With --wait: give up after this many seconds.") var timeout = 600
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
@@ -112,7 +116,7 @@ struct StoriesIllustrate: AsyncParsableCommand {
             let text = try await pool.withConnection { try StoriesShow.render(storyID, database: $0, text: false) }
             return (finished, text)
         }
-        print(text)
+        print(Terminal.safe(text))
         guard finished.status == "succeeded" else {
             throw CommandFailure("not every page was illustrated: \(finished.error?.description ?? finished.status)")
         }
@@ -133,7 +137,7 @@ struct StoriesRead: AsyncParsableCommand {
     @Option(help: "The reader's child profile (default: the story's child).") var child: String?
     @Option(help: "When it was read, ISO 8601 (default: now).") var at: String?
     @Flag(help: "Publish and print the job id only, without waiting.") var noWait = false
-    @Option(help: "Give up waiting after this many seconds.") var timeout = 60
+    @Option(parsing: .unconditional, help: "Give up waiting after this many seconds.") var timeout = 60
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
@@ -164,7 +168,11 @@ struct StoriesRead: AsyncParsableCommand {
         if case .number(let count)? = result["readCount"] { readCount = Int(count) }
         print("read count \(readCount)")
         for achievement in result["achievementsEarned"]?.arrayValue ?? [] {
-            print("earned: \(achievement["name"]?.stringValue ?? "?") (\(achievement["ruleKey"]?.stringValue ?? "?"))")
+            print(
+                Terminal.safe(
+                    "earned: \(achievement["name"]?.stringValue ?? "?") (\(achievement["ruleKey"]?.stringValue ?? "?"))"
+                )
+            )
         }
     }
 }
@@ -184,7 +192,7 @@ struct StoriesShow: AsyncParsableCommand {
         let text = try await connection.withPool(size: 1) { pool in
             try await pool.withConnection { try Self.render(storyID, database: $0, text: !statusOnly) }
         }
-        print(text)
+        print(Terminal.safe(text))
     }
 
     /// The story as text: title, facts, then each page with its illustration status (and the
@@ -274,14 +282,15 @@ struct StoriesAchievements: AsyncParsableCommand {
                             "★ \(name) — \(try row.decode(String.self, "description")) [\(key), \(ISO8601.string(from: earned))]"
                         )
                     } else {
-                        let percent = Int((try row.decode(Double.self, "progress") * 100).rounded())
+                        let progress = try row.decode(Double.self, "progress")
+                        let percent = progress.isFinite ? Int((min(max(progress, 0), 1) * 100).rounded()) : 0
                         lines.append("  \(name) \(percent)% [\(key)]")
                     }
                 }
                 return lines
             }
         }
-        print(lines.joined(separator: "\n"))
+        print(Terminal.safe(lines.joined(separator: "\n")))
     }
 }
 

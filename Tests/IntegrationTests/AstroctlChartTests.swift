@@ -29,6 +29,45 @@ struct AstroctlChartTests {
         #expect(result.output.contains("UTC 1990-10-07T12:00:00Z"))
     }
 
+    /// Issue 14: `--lat -33.87` was refused as a missing value; south and west are negative.
+    @Test func negativeCoordinatesWork() async throws {
+        let result = try await astroctl([
+            "chart", "--date", "1990-10-07", "--time", "15:00", "--tz", "Australia/Sydney", "--lat", "-33.87",
+            "--lon", "151.21", "--name", "Sydney",
+        ])
+        #expect(result.status == 0, "\(result.error)")
+        #expect(result.output.contains("lat -33.8700"))
+        let west = try await astroctl([
+            "chart", "--date", "1990-10-07", "--time", "15:00", "--tz", "America/Sao_Paulo", "--lat", "-23.55",
+            "--lon", "-46.63",
+        ])
+        #expect(west.status == 0, "\(west.error)")
+        #expect(west.output.contains("lon -46.6300"))
+        // Out of range stays a one-line refusal with status 2, negative or not.
+        let south = try await astroctl(["chart"] + Self.kyiv.map { $0 == "50.4501" ? "-95" : $0 })
+        #expect(south.status == 2)
+        #expect(south.error.contains("--lat"))
+    }
+
+    /// Usage errors exit 2 like every other invalid input, never with a trap.
+    @Test func outOfRangeOptionsExitTwo() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pki-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        #expect(try await astroctl(["billing", "dev-pki", "--out", folder.path]).status == 0)
+        let huge = try await astroctl([
+            "billing", "dev-sign", "--pki", folder.path, "--product", "com.astrosvitla.report.credit.single",
+            "--quantity", "9223372036854775807",
+        ])
+        #expect(huge.status == 2, "status \(huge.status): \(huge.error)")
+        #expect(huge.error.contains("--quantity"))
+        let negative = try await astroctl([
+            "billing", "dev-sign", "--pki", folder.path, "--product", "com.astrosvitla.report.credit.single",
+            "--quantity", "-1",
+        ])
+        #expect(negative.status == 2)
+        #expect(try await astroctl(["bench", "chart", "--count", "0"]).status == 2)
+    }
+
     @Test func jsonIsTheContractsNatalChart() async throws {
         let result = try await astroctl(["chart"] + Self.kyiv + ["--json", "--points", "nodes,chiron"])
         #expect(result.status == 0, "\(result.error)")
