@@ -13,11 +13,13 @@ import WorkerRuntime
 /// show` and the app see the progress. The image of the latest page drawn before it is passed to
 /// the illustrator as context, for a consistent look. A page that fails does not stop the others;
 /// the job then ends `failed` (`pages-not-illustrated`, naming the pages) and a later
-/// `story.illustrate` with `pages: [n]` redraws exactly those.
+/// `story.illustrate` with `pages: [n]` draws exactly those.
 ///
 /// A page being drawn is claimed by the job (`illustration_job`): a redelivery of the same job
 /// takes its pages back, another job only takes a claim older than `claimLease` (its worker died).
-/// `story.illustrated` reports what was drawn, what failed and what was left to another job.
+/// `story.illustrated` reports what was drawn, what failed, what was left to another job and
+/// which explicitly named pages already had a picture (redrawn only with `force`). The story
+/// must belong to the job's user.
 public struct StoryIllustrateHandler: JobHandler {
     public let jobType = JobType.storyIllustrate
     private let pool: PostgresPool
@@ -54,6 +56,8 @@ public struct StoryIllustrateHandler: JobHandler {
         var failed: [PageFailure]
         /// Pages another job holds right now.
         var skipped: [Int]
+        /// Pages asked for explicitly that already had a picture (left alone without `force`).
+        var unchanged: [Int] = []
     }
 
     private struct StoredPage: Sendable {
@@ -76,23 +80,35 @@ public struct StoryIllustrateHandler: JobHandler {
     public func prepare(_ job: JobEnvelope) async throws -> Prepared {
         let request = try job.decode(StoryIllustrateRequest.self)
         if let pages = request.pages {
-            guard !pages.isEmpty, Set(pages).count == pages.count, pages.allSatisfy({ $0 >= 1 }) else {
+            guard !pages.isEmpty, pages.count <= 100, Set(pages).count == pages.count, pages.allSatisfy({ $0 >= 1 })
+            else {
                 throw JobRejection(
                     code: "invalid-pages",
-                    message: "pages must be distinct page numbers from 1, got \(pages)"
+                    message: "pages must be 1 to 100 distinct page numbers from 1, got \(pages.prefix(10))"
+                        + (pages.count > 10 ? "… (\(pages.count))" : "")
                 )
             }
         }
-        let story = try await load(request.storyID)
-        let numbers = story.pages.map(\.number)
-        if let wanted = request.pages, let missing = wanted.first(where: { !numbers.contains($0) }) {
+        let story = try await load(request.storyID, userID: request.userID)
+        // Pages by number: stored numbers need not run 1…n (a gap must not shift or trap).
+        let pagesByNumber = Dictionary(story.pages.map { ($0.number, $0) }, uniquingKeysWith: { first, _ in first })
+        if let wanted = request.pages, let missing = wanted.first(where: { pagesByNumber[$0] == nil }) {
+            let numbers = story.pages.map(\.number).sorted().map(String.init).joined(separator: ", ")
             throw JobRejection(
                 code: "invalid-pages",
-                message: "the story has pages 1…\(numbers.count); there is no page \(missing)"
+                message: "the story has pages \(numbers); there is no page \(missing)"
             )
         }
-        let explicit = request.pages != nil
-        let targets = request.pages?.sorted() ?? story.pages.filter { $0.status != "generated" }.map(\.number)
+        let force = request.force ?? false
+        var unchanged: [Int] = []
+        let targets: [Int]
+        if let wanted = request.pages?.sorted() {
+            // Explicit pages are redrawn only when they have no picture yet, unless forced.
+            unchanged = force ? [] : wanted.filter { pagesByNumber[$0]?.status == "generated" }
+            targets = wanted.filter { !unchanged.contains($0) }
+        } else {
+            targets = story.pages.filter { $0.status != "generated" }.map(\.number).sorted()
+        }
 
         var generated: [Int] = []
         var failed: [PageFailure] = []
@@ -104,8 +120,8 @@ public struct StoryIllustrateHandler: JobHandler {
             uniqueKeysWithValues: story.pages.compactMap { page in page.path.map { (page.number, $0) } }
         )
         for number in targets {
-            let page = story.pages[number - 1]
-            guard try await claim(request, page: number, explicit: explicit) else {
+            guard let page = pagesByNumber[number] else { continue }
+            guard try await claim(request, page: number, force: force) else {
                 skipped.append(number)
                 continue
             }
@@ -118,7 +134,7 @@ public struct StoryIllustrateHandler: JobHandler {
                 mainCharacter: story.mainCharacter,
                 childName: story.childName,
                 pageNumber: number,
-                pageCount: story.pages.count,
+                pageCount: max(story.pages.count, story.pages.map(\.number).max() ?? 0),
                 pageText: page.text,
                 // The latest page before this one that has a picture.
                 previousImage: paths.filter { $0.key < number }.max { $0.key < $1.key }.flatMap {
@@ -152,7 +168,7 @@ public struct StoryIllustrateHandler: JobHandler {
                 paths[number] = nil
             }
         }
-        return Prepared(request: request, generated: generated, failed: failed, skipped: skipped)
+        return Prepared(request: request, generated: generated, failed: failed, skipped: skipped, unchanged: unchanged)
     }
 
     public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
@@ -170,6 +186,7 @@ public struct StoryIllustrateHandler: JobHandler {
                 }
             ),
             "skippedPages": .array(prepared.skipped.map { .number(Double($0)) }),
+            "unchangedPages": .array(prepared.unchanged.map { .number(Double($0)) }),
         ]
         var error: JobError?
         if !prepared.failed.isEmpty {
@@ -188,15 +205,16 @@ public struct StoryIllustrateHandler: JobHandler {
         )
     }
 
-    private func load(_ storyID: UUID) async throws -> StoryFacts {
+    /// The story and its pages, if it belongs to `userID` (another user's story is "not found").
+    private func load(_ storyID: UUID, userID: UserID) async throws -> StoryFacts {
         let facts = try await pool.withConnection { database -> StoryFacts? in
             guard
                 let row = try database.query(
                     """
                     SELECT title, theme, age_group, language, main_character, child_name
-                    FROM stories.stories WHERE id = $1
+                    FROM stories.stories WHERE id = $1 AND user_id = $2
                     """,
-                    [storyID]
+                    [storyID, userID.uuid]
                 ).first
             else { return nil }
             let pages = try database.query(
@@ -230,9 +248,9 @@ public struct StoryIllustrateHandler: JobHandler {
     }
 
     /// Takes the page for this job: `generating`, no picture, one more attempt. False when the
-    /// page is not this job's to draw (another job holds a fresh claim, or — without explicit
-    /// pages — it was drawn meanwhile).
-    private func claim(_ request: StoryIllustrateRequest, page: Int, explicit: Bool) async throws -> Bool {
+    /// page is not this job's to draw (another job holds a fresh claim, or — unless forced — it
+    /// was drawn meanwhile).
+    private func claim(_ request: StoryIllustrateRequest, page: Int, force: Bool) async throws -> Bool {
         let lease = Double(claimLease.components.seconds)
         return try await pool.withConnection { database in
             try database.execute(
@@ -246,7 +264,7 @@ public struct StoryIllustrateHandler: JobHandler {
                     OR (illustration_status = 'generating'
                         AND (illustration_job = $3 OR updated_at < now() - make_interval(secs => $5))))
                 """,
-                [request.storyID, page, request.jobID.uuid, explicit, lease]
+                [request.storyID, page, request.jobID.uuid, force, lease]
             ) == 1
         }
     }

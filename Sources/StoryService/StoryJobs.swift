@@ -65,36 +65,46 @@ public struct StoryGenerateRequest: Sendable, Hashable, Codable {
 /// The body of `story.illustrate`: illustrate a story's pages in order.
 ///
 /// Without `pages`, every page not yet `generated` is illustrated (a page another job is drawing
-/// right now is left to it). With `pages`, exactly those are (re)drawn — how one failed page is
-/// retried without redoing the others.
+/// right now is left to it). With `pages`, those of them that are not `generated` are drawn —
+/// how one failed page is retried without redoing the others; `force` redraws them even when
+/// they are. The story must belong to `userId` (`story-not-found` otherwise).
 public struct StoryIllustrateRequest: Sendable, Hashable, Codable {
     public var jobID: JobID
+    public var userID: UserID
     public var storyID: UUID
     public var pages: [Int]?
+    /// With `pages`: redraw them even if they already have a picture.
+    public var force: Bool?
 
-    public init(jobID: JobID, storyID: UUID, pages: [Int]? = nil) {
+    public init(jobID: JobID, userID: UserID, storyID: UUID, pages: [Int]? = nil, force: Bool? = nil) {
         self.jobID = jobID
+        self.userID = userID
         self.storyID = storyID
         self.pages = pages
+        self.force = force
     }
 
     enum CodingKeys: String, CodingKey {
         case jobID = "jobId"
+        case userID = "userId"
         case storyID = "storyId"
-        case pages
+        case pages, force
     }
 }
 
-/// The body of `story.read`: a child finished reading a story at `at` (now when absent).
+/// The body of `story.read`: a child finished reading a story at `at` (now when absent). The
+/// story must belong to `userId` (`story-not-found` otherwise).
 public struct StoryReadRequest: Sendable, Hashable, Codable {
     public var jobID: JobID
+    public var userID: UserID
     public var storyID: UUID
     /// The reader; the story's own child when absent.
     public var childProfileID: UUID?
     public var at: Date?
 
-    public init(jobID: JobID, storyID: UUID, childProfileID: UUID? = nil, at: Date? = nil) {
+    public init(jobID: JobID, userID: UserID, storyID: UUID, childProfileID: UUID? = nil, at: Date? = nil) {
         self.jobID = jobID
+        self.userID = userID
         self.storyID = storyID
         self.childProfileID = childProfileID
         self.at = at
@@ -102,6 +112,7 @@ public struct StoryReadRequest: Sendable, Hashable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case jobID = "jobId"
+        case userID = "userId"
         case storyID = "storyId"
         case childProfileID = "childProfileId"
         case at

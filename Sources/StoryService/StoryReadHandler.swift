@@ -42,6 +42,11 @@ public struct StoryReadHandler: JobHandler {
             throw JobRejection(code: "story-not-found", message: "no story \(request.storyID.uuidString.lowercased())")
         }
         let owner = try story.decode(UUID.self, "user_id")
+        // Another user's story reads as no story at all: a job cannot count readings, or earn
+        // achievements, on a family's stories it does not own.
+        guard owner == request.userID.uuid else {
+            throw JobRejection(code: "story-not-found", message: "no story \(request.storyID.uuidString.lowercased())")
+        }
         guard let child = try request.childProfileID ?? story.decode(UUID?.self, "child_profile_id") else {
             throw JobRejection(
                 code: "child-required",

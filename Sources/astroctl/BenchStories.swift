@@ -137,7 +137,9 @@ struct BenchStories: AsyncParsableCommand {
         print(written.line(unit: "stories"))
 
         // Phase 2: story.illustrate, one job per story, every page.
-        let illustrateRequests = generateRequests.map { StoryIllustrateRequest(jobID: .random(), storyID: $0.storyID) }
+        let illustrateRequests = generateRequests.map {
+            StoryIllustrateRequest(jobID: .random(), userID: $0.userID, storyID: $0.storyID)
+        }
         let illustrated = try await phase(
             "story.illustrate",
             jobs: try illustrateRequests.map { ($0.jobID, try JSONCoding.encoder.encode($0)) },

@@ -93,13 +93,22 @@ struct StoriesIllustrate: AsyncParsableCommand {
         parsing: .unconditionalSingleValue,
         help: "A page to (re)draw; repeat for several."
     ) var pages: [Int] = []
+    @Flag(help: "With --page: redraw the pages even if they already have a picture.") var force = false
+    @Option(help: "The story's owner (default: looked up in the database).") var user: String?
     @Flag(help: "Wait until the pages are done and show them.") var wait = false
     @Option(parsing: .unconditional, help: "With --wait: give up after this many seconds.") var timeout = 600
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
         let storyID = try JobCommands.uuid(story, option: "story")
-        let request = StoryIllustrateRequest(jobID: .random(), storyID: storyID, pages: pages.isEmpty ? nil : pages)
+        let owner = try await StoriesOwner.resolve(user, story: storyID, connection: connection)
+        let request = StoryIllustrateRequest(
+            jobID: .random(),
+            userID: owner,
+            storyID: storyID,
+            pages: pages.isEmpty ? nil : pages,
+            force: force ? true : nil
+        )
         try await JobCommands.publish(.storyIllustrate, jobID: request.jobID, body: request, connection: connection)
         guard wait else {
             print(request.jobID)
@@ -134,6 +143,7 @@ struct StoriesRead: AsyncParsableCommand {
     )
 
     @Argument(help: "The story.") var story: String
+    @Option(help: "The story's owner (default: looked up in the database).") var user: String?
     @Option(help: "The reader's child profile (default: the story's child).") var child: String?
     @Option(help: "When it was read, ISO 8601 (default: now).") var at: String?
     @Flag(help: "Publish and print the job id only, without waiting.") var noWait = false
@@ -144,11 +154,15 @@ struct StoriesRead: AsyncParsableCommand {
         let storyID = try JobCommands.uuid(story, option: "story")
         var when: Date?
         if let at {
-            guard let date = ISO8601.date(from: at) else { throw ValidationError("--at: expected ISO 8601, got \(at)") }
+            guard let date = ISO8601.date(from: at) else {
+                throw ValidationError("--at: expected ISO 8601, got \(InputQuote.short(at))")
+            }
             when = date
         }
+        let owner = try await StoriesOwner.resolve(user, story: storyID, connection: connection)
         let request = StoryReadRequest(
             jobID: .random(),
+            userID: owner,
             storyID: storyID,
             childProfileID: try child.map { try JobCommands.uuid($0, option: "--child") },
             at: when
@@ -337,5 +351,28 @@ struct StoriesCollection: AsyncParsableCommand {
             }
         }
         print(id.uuidString.lowercased())
+    }
+}
+
+/// The user a story.illustrate or story.read is published for: `--user`, else the story's owner
+/// as the database records it (the worker checks the job's user owns the story).
+enum StoriesOwner {
+    static func resolve(_ user: String?, story: UUID, connection: ConnectionOptions) async throws -> UserID {
+        if let user {
+            guard let id = UserID(user) else {
+                throw ValidationError("--user: expected a UUID, got \(InputQuote.short(user))")
+            }
+            return id
+        }
+        let owner = try await connection.withPool(size: 1) { pool in
+            try await pool.withConnection { database in
+                try database.query("SELECT user_id FROM stories.stories WHERE id = $1", [story]).first?
+                    .decode(UUID.self, "user_id")
+            }
+        }
+        guard let owner else {
+            throw CommandFailure("no story \(story.uuidString.lowercased()); give --user to publish anyway")
+        }
+        return UserID(owner)
     }
 }

@@ -1,3 +1,4 @@
+import AstroDomain
 import Foundation
 import LLMClient
 import Logging
@@ -53,10 +54,10 @@ let status = await WorkerMain.run(
     }
     var lease = Duration.seconds(600)
     if let text = environment["ILLUSTRATION_CLAIM_LEASE_SECONDS"], !text.isEmpty {
-        guard let seconds = Int(text), seconds >= 10 else {
+        guard let seconds = Int(text), (10...86_400).contains(seconds) else {
             throw ConfigurationError(
                 variable: "ILLUSTRATION_CLAIM_LEASE_SECONDS",
-                problem: "expected whole seconds ≥ 10, got \(text)"
+                problem: "expected whole seconds from 10 to 86400, got \(InputQuote.short(text))"
             )
         }
         lease = .seconds(seconds)

@@ -218,7 +218,7 @@ struct StoryHandlerTests {
             storage: try IllustrationStorage(root: root),
             logger: RuntimeTestEnvironment.logger
         )
-        let request = StoryIllustrateRequest(jobID: .random(), storyID: generated.storyID)
+        let request = StoryIllustrateRequest(jobID: .random(), userID: generated.userID, storyID: generated.storyID)
         let outcome = try await run(handler, request, type: .storyIllustrate, jobID: request.jobID)
         #expect(outcome.status == .succeeded)
         #expect(outcome.messages.map(\.routingKey) == ["story.illustrated"])
@@ -239,7 +239,7 @@ struct StoryHandlerTests {
             #expect(svg.contains("<svg") && svg.contains("Felix the Fox"))
         }
         // Nothing left to draw: a second job redraws nothing.
-        let again = StoryIllustrateRequest(jobID: .random(), storyID: generated.storyID)
+        let again = StoryIllustrateRequest(jobID: .random(), userID: generated.userID, storyID: generated.storyID)
         let second = try await run(handler, again, type: .storyIllustrate, jobID: again.jobID)
         #expect(second.result?["generatedPages"]?.arrayValue?.isEmpty == true)
         #expect(try await pages(generated.storyID).allSatisfy { $0.attempts == 1 })
@@ -266,7 +266,7 @@ struct StoryHandlerTests {
             claimLease: .seconds(60),
             logger: RuntimeTestEnvironment.logger
         )
-        let first = StoryIllustrateRequest(jobID: .random(), storyID: generated.storyID)
+        let first = StoryIllustrateRequest(jobID: .random(), userID: generated.userID, storyID: generated.storyID)
         let outcome = try await run(handler, first, type: .storyIllustrate, jobID: first.jobID)
         #expect(outcome.result?["skippedPages"] == [2])
         #expect(try await pages(generated.storyID).map(\.status) == ["generated", "generating", "generated"])
@@ -277,7 +277,7 @@ struct StoryHandlerTests {
                 [generated.storyID]
             )
         }
-        let second = StoryIllustrateRequest(jobID: .random(), storyID: generated.storyID)
+        let second = StoryIllustrateRequest(jobID: .random(), userID: generated.userID, storyID: generated.storyID)
         let taken = try await run(handler, second, type: .storyIllustrate, jobID: second.jobID)
         #expect(taken.result?["generatedPages"] == [2])
         #expect(try await pages(generated.storyID).allSatisfy { $0.status == "generated" })
@@ -292,7 +292,12 @@ struct StoryHandlerTests {
             logger: RuntimeTestEnvironment.logger
         )
         for (pages, storyID) in [([4], generated.storyID), ([1, 1], generated.storyID), ([1], UUID())] {
-            let request = StoryIllustrateRequest(jobID: .random(), storyID: storyID, pages: pages)
+            let request = StoryIllustrateRequest(
+                jobID: .random(),
+                userID: generated.userID,
+                storyID: storyID,
+                pages: pages
+            )
             await #expect(throws: JobRejection.self) {
                 _ = try await run(handler, request, type: .storyIllustrate, jobID: request.jobID)
             }
@@ -300,11 +305,110 @@ struct StoryHandlerTests {
         #expect(try await pages(generated.storyID).allSatisfy { $0.status == "notStarted" && $0.attempts == 0 })
     }
 
+    /// Issue 14: a story.illustrate names its user, and only that user's story is drawn.
+    @Test func anotherUsersStoryIsNotFound() async throws {
+        let (generated, _) = try await story(age: 0, pages: 3)
+        let handler = StoryIllustrateHandler(
+            pool: pool,
+            illustrator: try BuiltInIllustrator(),
+            storage: try IllustrationStorage(root: Self.storageRoot()),
+            logger: RuntimeTestEnvironment.logger
+        )
+        let request = StoryIllustrateRequest(jobID: .random(), userID: .random(), storyID: generated.storyID)
+        do {
+            _ = try await run(handler, request, type: .storyIllustrate, jobID: request.jobID)
+            Issue.record("another user's story was illustrated")
+        } catch let rejection as JobRejection {
+            #expect(rejection.code == "story-not-found")
+        }
+        #expect(try await pages(generated.storyID).allSatisfy { $0.status == "notStarted" && $0.attempts == 0 })
+    }
+
+    /// Named pages that already have a picture are left alone unless the job says `force`.
+    @Test func explicitPagesAreRedrawnOnlyWithoutAPictureUnlessForced() async throws {
+        let (generated, _) = try await story(age: 0, pages: 3)
+        let root = Self.storageRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let handler = StoryIllustrateHandler(
+            pool: pool,
+            illustrator: try BuiltInIllustrator(),
+            storage: try IllustrationStorage(root: root),
+            logger: RuntimeTestEnvironment.logger
+        )
+        let all = StoryIllustrateRequest(jobID: .random(), userID: generated.userID, storyID: generated.storyID)
+        _ = try await run(handler, all, type: .storyIllustrate, jobID: all.jobID)
+        let named = StoryIllustrateRequest(
+            jobID: .random(),
+            userID: generated.userID,
+            storyID: generated.storyID,
+            pages: [2, 3]
+        )
+        let kept = try await run(handler, named, type: .storyIllustrate, jobID: named.jobID)
+        #expect(kept.status == .succeeded)
+        #expect(kept.result?["unchangedPages"] == [2, 3])
+        #expect(kept.result?["generatedPages"] == [])
+        #expect(try await pages(generated.storyID).map(\.attempts) == [1, 1, 1])
+        let forced = StoryIllustrateRequest(
+            jobID: .random(),
+            userID: generated.userID,
+            storyID: generated.storyID,
+            pages: [2],
+            force: true
+        )
+        let redrawn = try await run(handler, forced, type: .storyIllustrate, jobID: forced.jobID)
+        #expect(redrawn.result?["generatedPages"] == [2])
+        #expect(try await pages(generated.storyID).map(\.attempts) == [1, 2, 1])
+    }
+
+    /// Stored page numbers with a gap (1, 3) neither trap nor shift the text of a page.
+    @Test func pageNumbersWithGapsAreIllustratedByNumber() async throws {
+        let (generated, _) = try await story(age: 0, pages: 3)
+        let root = Self.storageRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        _ = try await pool.withConnection { database in
+            try database.execute(
+                "DELETE FROM stories.pages WHERE story_id = $1 AND page_number = 2",
+                [generated.storyID]
+            )
+        }
+        let handler = StoryIllustrateHandler(
+            pool: pool,
+            illustrator: try BuiltInIllustrator(),
+            storage: try IllustrationStorage(root: root),
+            logger: RuntimeTestEnvironment.logger
+        )
+        let request = StoryIllustrateRequest(jobID: .random(), userID: generated.userID, storyID: generated.storyID)
+        let outcome = try await run(handler, request, type: .storyIllustrate, jobID: request.jobID)
+        #expect(outcome.result?["generatedPages"] == [1, 3])
+        let missing = StoryIllustrateRequest(
+            jobID: .random(),
+            userID: generated.userID,
+            storyID: generated.storyID,
+            pages: [2]
+        )
+        await #expect(throws: JobRejection.self) {
+            _ = try await run(handler, missing, type: .storyIllustrate, jobID: missing.jobID)
+        }
+    }
+
     // MARK: - story.read
 
     func readStory(_ story: UUID, at: String, jobID: JobID = .random()) async throws -> JobOutcome {
-        let request = StoryReadRequest(jobID: jobID, storyID: story, at: ISO8601.date(from: at)!)
+        let request = StoryReadRequest(
+            jobID: jobID,
+            userID: try await owner(of: story),
+            storyID: story,
+            at: ISO8601.date(from: at)!
+        )
         return try await run(read, request, type: .storyRead, jobID: jobID)
+    }
+
+    func owner(of story: UUID) async throws -> UserID {
+        let owner = try await pool.withConnection { database in
+            try database.query("SELECT user_id FROM stories.stories WHERE id = $1", [story]).first?
+                .decode(UUID.self, "user_id")
+        }
+        return UserID(try #require(owner))
     }
 
     func achievements(of story: UUID) async throws -> [String: Bool] {
@@ -416,14 +520,27 @@ struct StoryHandlerTests {
     }
 
     @Test func aReadingOfAnUnknownStoryOrChildIsRejected() async throws {
-        let missing = StoryReadRequest(jobID: .random(), storyID: UUID())
+        let missing = StoryReadRequest(jobID: .random(), userID: .random(), storyID: UUID())
         await #expect(throws: JobRejection.self) {
             _ = try await run(read, missing, type: .storyRead, jobID: missing.jobID)
         }
         let (request, _) = try await story()
-        let stranger = StoryReadRequest(jobID: .random(), storyID: request.storyID, childProfileID: UUID())
+        let stranger = StoryReadRequest(
+            jobID: .random(),
+            userID: request.userID,
+            storyID: request.storyID,
+            childProfileID: UUID()
+        )
         await #expect(throws: JobRejection.self) {
             _ = try await run(read, stranger, type: .storyRead, jobID: stranger.jobID)
+        }
+        // Another user's job cannot read the story (and earn achievements on it) at all.
+        let intruder = StoryReadRequest(jobID: .random(), userID: .random(), storyID: request.storyID)
+        do {
+            _ = try await run(read, intruder, type: .storyRead, jobID: intruder.jobID)
+            Issue.record("another user's reading was recorded")
+        } catch let rejection as JobRejection {
+            #expect(rejection.code == "story-not-found")
         }
         #expect(try await pages(request.storyID).count == 7)
         let reads = try await pool.withConnection { database in
