@@ -124,13 +124,32 @@ public struct RefundCreditRequest: Sendable, Hashable, Codable {
     /// The consumption being compensated. A credit refunded and spent again by a later request
     /// is not refunded a second time by a late copy of this message.
     public var requestJobID: JobID
+    /// What the credit was spent on: the billing-worker refunds only when the credit row says
+    /// the same (a forged refund with a leaked credit id changes nothing).
+    public var userID: UserID
+    public var profileID: ProfileID
+    public var area: ReportArea
+    public var language: ReportLanguage
     /// Why (a reason code such as `llm-unavailable`), kept in the ledger.
     public var reason: String
 
-    public init(jobID: JobID, creditID: CreditID, requestJobID: JobID, reason: String) {
+    public init(
+        jobID: JobID,
+        creditID: CreditID,
+        requestJobID: JobID,
+        userID: UserID,
+        profileID: ProfileID,
+        area: ReportArea,
+        language: ReportLanguage,
+        reason: String
+    ) {
         self.jobID = jobID
         self.creditID = creditID
         self.requestJobID = requestJobID
+        self.userID = userID
+        self.profileID = profileID
+        self.area = area
+        self.language = language
         self.reason = reason
     }
 
@@ -138,7 +157,9 @@ public struct RefundCreditRequest: Sendable, Hashable, Codable {
         case jobID = "jobId"
         case creditID = "creditId"
         case requestJobID = "requestJobId"
-        case reason
+        case userID = "userId"
+        case profileID = "profileId"
+        case area, language, reason
     }
 }
 

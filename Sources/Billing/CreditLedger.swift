@@ -449,8 +449,8 @@ public enum CreditLedger {
     /// Gives back the credit a `report.request` consumed, once. If Apple refunded the purchase
     /// meanwhile (a debt was recorded), the credit comes back revoked and the debt is cleared.
     ///
-    /// - Throws: `LedgerRejection` (`credit-not-found`, `credit-not-consumed-by-request`,
-    ///   `report-already-delivered`); `PostgresError`.
+    /// - Throws: `LedgerRejection` (`credit-not-found`, `credit-mismatch`,
+    ///   `credit-not-consumed-by-request`, `report-already-delivered`); `PostgresError`.
     public static func refund(_ request: RefundCreditRequest, database: PostgresConnection) throws -> RefundOutcome {
         // Waits for a report-worker storing a report paid by this credit (it holds the lock shared),
         // so the report_purchases check below sees that report (migration 0004).
@@ -468,8 +468,28 @@ public enum CreditLedger {
         else {
             throw LedgerRejection(code: "credit-not-found", message: "there is no credit \(request.creditID)")
         }
+        // The refund must name what the credit was spent on: only the report-worker publishes
+        // billing.refund-credit, but a message on the queue proves nothing about who sent it.
+        guard try credit.decode(UUID.self, "user_id") == request.userID.uuid else {
+            throw LedgerRejection(
+                code: "credit-mismatch",
+                message: "credit \(request.creditID) does not belong to user \(request.userID)"
+            )
+        }
         let requestJob = request.requestJobID.uuid
         let consumedBy = try credit.decode(UUID?.self, "consumed_by_job")
+        if consumedBy == requestJob {
+            let matches =
+                try credit.decode(UUID?.self, "user_profile_id") == request.profileID.uuid
+                && credit.decode(String?.self, "consumed_area") == request.area.rawValue
+                && credit.decode(String?.self, "consumed_language") == request.language.rawValue
+            guard matches else {
+                throw LedgerRejection(
+                    code: "credit-mismatch",
+                    message: "credit \(request.creditID) was not spent on this profile, area and language"
+                )
+            }
+        }
         guard try credit.decode(Bool.self, "consumed"), consumedBy == requestJob else {
             let wasConsumed = try database.query(
                 """

@@ -51,7 +51,9 @@ public struct ReportGenerateHandler: JobHandler {
         guard let llm else { return .builtIn(request) }
         let profile = request.profileID.uuid
         let (chartText, written) = try await llm.pool.withConnection { database in
-            (
+            // A job whose credit says otherwise is refused before any token is paid for.
+            try Self.checkCredit(request, database: database)
+            return (
                 try database.query(
                     "SELECT chart_data::text AS chart FROM birth_charts WHERE profile_id = $1",
                     [profile]
@@ -105,6 +107,7 @@ public struct ReportGenerateHandler: JobHandler {
             // The id the client published report.request with, so it can match this outcome.
             "requestJobId": .string(request.requestJobID.description),
         ]
+        try Self.checkCredit(request, database: database)
         if let existing = try database.query(
             "SELECT id, credit_id FROM report_purchases WHERE profile_id = $1 AND area = $2 AND language = $3",
             [request.profileID.uuid, request.area.rawValue, request.language.rawValue]
@@ -215,12 +218,56 @@ public struct ReportGenerateHandler: JobHandler {
         )
     }
 
-    /// A report that will never be written: the credit goes back.
+    /// A report that will never be written: the credit goes back — unless the job was refused
+    /// because its credit says otherwise (a forged or garbled job pays for nothing, so it is owed
+    /// nothing).
     public func compensation(for job: JobEnvelope, error: JobError) -> [OutboxMessage] {
-        guard let request = try? JSONCoding.decoder.decode(ReportGenerateRequest.self, from: job.body) else {
+        guard !Self.forgeryCodes.contains(error.code),
+            let request = try? JSONCoding.decoder.decode(ReportGenerateRequest.self, from: job.body)
+        else {
             return []
         }
         return (try? [Self.refund(request, jobID: job.jobID, reason: error.code)]) ?? []
+    }
+
+    /// Rejections that mean the job does not match a credit.
+    static let forgeryCodes: Set<String> = ["credit-not-found", "credit-mismatch"]
+
+    /// Checks the job against the credit it names: the credit exists and was spent by this user
+    /// on this profile, area and language, with this purchase. Only the billing-worker publishes
+    /// report.generate, but a message on the queue proves nothing about who sent it.
+    /// - Throws: `JobRejection` (`credit-not-found`, `credit-mismatch`), dead-lettered without refund.
+    static func checkCredit(_ request: ReportGenerateRequest, database: PostgresConnection) throws {
+        guard
+            let credit = try database.query(
+                """
+                SELECT user_id, transaction_id, user_profile_id, consumed_area, consumed_language, consumed_by_job
+                FROM purchase_credits WHERE id = $1
+                """,
+                [request.creditID.uuid]
+            ).first
+        else {
+            throw JobRejection(code: "credit-not-found", message: "there is no credit \(request.creditID)")
+        }
+        let spentOnThis =
+            try credit.decode(UUID.self, "user_id") == request.userID.uuid
+            && credit.decode(String.self, "transaction_id") == request.transactionID
+        // A credit refunded meanwhile has no consumption fields any more: that is the
+        // credit-not-held failure further on, not a mismatch.
+        let consumedBy = try credit.decode(UUID?.self, "consumed_by_job")
+        let profile = try credit.decode(UUID?.self, "user_profile_id")
+        let area = try credit.decode(String?.self, "consumed_area")
+        let language = try credit.decode(String?.self, "consumed_language")
+        let consumptionMatches =
+            consumedBy != request.requestJobID.uuid
+            || (profile == request.profileID.uuid && area == request.area.rawValue
+                && language == request.language.rawValue)
+        guard spentOnThis, consumptionMatches else {
+            throw JobRejection(
+                code: "credit-mismatch",
+                message: "credit \(request.creditID) was not spent by this user on this profile, area and language"
+            )
+        }
     }
 
     private static func failure(
@@ -246,7 +293,11 @@ public struct ReportGenerateHandler: JobHandler {
             jobID: JobID.derived(from: jobID, purpose: JobType.billingRefundCredit.rawValue),
             creditID: request.creditID,
             requestJobID: request.requestJobID,
-            reason: reason
+            userID: request.userID,
+            profileID: request.profileID,
+            area: request.area,
+            language: request.language,
+            reason: String(reason.prefix(200))
         )
         return .job(.billingRefundCredit, body: try JSONCoding.encoder.encode(refund))
     }

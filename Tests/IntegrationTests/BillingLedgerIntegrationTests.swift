@@ -109,12 +109,33 @@ struct BillingLedgerIntegrationTests {
         )
     }
 
-    func refund(_ credit: String, requestJob: JobID) async throws -> JobOutcome {
-        try await run(
+    /// A billing.refund-credit as the report-worker sends it: naming what the credit was spent
+    /// on (read from the credit's row unless `user`, `profile`, `area` or `language` say otherwise).
+    func refund(
+        _ credit: String,
+        requestJob: JobID,
+        user: UserID? = nil,
+        profile: ProfileID? = nil,
+        area: String? = nil,
+        language: String? = nil
+    ) async throws -> JobOutcome {
+        let row = try await pool.withConnection { database in
+            try database.query(
+                "SELECT user_id, user_profile_id, consumed_area, consumed_language FROM purchase_credits WHERE id::text = $1",
+                [credit]
+            ).first
+        }
+        let storedUser = try row?.decode(UUID.self, "user_id").uuidString.lowercased()
+        let storedProfile = try row?.decode(UUID?.self, "user_profile_id")?.uuidString.lowercased()
+        return try await run(
             RefundCreditHandler(),
             [
                 "jobId": .string(JobID.random().description), "creditId": .string(credit),
                 "requestJobId": .string(requestJob.description), "reason": "llm-unavailable",
+                "userId": .string(user?.description ?? storedUser ?? UserID.random().description),
+                "profileId": .string(profile?.description ?? storedProfile ?? ProfileID.random().description),
+                "area": .string(area ?? (try row?.decode(String?.self, "consumed_area")) ?? "career"),
+                "language": .string(language ?? (try row?.decode(String?.self, "consumed_language")) ?? "en"),
             ],
             type: .billingRefundCredit
         )
@@ -500,6 +521,43 @@ struct BillingLedgerIntegrationTests {
         } catch let rejection as JobRejection {
             #expect(rejection.code == "profile-not-found")
         }
+    }
+
+    /// Issue 14: a refund must name what its credit was spent on; a forged one changes nothing.
+    @Test func aForgedRefundIsRefusedByTheHandler() async throws {
+        let (user, profile) = try await userWithProfile()
+        let (_, otherProfile) = try await userWithProfile()
+        _ = try await purchase(
+            try Self.signedPurchase("com.astrosvitla.report.credit.single", user: user).jws,
+            user: user
+        )
+        let requestJob = JobID.random()
+        let consumed = try await request(user, profile, .career, jobID: requestJob)
+        let credit = try #require(consumed.result?["creditId"]?.stringValue)
+        for (forgedUser, forgedProfile, area, language) in [
+            (UserID.random(), profile, "career", "en"), (user, otherProfile, "career", "en"),
+            (user, profile, "health", "en"), (user, profile, "career", "uk"),
+        ] {
+            do {
+                _ = try await refund(
+                    credit,
+                    requestJob: requestJob,
+                    user: forgedUser,
+                    profile: forgedProfile,
+                    area: area,
+                    language: language
+                )
+                Issue.record("a forged refund was applied")
+            } catch let rejection as JobRejection {
+                #expect(rejection.code == "credit-mismatch")
+            }
+        }
+        let balance = try await balance(user)
+        #expect(balance.available == 0 && balance.refunded == 0 && balance.balanced)
+        // The genuine one still works.
+        #expect(
+            try await refund(credit, requestJob: requestJob).messages.map(\.routingKey) == ["billing.credit-refunded"]
+        )
     }
 
     @Test func aRefundGivesTheCreditBackOnce() async throws {

@@ -94,6 +94,46 @@ struct ReportJourneyTests {
         #expect(try await ledger.balance(user).consumed == 1)
     }
 
+    /// Issue 14: report.generate names a credit; a job whose credit says otherwise (another
+    /// profile, area, language or user) is dead-lettered, writes nothing and refunds nothing.
+    @Test func aForgedReportJobIsRefused() async throws {
+        let (user, profile) = try await buyer(chart: Self.chartJSON)
+        let (_, otherProfile) = try await buyer(chart: Self.chartJSON)
+        let genuine = try await spend(user, profile, .career, .en)
+        guard case .object(let fields) = genuine else { return }
+        let handler = ReportGenerateHandler(writer: Self.writer)
+        let forgeries: [[String: JSONValue]] = [
+            ["profileId": .string(otherProfile.description)], ["area": "health"], ["language": "uk"],
+            ["userId": .string(UserID.random().description)], ["transactionId": "2000000000000001"],
+            ["creditId": .string(UUID().uuidString.lowercased())],
+        ]
+        for change in forgeries {
+            var forged = fields.merging(change) { _, new in new }
+            forged["jobId"] = .string(JobID.random().description)
+            do {
+                _ = try await ledger.run(handler, .object(forged), type: .reportGenerate)
+                Issue.record("a forged report.generate was written: \(change)")
+            } catch let rejection as JobRejection {
+                #expect(["credit-mismatch", "credit-not-found"].contains(rejection.code))
+                let envelope = JobEnvelope(
+                    jobID: .random(),
+                    type: .reportGenerate,
+                    body: try JSONCoding.encoder.encode(JSONValue.object(forged))
+                )
+                #expect(handler.compensation(for: envelope, error: rejection.jobError).isEmpty)
+            }
+        }
+        let reports = try await ledger.pool.withConnection { database in
+            try database.query(
+                "SELECT count(*)::int AS n FROM report_purchases WHERE profile_id = ANY(ARRAY[$1, $2]::uuid[])",
+                [profile.uuid, otherProfile.uuid]
+            ).first?.decode(Int.self, "n")
+        }
+        #expect(reports == 0)
+        // The genuine job is still written.
+        #expect(try await ledger.run(handler, genuine, type: .reportGenerate).status == .succeeded)
+    }
+
     @Test func aReportThatCannotBeWrittenRefundsItsCredit() async throws {
         let (user, profile) = try await buyer(chart: "{}")
         let generate = try await spend(user, profile, .health, .en)
