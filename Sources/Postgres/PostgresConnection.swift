@@ -162,6 +162,13 @@ public final class PostgresConnection {
         set { handle.responseTimeout = newValue }
     }
 
+    /// A SCRAM-SHA-256 verifier of `password` for role `user`, computed on this side: give it
+    /// to `ALTER ROLE … PASSWORD` so the password itself never travels to the server.
+    /// - Throws: `.encoding` for a NUL byte; `.server` when libpq cannot compute it.
+    public func scramVerifier(password: String, user: String) throws(PostgresError) -> String {
+        try handle.scramVerifier(password: password, user: user)
+    }
+
     /// The server process serving this connection.
     public var backendPID: Int32 { handle.backendPID }
 

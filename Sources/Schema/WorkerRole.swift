@@ -25,10 +25,13 @@ public enum WorkerRole: String, CaseIterable, Sendable {
     /// - Throws: `PostgresError` when the role does not exist (migrations not applied) or the
     ///   connected user may not alter it.
     public func enableLogin(password: String, database: PostgresConnection) throws(PostgresError) {
-        // ALTER ROLE takes no bind parameters: the server quotes the name and the password itself.
+        // The password travels as a SCRAM verifier computed here: never in clear text, so it is
+        // in no statement log or error. ALTER ROLE takes no bind parameters: the server quotes
+        // the name and the verifier itself.
+        let verifier = try database.scramVerifier(password: password, user: rawValue)
         let rows = try database.query(
             "SELECT format('ALTER ROLE %I LOGIN PASSWORD %L', $1::text, $2::text) AS sql",
-            [rawValue, password]
+            [rawValue, verifier]
         )
         guard let row = rows.first else {
             throw PostgresError(kind: .decoding, message: "format() returned no row for role \(rawValue)")

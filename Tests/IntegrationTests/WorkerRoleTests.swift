@@ -153,4 +153,93 @@ struct WorkerRoleTests {
         #expect(await failure(story, "CREATE TABLE stories.sneaky (id int)") == "42501")
         await story.close()
     }
+
+    /// Issue 14: a worker's role cannot write another service's jobs or mint its messages, and
+    /// cannot redirect a message already in the outbox.
+    @Test func aWorkersRoleWritesOnlyItsOwnJobsAndMessages() async throws {
+        let chart = try await connect(as: .chartWorker)
+        let report = try await connect(as: .reportWorker)
+        func outbox(_ exchange: String, _ key: String) -> SQL {
+            SQL(
+                unsafeSQL:
+                    "INSERT INTO outbox (exchange, routing_key, body, mandatory) VALUES ('\(exchange)', '\(key)', '\\x7b7d', true)"
+            )
+        }
+        // Its own: an event, a dead letter of its queue.
+        #expect(await failure(chart, outbox("astro.events", "chart.calculated")) == nil)
+        #expect(await failure(chart, outbox("astro.dlx", "chart.calculate.dead")) == nil)
+        // Another service's event, an internal job, a dead letter elsewhere, another producer's name.
+        #expect(await failure(chart, outbox("astro.events", "billing.credits-issued")) == "42501")
+        #expect(await failure(chart, outbox("astro.jobs", "billing.refund-credit")) == "42501")
+        #expect(await failure(chart, outbox("astro.dlx", "report.generate.dead")) == "42501")
+        #expect(await failure(report, outbox("astro.jobs", "report.generate")) == "42501")
+        #expect(await failure(report, outbox("astro.jobs", "billing.refund-credit")) == nil)
+        #expect(
+            await failure(
+                chart,
+                "INSERT INTO outbox (exchange, routing_key, body, producer) VALUES ('astro.events', 'chart.x', '\\x7b7d', 'astro_billing_worker')"
+            ) == "42501"
+        )
+        // Rows already written stay where they were going: only a relay's progress can change.
+        #expect(await failure(chart, "UPDATE outbox SET routing_key = 'billing.refund-credit' WHERE false") == "42501")
+        #expect(await failure(chart, "UPDATE outbox SET sent_at = now() WHERE false") == nil)
+        // Another worker's rows are invisible to its relay.
+        let billingRow = try await owner.withConnection { database in
+            try database.query(
+                "INSERT INTO outbox (exchange, routing_key, body, producer, sent_at) VALUES ('astro.events', 'billing.x', '\\x7b7d', 'astro_billing_worker', now()) RETURNING id"
+            ).first?.decode(Int64.self, "id")
+        }
+        let seen = try await chart.withConnection { database in
+            try database.query("SELECT count(*)::int AS n FROM outbox WHERE id = $1", [billingRow]).first?.decode(
+                Int.self,
+                "n"
+            )
+        }
+        #expect(seen == 0)
+        // Jobs: its own types only.
+        #expect(
+            await failure(
+                chart,
+                "INSERT INTO jobs (id, kind, status) VALUES (gen_random_uuid(), 'chart.calculate', 'queued')"
+            ) == nil
+        )
+        #expect(
+            await failure(
+                chart,
+                "INSERT INTO jobs (id, kind, status) VALUES (gen_random_uuid(), 'billing.refund-credit', 'queued')"
+            ) == "42501"
+        )
+        #expect(await failure(chart, "UPDATE jobs SET kind = 'report.generate' WHERE false") == "42501")
+        await chart.close()
+        await report.close()
+    }
+
+    /// Issue 14: a role's password reaches the server only as a SCRAM verifier, never in clear
+    /// text (which a statement log or an error would keep).
+    @Test func aRolesPasswordIsSentAsAVerifierOnly() async throws {
+        let folder = try RuntimeTestEnvironment.variable("ASTRO_STACK_DIR")
+        let password = "clear-text-\(UUID().uuidString.prefix(8))"
+        try await owner.withConnection { database in
+            // The stack's owner is a superuser: log every statement of this session.
+            try database.executeScript("SET log_statement = 'all'")
+            defer { try? database.executeScript("RESET log_statement") }
+            try WorkerRole.storyWorker.enableLogin(password: password, database: database)
+        }
+        let log = try String(contentsOfFile: folder + "/pg/pg.log", encoding: .utf8)
+        #expect(log.contains("ALTER ROLE astro_story_worker LOGIN PASSWORD 'SCRAM-SHA-256$"))
+        #expect(!log.contains(password))
+        // And the role logs in with it.
+        var configuration = try await RuntimeTestEnvironment.database()
+        configuration.user = WorkerRole.storyWorker.rawValue
+        configuration.password = password
+        let pool = PostgresPool(
+            configuration: configuration,
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        #expect(await pool.ping())
+        await pool.close()
+        // Restore the password the other tests use.
+        _ = try await RuntimeTestEnvironment.databaseURL(as: .storyWorker)
+    }
 }

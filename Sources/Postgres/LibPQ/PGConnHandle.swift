@@ -377,6 +377,25 @@ final class PGConnHandle {
         return PostgresError(kind: .connectionLost, message: reason, query: sql)
     }
 
+    /// A SCRAM-SHA-256 verifier of a password, computed here by libpq: `ALTER ROLE … PASSWORD`
+    /// with the verifier stores the same login, without the password ever reaching the server
+    /// (or its statement log) in clear text.
+    /// - Throws: `.encoding` for a NUL byte, `.server` when libpq cannot compute it.
+    func scramVerifier(password: String, user: String) throws(PostgresError) -> String {
+        guard let conn else { throw PostgresError(kind: .connectionLost, message: "the connection is closed") }
+        guard !Self.containsNUL(password), !Self.containsNUL(user) else {
+            throw PostgresError(kind: .encoding, message: "the password or role name contains a NUL byte")
+        }
+        guard let result = PQencryptPasswordConn(conn, password, user, "scram-sha-256") else {
+            throw PostgresError(
+                kind: .server,
+                message: "cannot compute the password verifier: \(Self.errorMessage(conn))"
+            )
+        }
+        defer { PQfreemem(result) }
+        return String(cString: result)
+    }
+
     /// Checks an idle connection without a round trip when possible: if the socket has something to
     /// read (a termination notice or EOF), reads it and then confirms with a real query.
     /// - Returns: false when the connection is dead.
