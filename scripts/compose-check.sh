@@ -157,7 +157,10 @@ consumers=$(compose exec -T rabbitmq rabbitmqctl -q list_queues name consumers |
 echo "    chart.calculate consumers: $consumers"
 [ "$consumers" = "$scale" ] || fail "chart.calculate has $consumers consumers, expected $scale"
 
-astroctl() { compose run --rm -T --entrypoint /app/astroctl chart-worker "$@"; }
+# astroctl publishes as the client user (the workers' own broker users may not publish jobs
+# people ask for), with the database role of the container it runs in.
+client_url="amqp://astro-client:${CLIENT_AMQP_PASSWORD:-astro-client-dev}@rabbitmq:5672/%2F"
+astroctl() { compose run --rm -T -e AMQP_URL="$client_url" --entrypoint /app/astroctl chart-worker "$@"; }
 user=$(cat /proc/sys/kernel/random/uuid)
 log "a chart through the stack (astroctl chart --publish --wait)"
 astroctl chart --publish --wait --user "$user" --name "Compose check" --date 1990-10-07 --time 15:00 \
@@ -174,7 +177,7 @@ total_succeeded() {
 }
 before=$(total_succeeded)
 log "$jobs chart jobs published at once"
-compose run --rm -T --entrypoint bash chart-worker -c "
+compose run --rm -T -e AMQP_URL="$client_url" --entrypoint bash chart-worker -c "
     for i in \$(seq 1 $jobs); do
         /app/astroctl chart --publish --user $user --name \"Burst \$i\" --date 1990-10-07 --time 15:00 \
             --tz Europe/Kyiv --lat 50.4501 --lon 30.5234 >/dev/null || exit 1
@@ -191,11 +194,11 @@ for id in $(compose ps -q chart-worker); do
 done
 
 log "a story written and illustrated by the story-worker, pictures in the named volume"
-story=$(compose run --rm -T --entrypoint /app/astroctl story-worker stories generate --user "$user" --child Mia \
+story=$(compose run --rm -T -e AMQP_URL="$client_url" --entrypoint /app/astroctl story-worker stories generate --user "$user" --child Mia \
     --tz Europe/Kyiv --hero "Felix the Fox" --theme courage --age 0 --pages 3 --wait 2>/dev/null |
     awk '$1 == "story" { print $2; exit }')
 [ -n "$story" ] || fail "no story id from astroctl stories generate"
-compose run --rm -T --entrypoint /app/astroctl story-worker stories illustrate "$story" --wait >/dev/null 2>&1 ||
+compose run --rm -T -e AMQP_URL="$client_url" --entrypoint /app/astroctl story-worker stories illustrate "$story" --wait >/dev/null 2>&1 ||
     fail "illustrating story $story failed"
 compose exec -T story-worker bash -c "ls -ln /var/lib/astrosvitla/stories/$story" | sed 's/^/    /'
 owners=$(compose exec -T story-worker bash -c "stat -c %u /var/lib/astrosvitla/stories/$story/*" | sort -u)

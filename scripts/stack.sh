@@ -18,6 +18,10 @@
 #   AMQPS_URL      amqps://astro:astro@localhost:<tls-port>/%2F (TLS listener, test CA)
 #   AMQP_CA_FILE   the test CA that signed the TLS listener's certificate
 #   DATABASE_URL   postgres://astro:astro@127.0.0.1:<port>/astro
+#   CHART_WORKER_AMQP_URL, BILLING_WORKER_AMQP_URL, REPORT_WORKER_AMQP_URL,
+#   STORY_WORKER_AMQP_URL, CLIENT_AMQP_URL
+#                  each service's own broker user (deploy/rabbitmq/definitions.json, loaded at
+#                  boot with development passwords), limited to what that service may do
 #   ASTRO_STACK_DIR  the temporary folder holding both servers' data and logs
 #
 # Why plain processes and not systemd or Docker: CI and developer machines here have neither a
@@ -25,6 +29,12 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# The broker's users and permissions (astroctl broker definitions --template), and the
+# development passwords the local stack gives them: <user>-dev.
+DEFINITIONS_TEMPLATE=$here/../deploy/rabbitmq/definitions.json
+SERVICE_USERS=(chart-worker billing-worker report-worker story-worker astro-client)
+# The largest message body the broker accepts: the workers' MAX_MESSAGE_BYTES default.
+MAX_MESSAGE_BYTES=262144
 PACKAGES=(librabbitmq-dev libpq-dev libswe-dev swe-standard-data rabbitmq-server postgresql
     postgresql-contrib amqp-tools curl tzdata)
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
@@ -97,7 +107,20 @@ default_user = astro
 default_pass = astro
 default_vhost = /
 loopback_users = none
+max_message_size = $MAX_MESSAGE_BYTES
+load_definitions = $rd/definitions.json
 EOF
+    render_definitions > "$rd/definitions.json"
+}
+
+render_definitions() { # the template with the administrator astro/astro and <user>-dev passwords
+    [ -f "$DEFINITIONS_TEMPLATE" ] || die "missing $DEFINITIONS_TEMPLATE"
+    sed -e 's/${RABBITMQ_USER}/astro/g' -e 's/${RABBITMQ_PASSWORD}/astro/g' \
+        -e 's/${CHART_WORKER_AMQP_PASSWORD}/chart-worker-dev/g' \
+        -e 's/${BILLING_WORKER_AMQP_PASSWORD}/billing-worker-dev/g' \
+        -e 's/${REPORT_WORKER_AMQP_PASSWORD}/report-worker-dev/g' \
+        -e 's/${STORY_WORKER_AMQP_PASSWORD}/story-worker-dev/g' \
+        -e 's/${CLIENT_AMQP_PASSWORD}/astro-client-dev/g' "$DEFINITIONS_TEMPLATE"
 }
 
 rabbit_env() {
@@ -232,6 +255,12 @@ start_all() {
     export DATABASE_URL="postgres://astro:astro@127.0.0.1:$pport/astro"
     printf 'export ASTRO_STACK_DIR=%q\nexport AMQP_URL=%q\nexport AMQPS_URL=%q\nexport AMQP_CA_FILE=%q\nexport DATABASE_URL=%q\n' \
         "$ASTRO_STACK_DIR" "$AMQP_URL" "$AMQPS_URL" "$AMQP_CA_FILE" "$DATABASE_URL" > "$ASTRO_STACK_DIR/env.sh"
+    local user variable
+    for user in "${SERVICE_USERS[@]}"; do
+        variable=$(printf '%s' "${user#astro-}" | tr 'a-z-' 'A-Z_')_AMQP_URL
+        export "$variable=amqp://$user:$user-dev@127.0.0.1:$rport/%2F"
+        printf 'export %s=%q\n' "$variable" "${!variable}" >> "$ASTRO_STACK_DIR/env.sh"
+    done
     log "ready: AMQP_URL=$AMQP_URL DATABASE_URL=$DATABASE_URL"
 }
 

@@ -15,6 +15,11 @@ public struct ExchangeSpec: Sendable, Hashable {
     public var autoDelete: Bool = false
     /// Extra arguments (for example `alternate-exchange`).
     public var arguments: AMQPTable = [:]
+    /// Declare it only when it does not exist yet (checked with a passive declare, which needs
+    /// no permission): a user without `configure` rights on the exchange can then declare a
+    /// topology that uses it, once an administrator has created it. An existing exchange is
+    /// used as it is, whatever its type.
+    public var declareOnlyIfMissing: Bool = false
 
     /// Creates an exchange declaration.
     public init(
@@ -22,13 +27,15 @@ public struct ExchangeSpec: Sendable, Hashable {
         kind: Kind,
         durable: Bool = true,
         autoDelete: Bool = false,
-        arguments: AMQPTable = [:]
+        arguments: AMQPTable = [:],
+        declareOnlyIfMissing: Bool = false
     ) {
         self.name = name
         self.kind = kind
         self.durable = durable
         self.autoDelete = autoDelete
         self.arguments = arguments
+        self.declareOnlyIfMissing = declareOnlyIfMissing
     }
 }
 

@@ -70,8 +70,14 @@ public enum JobStatus: String, Sendable, Codable, CaseIterable {
 
 /// Names of the broker objects of the contract.
 public enum BrokerNames {
-    /// Durable direct exchange every job is published to (routing key = job type).
+    /// Durable topic exchange every job is published to (routing key = job type; each queue is
+    /// bound with its own name, so routing is exact). A topic exchange, not a direct one, so the
+    /// broker's topic permissions can say which job types each user may publish.
     public static let jobsExchange = "astro.jobs"
+    /// Durable topic exchange of retry copies: routing key = the delay queue's name
+    /// (`<queue>.retry.<ms>ms`), bound to it; the broker's topic permissions keep each service to
+    /// its own delay queues (the default exchange would let it reach any queue).
+    public static let retryExchange = "astro.retry"
     /// Durable topic exchange every outcome is published to (routing key = event type).
     public static let eventsExchange = "astro.events"
     /// Durable direct exchange of dead letters; `<queue>.dead` is bound to it with its own name.

@@ -11,6 +11,8 @@ public struct ChartError: Error, Sendable, Hashable, CustomStringConvertible {
         case invalidFieldType = "invalid-field-type"
         case invalidID = "invalid-id"
         case invalidName = "invalid-name"
+        case invalidLocationName = "invalid-location-name"
+        case invalidCharacters = "invalid-characters"
         case invalidBirthDate = "invalid-birth-date"
         case birthDateOutOfRange = "birth-date-out-of-range"
         case invalidBirthTime = "invalid-birth-time"

@@ -423,7 +423,7 @@ final class JobProcessor: Sendable {
         properties.expiration = String(delay.milliseconds)
         properties.persistent = true
         let copy = OutgoingMessage(
-            exchange: "",
+            exchange: BrokerNames.retryExchange,
             routingKey: RetryPolicy.delayQueueName(queue: delivery.queue, step: step),
             body: delivery.body,
             properties: properties,

@@ -7,10 +7,21 @@ public enum WorkerTopology {
     /// The exchanges every component uses.
     public static var exchanges: [ExchangeSpec] {
         [
-            ExchangeSpec(name: BrokerNames.jobsExchange, kind: .direct),
+            ExchangeSpec(name: BrokerNames.jobsExchange, kind: .topic),
             ExchangeSpec(name: BrokerNames.eventsExchange, kind: .topic),
             ExchangeSpec(name: BrokerNames.deadLetterExchange, kind: .direct),
+            ExchangeSpec(name: BrokerNames.retryExchange, kind: .topic),
         ]
+    }
+
+    /// The exchanges as a worker declares them: only when missing. A worker's own broker user
+    /// may not configure (or delete) the shared exchanges; `astroctl migrate` creates them.
+    public static var workerExchanges: [ExchangeSpec] {
+        exchanges.map { exchange in
+            var exchange = exchange
+            exchange.declareOnlyIfMissing = true
+            return exchange
+        }
     }
 
     /// The topology for the given job queues.
@@ -26,9 +37,10 @@ public enum WorkerTopology {
         queues: [String],
         retry: RetryPolicy,
         queueType: QueueSpec.QueueType = .classic,
-        deliveryLimit: Int = WorkerConfiguration.defaultDeliveryLimit
+        deliveryLimit: Int = WorkerConfiguration.defaultDeliveryLimit,
+        exchangesOnlyIfMissing: Bool = true
     ) -> Topology {
-        var topology = Topology(exchanges: exchanges)
+        var topology = Topology(exchanges: exchangesOnlyIfMissing ? workerExchanges : exchanges)
         for queue in queues {
             let dead = BrokerNames.deadLetterQueue(of: queue)
             // A message the broker itself gives up on (rejected without requeue, or expired)
@@ -49,27 +61,40 @@ public enum WorkerTopology {
             )
             for step in retry.steps {
                 // Delay queues have no consumer: messages wait out their TTL, then the broker
-                // dead-letters them back to the work queue through astro.jobs.
+                // dead-letters them back to the work queue through astro.jobs. Retries reach them
+                // through astro.retry, bound with the delay queue's own name.
+                let delayQueue = RetryPolicy.delayQueueName(queue: queue, step: step)
                 topology.queues.append(
                     QueueSpec(
-                        name: RetryPolicy.delayQueueName(queue: queue, step: step),
+                        name: delayQueue,
                         deadLetterExchange: BrokerNames.jobsExchange,
                         deadLetterRoutingKey: queue,
                         messageTTL: step,
                         queueType: queueType
                     )
                 )
+                topology.bindings.append(
+                    BindingSpec(queue: delayQueue, exchange: BrokerNames.retryExchange, routingKey: delayQueue)
+                )
             }
         }
         return topology
     }
 
-    /// The topology of every job queue of the contract (what `astroctl migrate` declares).
+    /// The topology of every job queue of the contract (what `astroctl migrate` declares, as
+    /// the broker's administrator: the exchanges are declared outright, so one of another type
+    /// — astro.jobs as the direct exchange of contract v1 — is reported, not silently used).
     public static func contract(
         retry: RetryPolicy,
         queueType: QueueSpec.QueueType = .classic,
         deliveryLimit: Int = WorkerConfiguration.defaultDeliveryLimit
     ) -> Topology {
-        topology(queues: JobType.all.map(\.rawValue), retry: retry, queueType: queueType, deliveryLimit: deliveryLimit)
+        topology(
+            queues: JobType.all.map(\.rawValue),
+            retry: retry,
+            queueType: queueType,
+            deliveryLimit: deliveryLimit,
+            exchangesOnlyIfMissing: false
+        )
     }
 }

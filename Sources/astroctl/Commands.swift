@@ -57,7 +57,10 @@ struct Migrate: AsyncParsableCommand {
             retry: retry.policy,
             queueType: QueueSpec.QueueType(rawValue: retry.queueType) ?? .classic
         )
-        try await connection.withPublisher { publisher in try await publisher.declare(topology) }
+        let changes = try await connection.withPublisher { publisher in
+            try await BrokerUpgrade.declareContract(topology, publisher: publisher, logger: logger)
+        }
+        for change in changes { print("broker: \(change)") }
         print(
             "broker: declared \(topology.exchanges.count) exchanges, \(topology.queues.count) queues, "
                 + "\(topology.bindings.count) bindings"

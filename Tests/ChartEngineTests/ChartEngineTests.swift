@@ -490,7 +490,8 @@ extension JSONValue {
             kyiv(zodiac: .sidereal(.faganBradley)), kyiv(houseSystem: .wholeSign),
         ]
         var odd = kyiv()
-        odd.locationName = "Київ \"quoted\"\n🪐"
+        // Quotes, a tab-free mix of scripts and an emoji (control characters are refused now).
+        odd.locationName = "Київ \"quoted\" 🪐 ёЁ"
         births.append(odd)
         for birth in births {
             let valid = try birth.validated()

@@ -94,6 +94,31 @@ private struct ComposeFile {
         }
     }
 
+    /// Issue 14: the broker creates one user per service (its definitions, loaded at boot), and
+    /// every worker connects as its own, never as the administrator.
+    @Test func brokerLoadsTheServiceUsersAndEachWorkerConnectsAsItsOwn() throws {
+        let compose = try ComposeFile.load()
+        let rabbitmq = try compose.service("rabbitmq")
+        let mounts = list(rabbitmq["volumes"]).compactMap { text($0) }
+        #expect(mounts.contains { $0.hasPrefix("./deploy/rabbitmq/definitions.json:") })
+        #expect(mounts.contains { $0.hasPrefix("./deploy/rabbitmq/docker-entrypoint.sh:") })
+        for file in ["deploy/rabbitmq/definitions.json", "deploy/rabbitmq/docker-entrypoint.sh"] {
+            #expect(FileManager.default.fileExists(atPath: repositoryRoot.appendingPathComponent(file).path), "\(file)")
+        }
+        let brokerEnvironment = environmentOf(rabbitmq)
+        for worker in workers {
+            let variable = worker.uppercased().replacingOccurrences(of: "-", with: "_") + "_AMQP_PASSWORD"
+            let url = environmentOf(try compose.service(worker))["AMQP_URL"] ?? ""
+            #expect(url.hasPrefix("amqp://\(worker):${\(variable)"), "\(worker): AMQP_URL \(url)")
+            #expect(
+                brokerEnvironment[variable].map { variableNames(in: $0).contains(variable) } == true,
+                "rabbitmq: environment lacks \(variable)"
+            )
+        }
+        let migrate = environmentOf(try compose.service("migrate"))["AMQP_URL"] ?? ""
+        #expect(migrate.hasPrefix("amqp://${RABBITMQ_USER"), "migrate declares the exchanges as the administrator")
+    }
+
     // MARK: migrate
 
     @Test func migrateIsOneShotAndRunsAsTheOwner() throws {

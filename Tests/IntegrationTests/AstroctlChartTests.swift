@@ -3,6 +3,7 @@ import AstroDomain
 import Foundation
 import Schema
 import Testing
+import WorkerRuntime
 
 #if canImport(Glibc)
 import Glibc
@@ -117,13 +118,15 @@ struct AstroctlChartTests {
     }
 
     @Test func publishWaitsForTheWorkerAndPrintsTheStoredChart() async throws {
-        // The chart-worker runs as its own least-privilege role, as deployed.
+        // The chart-worker runs as its own least-privilege role and broker user, as deployed:
+        // the topology (exchanges) exists first, as `astroctl migrate` leaves it.
+        await (try await RuntimeTestEnvironment.contractPublisher(purging: [.chartCalculate])).close()
         let databaseURL = try await RuntimeTestEnvironment.databaseURL(as: .chartWorker)
-        let amqpURL = try RuntimeTestEnvironment.variable("AMQP_URL")
         let worker = Process()
         worker.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("chart-worker"))
         worker.environment = ProcessInfo.processInfo.environment.merging([
-            "AMQP_URL": amqpURL, "DATABASE_URL": databaseURL, "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1",
+            "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker), "DATABASE_URL": databaseURL,
+            "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1",
             "LOG_LEVEL": "warning",
         ]) { _, new in new }
         worker.standardOutput = FileHandle.nullDevice
@@ -147,7 +150,10 @@ struct AstroctlChartTests {
         let result = try await ProcessRunner.run(
             ProcessRunner.productPath("astroctl"),
             ["chart", "--publish", "--user", user, "--wait", "--name", "Published"] + Self.kyiv,
-            environment: ["AMQP_URL": amqpURL, "DATABASE_URL": databaseURL]
+            // astroctl publishes as a client: it may publish chart.calculate and wait for events.
+            environment: [
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.client), "DATABASE_URL": databaseURL,
+            ]
         )
         #expect(result.status == 0, "\(result.error)")
         #expect(result.output.contains("Sun"))

@@ -78,7 +78,8 @@ struct BillingWorkerProcessTests {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("billing-worker"))
             process.environment = ProcessInfo.processInfo.environment.merging([
-                "AMQP_URL": try RuntimeTestEnvironment.variable("AMQP_URL"), "DATABASE_URL": databaseURL,
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.billingWorker),
+                "DATABASE_URL": databaseURL,
                 "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "PREFETCH": "32", "LOG_LEVEL": "warning",
                 "MIGRATE_ON_START": "false", "BILLING_ENVIRONMENT": "Sandbox",
                 "BILLING_TRUSTED_ROOTS": Self.pkiFolder.appendingPathComponent("root.der").path,

@@ -48,12 +48,15 @@ struct ChaosTests {
         ]
         // Each worker connects as its own least-privilege role, as deployed.
         var environments: [String: [String: String]] = [:]
-        for (product, role) in [
-            ("chart-worker", WorkerRole.chartWorker), ("billing-worker", .billingWorker),
-            ("report-worker", .reportWorker),
+        for (product, role, service) in [
+            ("chart-worker", WorkerRole.chartWorker, BrokerAccess.chartWorker),
+            ("billing-worker", .billingWorker, BrokerAccess.billingWorker),
+            ("report-worker", .reportWorker, BrokerAccess.reportWorker),
         ] {
             let url = try await RuntimeTestEnvironment.databaseURL(as: role)
-            environments[product] = common.merging(["DATABASE_URL": url]) { _, new in new }
+            // Its own broker user too: a relay publishes only its own service's messages.
+            let amqp = try RuntimeTestEnvironment.amqpURL(as: service)
+            environments[product] = common.merging(["DATABASE_URL": url, "AMQP_URL": amqp]) { _, new in new }
         }
         let fleet = try ChaosFleet(environments: environments)
         // Whatever happens below, no worker outlives the test: a stray consumer of the contract's

@@ -194,7 +194,9 @@ struct ReportJourneyTests {
             // Each worker runs as its own least-privilege role, as deployed.
             let role: WorkerRole = worker == "billing-worker" ? .billingWorker : .reportWorker
             process.environment = ProcessInfo.processInfo.environment.merging([
-                "AMQP_URL": try RuntimeTestEnvironment.variable("AMQP_URL"),
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(
+                    as: worker == "billing-worker" ? BrokerAccess.billingWorker : BrokerAccess.reportWorker
+                ),
                 "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: role),
                 "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
                 "BILLING_ENVIRONMENT": "Sandbox",
@@ -225,7 +227,8 @@ struct ReportJourneyTests {
         let workers = try await startWorkers()
         let (user, profile) = try await buyer(chart: Self.chartJSON)
         let environment = [
-            "AMQP_URL": try RuntimeTestEnvironment.variable("AMQP_URL"), "DATABASE_URL": workers.databaseURL,
+            "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.client),
+            "DATABASE_URL": workers.databaseURL,
         ]
         let astroctl = ProcessRunner.productPath("astroctl")
         let arguments = [

@@ -29,6 +29,14 @@ enum RuntimeTestEnvironment {
         try AMQPConfiguration(url: try variable("AMQP_URL"))
     }
 
+    /// The URL of a service's own broker user (scripts/stack.sh loads
+    /// deploy/rabbitmq/definitions.json and exports one per service): worker processes in these
+    /// tests run with only their own service's broker permissions, as deployed.
+    static func amqpURL(as service: BrokerAccess.Service) throws -> String {
+        let name = service.user.hasPrefix("astro-") ? String(service.user.dropFirst("astro-".count)) : service.user
+        return try variable(name.uppercased().replacingOccurrences(of: "-", with: "_") + "_AMQP_URL")
+    }
+
     /// A database of its own for the runtime tests, migrated once per test process.
     static func database() async throws -> PostgresConfiguration { try await DatabaseOnce.shared.configuration() }
 

@@ -32,7 +32,7 @@ struct StoryWorkerProcessTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("story-worker"))
         var environment = ProcessInfo.processInfo.environment.merging([
-            "AMQP_URL": try RuntimeTestEnvironment.variable("AMQP_URL"),
+            "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.storyWorker),
             // As deployed: its own least-privilege role.
             "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .storyWorker),
             "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
@@ -64,7 +64,7 @@ struct StoryWorkerProcessTests {
             ProcessRunner.productPath("astroctl"),
             arguments,
             environment: [
-                "AMQP_URL": try RuntimeTestEnvironment.variable("AMQP_URL"),
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.client),
                 "DATABASE_URL":
                     "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)",
             ]

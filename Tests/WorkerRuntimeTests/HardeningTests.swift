@@ -395,3 +395,40 @@ import Glibc
         #expect(classic.queues.first { $0.name == "chart.calculate" }?.arguments["x-delivery-limit"] == nil)
     }
 }
+
+/// The broker users' permissions are defined once (BrokerAccess); the definitions file the local
+/// stack and compose load is generated from them.
+@Suite struct BrokerDefinitionsFileTests {
+    @Test func theCommittedDefinitionsAreTheGeneratedTemplate() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("deploy/rabbitmq/definitions.json")
+        let committed = try JSONDecoder().decode(JSONValue.self, from: Data(contentsOf: file))
+        #expect(
+            committed == BrokerAccess.definitionsTemplate(),
+            "deploy/rabbitmq/definitions.json is stale: regenerate it with `astroctl broker definitions --template`"
+        )
+    }
+
+    @Test func theKubernetesUsersAreTheGeneratedObjects() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("deploy/k8s/overlays/production/rabbitmq-access.yaml")
+        let committed = try String(contentsOf: file, encoding: .utf8)
+        #expect(
+            committed == BrokerAccess.topologyOperatorObjects(cluster: "astro-rabbitmq"),
+            "rabbitmq-access.yaml is stale: regenerate it with `astroctl broker kubernetes`"
+        )
+    }
+
+    @Test func clientsNeverPublishInternalJobs() {
+        let jobs = BrokerAccess.topicPermissions(BrokerAccess.client).first { $0.exchange == BrokerNames.jobsExchange }
+        let pattern = try! #require(jobs?.write)
+        for privileged in ["report.generate", "billing.refund-credit"] {
+            #expect(privileged.wholeMatch(of: try! Regex(pattern)) == nil)
+        }
+        #expect("report.request".wholeMatch(of: try! Regex(pattern)) != nil)
+        // Every job type has exactly one consuming service.
+        for type in JobType.all {
+            #expect(BrokerAccess.services.filter { $0.consumes.contains(type) }.count == 1, "\(type.rawValue)")
+        }
+    }
+}

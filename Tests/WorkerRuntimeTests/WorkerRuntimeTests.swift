@@ -127,8 +127,23 @@ import FoundationNetworking
     @Test func everyJobQueueHasADeadLetterQueueAndDelayQueues() throws {
         let policy = RetryPolicy(maxAttempts: 3, initialDelay: .seconds(1), maxDelay: .seconds(4))
         let topology = WorkerTopology.topology(queues: ["chart.calculate"], retry: policy)
-        #expect(Set(topology.exchanges.map(\.name)) == ["astro.jobs", "astro.events", "astro.dlx"])
+        #expect(Set(topology.exchanges.map(\.name)) == ["astro.jobs", "astro.events", "astro.dlx", "astro.retry"])
         #expect(topology.exchanges.first { $0.name == "astro.events" }?.kind == .topic)
+        // Topic exchanges, so the broker's topic permissions can say which routing keys a user may use.
+        #expect(topology.exchanges.first { $0.name == "astro.jobs" }?.kind == .topic)
+        #expect(topology.exchanges.first { $0.name == "astro.retry" }?.kind == .topic)
+        // A worker only creates missing exchanges (its user may not configure them); migrate declares them.
+        #expect(topology.exchanges.allSatisfy { $0.declareOnlyIfMissing })
+        #expect(!WorkerTopology.contract(retry: policy).exchanges.contains { $0.declareOnlyIfMissing })
+        #expect(
+            topology.bindings.contains(
+                BindingSpec(
+                    queue: "chart.calculate.retry.1000ms",
+                    exchange: "astro.retry",
+                    routingKey: "chart.calculate.retry.1000ms"
+                )
+            )
+        )
         let work = try #require(topology.queues.first { $0.name == "chart.calculate" })
         #expect(work.durable)
         #expect(work.arguments["x-dead-letter-exchange"] == .string("astro.dlx"))

@@ -241,6 +241,7 @@ final class ConnectionHandle {
     func declare(_ topology: Topology) throws(AMQPError) {
         defer { scratch.recycle() }
         for exchange in topology.exchanges {
+            if exchange.declareOnlyIfMissing, try exchangeExists(exchange.name) { continue }
             _ = amqp_exchange_declare(
                 state,
                 channel,
@@ -280,6 +281,69 @@ final class ConnectionHandle {
                 amqp_get_rpc_reply(state),
                 "binding queue '\(binding.queue)' to exchange '\(binding.exchange)'"
             )
+        }
+    }
+
+    /// The channel used for passive probes, which the broker closes when the answer is "no":
+    /// the main channel (publisher confirms, consumers) is never disturbed by a probe.
+    private let probeChannel: amqp_channel_t = 2
+
+    /// Whether an exchange exists: a passive exchange.declare on the probe channel (no
+    /// permission is needed for it). A 404 closes only the probe channel.
+    func exchangeExists(_ name: String) throws(AMQPError) -> Bool {
+        _ = amqp_channel_open(state, probeChannel)
+        let opened = amqp_get_rpc_reply(state)
+        guard opened.reply_type == AMQP_RESPONSE_NORMAL else {
+            throw probeFailure(opened, "opening a channel to look up exchange '\(name)'")
+        }
+        _ = amqp_exchange_declare(
+            state,
+            probeChannel,
+            scratch.bytes(name),
+            scratch.bytes("direct"),
+            1,
+            0,
+            0,
+            0,
+            amqp_empty_table
+        )
+        let reply = amqp_get_rpc_reply(state)
+        if reply.reply_type == AMQP_RESPONSE_NORMAL {
+            _ = amqp_channel_close(state, probeChannel, CRABBITMQ_REPLY_SUCCESS)
+            let closed = amqp_get_rpc_reply(state)
+            guard closed.reply_type == AMQP_RESPONSE_NORMAL else {
+                throw probeFailure(closed, "closing the probe channel")
+            }
+            return true
+        }
+        if reply.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION, reply.reply.id == CRABBITMQ_CHANNEL_CLOSE_METHOD,
+            let decoded = reply.reply.decoded,
+            decoded.assumingMemoryBound(to: amqp_channel_close_t.self).pointee.reply_code == 404
+        {
+            var ok = amqp_channel_close_ok_t()
+            guard
+                amqp_send_method(state, probeChannel, CRABBITMQ_CHANNEL_CLOSE_OK_METHOD, &ok) == AMQP_STATUS_OK.rawValue
+            else {
+                isAlive = false
+                throw AMQPError(kind: .connectionLost, message: "looking up exchange '\(name)': the connection failed")
+            }
+            return false
+        }
+        throw probeFailure(reply, "looking up exchange '\(name)'")
+    }
+
+    /// An unexpected answer on the probe channel: the connection's state is unknown, so it is given up.
+    private func probeFailure(_ reply: amqp_rpc_reply_t, _ what: String) -> AMQPError {
+        switch reply.reply_type {
+        case AMQP_RESPONSE_LIBRARY_EXCEPTION:
+            return lost(status: reply.library_error, what)
+        case AMQP_RESPONSE_SERVER_EXCEPTION where reply.reply.id == CRABBITMQ_CONNECTION_CLOSE_METHOD:
+            var error = connectionClosedByBroker(reply.reply)
+            error.message = "\(what): \(error.message)"
+            return error
+        default:
+            isAlive = false
+            return AMQPError(kind: .protocolError, message: "\(what): unexpected answer from the broker")
         }
     }
 

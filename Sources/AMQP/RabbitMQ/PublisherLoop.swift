@@ -531,11 +531,16 @@ final class PublisherLoop {
         }
         guard let connection else { return }
 
-        let failedExchange = causedByPublish ? Self.exchangeNamed(in: error.message) : nil
+        let failed = causedByPublish ? Self.refusedTarget(in: error.message) : nil
         var again: [PendingPublish] = []
         for i in unconfirmedHead..<unconfirmed.count where !unconfirmed[i].confirmed && !unconfirmed[i].isSettled {
             let pending = unconfirmed[i]
-            if causedByPublish && (failedExchange == nil || pending.message.exchange == failedExchange) {
+            let caused =
+                failed.map { target in
+                    pending.message.exchange == target.exchange
+                        && (target.routingKey == nil || pending.message.routingKey == target.routingKey)
+                } ?? true
+            if causedByPublish && caused {
                 pending.op.settle(pending.index, error)
             } else {
                 again.append(pending)
@@ -566,7 +571,19 @@ final class PublisherLoop {
 
     /// The exchange a broker error text names (`… no exchange 'x' in vhost '/'`), if any.
     static func exchangeNamed(in text: String) -> String? {
-        guard let start = text.range(of: "exchange '") else { return nil }
+        quoted(after: "exchange '", in: text)
+    }
+
+    /// What a channel close caused by a publish refused: the exchange (`amq.default` is the
+    /// default exchange, `""`) and, for a topic permission (`access to topic 'k' in exchange
+    /// 'x'`), the routing key — so only those messages fail and the others are published again.
+    static func refusedTarget(in text: String) -> (exchange: String, routingKey: String?)? {
+        guard let exchange = exchangeNamed(in: text) else { return nil }
+        return (exchange == "amq.default" ? "" : exchange, quoted(after: "access to topic '", in: text))
+    }
+
+    private static func quoted(after prefix: String, in text: String) -> String? {
+        guard let start = text.range(of: prefix) else { return nil }
         let rest = text[start.upperBound...]
         guard let end = rest.firstIndex(of: "'") else { return nil }
         return String(rest[..<end])

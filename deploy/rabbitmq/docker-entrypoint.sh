@@ -1,0 +1,33 @@
+#!/bin/sh
+# The broker's users and permissions for docker compose: renders definitions.json (the template
+# `astroctl broker definitions --template` writes, mounted at /etc/astro/definitions.json) with
+# the passwords from the environment, tells RabbitMQ to load it at boot (with the largest message
+# size the workers accept), then starts RabbitMQ the way the image does.
+set -eu
+
+escape() { printf '%s' "$1" | sed -e 's/[\/&|]/\\&/g'; }
+for variable in RABBITMQ_USER RABBITMQ_PASSWORD CHART_WORKER_AMQP_PASSWORD BILLING_WORKER_AMQP_PASSWORD \
+    REPORT_WORKER_AMQP_PASSWORD STORY_WORKER_AMQP_PASSWORD CLIENT_AMQP_PASSWORD; do
+    eval "value=\${$variable:-}"
+    if [ -z "$value" ]; then
+        echo "rabbitmq: $variable is not set" >&2
+        exit 1
+    fi
+done
+sed -e "s|\${RABBITMQ_USER}|$(escape "$RABBITMQ_USER")|g" \
+    -e "s|\${RABBITMQ_PASSWORD}|$(escape "$RABBITMQ_PASSWORD")|g" \
+    -e "s|\${CHART_WORKER_AMQP_PASSWORD}|$(escape "$CHART_WORKER_AMQP_PASSWORD")|g" \
+    -e "s|\${BILLING_WORKER_AMQP_PASSWORD}|$(escape "$BILLING_WORKER_AMQP_PASSWORD")|g" \
+    -e "s|\${REPORT_WORKER_AMQP_PASSWORD}|$(escape "$REPORT_WORKER_AMQP_PASSWORD")|g" \
+    -e "s|\${STORY_WORKER_AMQP_PASSWORD}|$(escape "$STORY_WORKER_AMQP_PASSWORD")|g" \
+    -e "s|\${CLIENT_AMQP_PASSWORD}|$(escape "$CLIENT_AMQP_PASSWORD")|g" \
+    /etc/astro/definitions.json > /etc/rabbitmq/definitions.json
+chmod 600 /etc/rabbitmq/definitions.json
+chown rabbitmq:rabbitmq /etc/rabbitmq/definitions.json 2>/dev/null || true
+mkdir -p /etc/rabbitmq/conf.d
+printf 'load_definitions = /etc/rabbitmq/definitions.json\nmax_message_size = %s\n' "${MAX_MESSAGE_BYTES:-262144}" \
+    > /etc/rabbitmq/conf.d/90-astro.conf
+if command -v docker-entrypoint.sh >/dev/null 2>&1; then
+    exec docker-entrypoint.sh rabbitmq-server
+fi
+exec rabbitmq-server
