@@ -299,6 +299,9 @@ public struct AMQPConfiguration: Sendable, Hashable {
         guard let decoded = String(validating: bytes, as: UTF8.self) else {
             throw invalid("the \(what) in the URL is not valid UTF-8 after percent-decoding")
         }
+        // A C string ends at NUL: %00 would connect to (or log in with) something else than the
+        // URL says.
+        guard !bytes.contains(0) else { throw invalid("the \(what) in the URL contains %00") }
         return decoded
     }
 

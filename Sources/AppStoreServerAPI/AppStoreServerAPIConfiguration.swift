@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import HTTPTransport
 
 /// Where and as whom the client calls the App Store Server API, and how patiently.
 ///
@@ -92,20 +93,24 @@ public struct AppStoreServerAPIConfiguration: Sendable, CustomStringConvertible,
         requestTimeout: Duration = .seconds(10),
         retryPolicy: RetryPolicy = RetryPolicy()
     ) throws(AppStoreServerAPIConfigurationError) {
+        guard baseURL.user == nil, baseURL.password == nil else {
+            // Not quoted: the credentials would end up in logs.
+            throw AppStoreServerAPIConfigurationError("baseURL must not carry credentials")
+        }
         guard let scheme = baseURL.scheme?.lowercased(), let host = baseURL.host, !host.isEmpty else {
             throw AppStoreServerAPIConfigurationError(
-                "baseURL \(baseURL.absoluteString) is not an absolute http(s) URL"
+                "baseURL \(baseURL.redactedForMessages) is not an absolute http(s) URL"
             )
         }
         let loopbackHosts: Set<String> = ["127.0.0.1", "localhost", "::1", "[::1]"]
         guard scheme == "https" || (scheme == "http" && loopbackHosts.contains(host.lowercased())) else {
             throw AppStoreServerAPIConfigurationError(
-                "baseURL \(baseURL.absoluteString) must be https (plain http only on a loopback host)"
+                "baseURL \(baseURL.redactedForMessages) must be https (plain http only on a loopback host)"
             )
         }
         guard baseURL.query == nil, baseURL.fragment == nil else {
             throw AppStoreServerAPIConfigurationError(
-                "baseURL \(baseURL.absoluteString) must not have a query or fragment"
+                "baseURL \(baseURL.redactedForMessages) must not have a query or fragment"
             )
         }
         try Self.requireToken(keyID, "keyID")
@@ -194,7 +199,7 @@ public struct AppStoreServerAPIConfiguration: Sendable, CustomStringConvertible,
     }
 
     public var description: String {
-        "AppStoreServerAPIConfiguration(baseURL: \(baseURL.absoluteString), keyID: \(keyID), issuerID: \(issuerID), "
+        "AppStoreServerAPIConfiguration(baseURL: \(baseURL.redactedForMessages), keyID: \(keyID), issuerID: \(issuerID), "
             + "bundleID: \(bundleID), signingKey: <redacted>, requestTimeout: \(requestTimeout), "
             + "retryPolicy: \(retryPolicy))"
     }

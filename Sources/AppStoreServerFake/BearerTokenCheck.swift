@@ -64,8 +64,9 @@ struct BearerTokenCheck: Sendable {
             issuer: claims.iss,
             audience: claims.aud,
             bundleID: claims.bid,
-            issuedAt: claims.iat.map { Int($0) },
-            expiresAt: claims.exp.map { Int($0) },
+            // The fake is reached by any local process: a claim of 1e19 must not trap it.
+            issuedAt: claims.iat.flatMap { Int(exactly: $0.rounded(.towardZero)) },
+            expiresAt: claims.exp.flatMap { Int(exactly: $0.rounded(.towardZero)) },
             accepted: false,
             rejection: nil
         )

@@ -154,7 +154,7 @@ public struct BillingConfiguration: Sendable {
                 ? AppStoreServerAPIConfiguration.production : AppStoreServerAPIConfiguration.sandbox
             let baseText = value("APPSTORE_API_BASE_URL") ?? defaultBase.absoluteString
             guard let baseURL = URL(string: baseText), baseURL.scheme == "https" || baseURL.scheme == "http" else {
-                throw ConfigurationError(variable: "APPSTORE_API_BASE_URL", problem: "not an http(s) URL: \(baseText)")
+                throw ConfigurationError(variable: "APPSTORE_API_BASE_URL", problem: "not an http(s) URL")
             }
             do {
                 let key = try AppStoreServerAPIConfiguration.loadSigningKey(fromFile: keyFile)

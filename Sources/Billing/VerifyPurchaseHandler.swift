@@ -242,3 +242,9 @@ public struct VerifyPurchaseHandler: JobHandler {
         )
     }
 }
+
+/// An App Store Server API failure carries its own classification: rate limits and outages are
+/// retried under Apple's code, the rest is not.
+extension AppStoreAPIError: RetryClassifiedError {
+    public var failureCode: String { "appstore-\(code)" }
+}

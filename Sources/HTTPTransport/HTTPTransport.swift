@@ -41,22 +41,31 @@ public enum TransportOutcome: Sendable {
 /// cancels the task at the exact per-attempt timeout.
 public struct Transport: Sendable {
     let session: URLSession
+    private let bodies: BoundedBodies
+
+    /// The largest answer body read by default (32 MiB: an image in base64 is a few MB).
+    public static let defaultMaxResponseBytes = 32 << 20
 
     /// A transport on an ephemeral session (no cache, no cookies).
-    /// - Parameter maxConnectionsPerHost: connections kept to one host: an LLM client keeps many
-    ///   slow completions in flight, the App Store client a few quick look-ups.
-    public init(maxConnectionsPerHost: Int) {
-        session = Self.makeSession(maxConnectionsPerHost: maxConnectionsPerHost)
+    /// - Parameters:
+    ///   - maxConnectionsPerHost: connections kept to one host: an LLM client keeps many slow
+    ///     completions in flight, the App Store client a few quick look-ups.
+    ///   - maxResponseBytes: an answer body larger than this is not read whole: the exchange is
+    ///     cancelled as it grows past it and ends `.failed` (an endpoint, or anyone between, must
+    ///     not decide how much memory a worker spends).
+    public init(maxConnectionsPerHost: Int, maxResponseBytes: Int = defaultMaxResponseBytes) {
+        bodies = BoundedBodies(limit: max(1, maxResponseBytes))
+        session = Self.makeSession(maxConnectionsPerHost: maxConnectionsPerHost, delegate: bodies)
     }
 
-    static func makeSession(maxConnectionsPerHost: Int) -> URLSession {
+    static func makeSession(maxConnectionsPerHost: Int, delegate: BoundedBodies) -> URLSession {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.urlCache = nil
         configuration.httpCookieStorage = nil
         configuration.httpShouldSetCookies = false
         configuration.httpMaximumConnectionsPerHost = maxConnectionsPerHost
-        return URLSession(configuration: configuration)
+        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
     }
 
     /// Cancels what is in flight and lets the session go (the owning client's deinit).
@@ -70,7 +79,8 @@ public struct Transport: Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<TransportOutcome, Never>) in
                 guard exchange.install(continuation) else { return }
-                let task = session.dataTask(with: request) { data, response, error in
+                let task = session.dataTask(with: request)
+                bodies.register(task) { data, response, error in
                     exchange.finish(Self.outcome(data: data, response: response, error: error))
                 }
                 let timer = Task {
@@ -115,7 +125,57 @@ public struct Transport: Sendable {
             .serverCertificateHasUnknownRoot:
             return "the server's certificate is not trusted"
         case .timedOut: return "timed out"
+        case .dataLengthExceedsMaximum: return "the answer was larger than the transport reads"
         default: return "URLError \(code)"
+        }
+    }
+}
+
+/// Collects each task's answer body through the session's delegate, up to a limit: past it the
+/// task is cancelled and completes with `URLError.dataLengthExceedsMaximum`, so an oversized
+/// answer is never held whole.
+final class BoundedBodies: NSObject, URLSessionDataDelegate, Sendable {
+    typealias Completion = @Sendable (Data?, URLResponse?, (any Error)?) -> Void
+
+    private struct Entry {
+        var data = Data()
+        var overflow = false
+        var completion: Completion
+    }
+
+    let limit: Int
+    private let entries = Mutex<[Int: Entry]>([:])
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// Call before `resume()`.
+    func register(_ task: URLSessionTask, completion: @escaping Completion) {
+        entries.withLock { $0[task.taskIdentifier] = Entry(completion: completion) }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let tooLarge = entries.withLock { entries -> Bool in
+            guard var entry = entries[dataTask.taskIdentifier], !entry.overflow else { return false }
+            if entry.data.count + data.count > limit {
+                entry.overflow = true
+                entry.data = Data()
+            } else {
+                entry.data.append(data)
+            }
+            entries[dataTask.taskIdentifier] = entry
+            return entry.overflow
+        }
+        if tooLarge { dataTask.cancel() }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        guard let entry = entries.withLock({ $0.removeValue(forKey: task.taskIdentifier) }) else { return }
+        if entry.overflow {
+            entry.completion(nil, task.response, URLError(.dataLengthExceedsMaximum))
+        } else {
+            entry.completion(error == nil ? entry.data : nil, task.response, error)
         }
     }
 }
@@ -188,9 +248,11 @@ extension Duration {
         Double(components.seconds) + Double(components.attoseconds) / 1e18
     }
 
-    /// A duration of `value` seconds (to the nanosecond).
+    /// A duration of `value` seconds (to the nanosecond); saturating, and zero for NaN.
     public static func seconds(double value: Double) -> Duration {
-        .nanoseconds(Int64((value * 1e9).rounded()))
+        let nanoseconds = (value * 1e9).rounded()
+        guard nanoseconds.isFinite else { return nanoseconds > 0 ? .nanoseconds(Int64.max) : .zero }
+        return .nanoseconds(Int64(exactly: nanoseconds) ?? (nanoseconds > 0 ? .max : .min))
     }
 }
 

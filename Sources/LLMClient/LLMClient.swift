@@ -19,6 +19,10 @@ import FoundationNetworking
 ///   connection when a reused keep-alive connection closes before any byte of the answer. That
 ///   second send is not counted in `attempts` (at worst it costs one more completion).
 public final class LLMClient: Sendable {
+    /// The largest token count of one answer taken from `usage`; larger or negative ones are
+    /// treated as unreported (estimated instead).
+    public static let maximumReportedTokens = 10_000_000
+
     /// The clock, sleep and randomness the retries use; the defaults are real. Tests inject a
     /// virtual clock and a sleep that returns at once.
     public struct Timing: Sendable {
@@ -146,8 +150,13 @@ public final class LLMClient: Sendable {
 
             init(from decoder: any Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
-                promptTokens = try? container.decodeIfPresent(Int.self, forKey: .promptTokens)
-                completionTokens = try? container.decodeIfPresent(Int.self, forKey: .completionTokens)
+                // Counts from the endpoint are outside input: a negative or absurd number (they
+                // are summed over attempts and stored in integer columns) counts as unreported.
+                let range = 0...LLMClient.maximumReportedTokens
+                promptTokens = (try? container.decodeIfPresent(Int.self, forKey: .promptTokens)).flatMap { $0 }
+                    .flatMap { range.contains($0) ? $0 : nil }
+                completionTokens = (try? container.decodeIfPresent(Int.self, forKey: .completionTokens)).flatMap { $0 }
+                    .flatMap { range.contains($0) ? $0 : nil }
                 totalTokens = try? container.decodeIfPresent(Int.self, forKey: .totalTokens)
             }
         }

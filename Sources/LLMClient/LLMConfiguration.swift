@@ -194,16 +194,17 @@ public struct LLMConfiguration: Sendable, CustomStringConvertible, CustomDebugSt
             throw LLMConfigurationError("\(name) must not carry credentials (the key goes in \(keyVariable))")
         }
         guard let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
-            throw LLMConfigurationError("\(name) \(url.absoluteString) is not an absolute http(s) URL")
+            throw LLMConfigurationError("\(name) \(url.redactedForMessages) is not an absolute http(s) URL")
         }
         let loopbackHosts: Set<String> = ["127.0.0.1", "localhost", "::1", "[::1]"]
         guard scheme == "https" || (scheme == "http" && loopbackHosts.contains(host.lowercased())) else {
             throw LLMConfigurationError(
-                "\(name) \(url.absoluteString) must be https (plain http only on a loopback host)"
+                "\(name) \(url.redactedForMessages) must be https (plain http only on a loopback host)"
             )
         }
         guard url.query == nil, url.fragment == nil else {
-            throw LLMConfigurationError("\(name) \(url.absoluteString) must not have a query or fragment")
+            // Not quoted: a query often carries a key (?api-key=…).
+            throw LLMConfigurationError("\(name) \(url.redactedForMessages) must not have a query or fragment")
         }
         var text = url.absoluteString
         while text.hasSuffix("/") { text.removeLast() }

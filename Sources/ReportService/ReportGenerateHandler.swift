@@ -302,3 +302,10 @@ public struct ReportGenerateHandler: JobHandler {
         return .job(.billingRefundCredit, body: try JSONCoding.encoder.encode(refund))
     }
 }
+
+/// A writer's failure carries its own classification (from the LLM client's): the runtime
+/// retries only what a retry can mend, under the writer's code.
+extension ReportWriterError: RetryClassifiedError {
+    public var failureCode: String { code }
+    public var isTransient: Bool { !isPermanent }
+}

@@ -48,7 +48,8 @@ public struct ReportPhrases: Sendable, Decodable {
         case .planetInSign(let planet, let sign, _):
             return fill(planetInSign, ["planet": planets[planet.rawValue] ?? planet.rawValue], sign: sign)
         case .planetInHouse(let planet, let house):
-            let ordinal = houses.indices.contains(house - 1) ? houses[house - 1] : "\(house)"
+            // A house number read back from a stored chart: anything outside 1…12 is shown as it is.
+            let ordinal = house >= 1 && house <= houses.count ? houses[house - 1] : "\(house)"
             return fill(planetInHouse, ["planet": planets[planet.rawValue] ?? planet.rawValue, "house": ordinal])
         case .aspect(let pair, let type, _):
             let second =

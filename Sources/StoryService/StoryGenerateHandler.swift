@@ -253,3 +253,10 @@ enum CollectionProgress {
         return complete
     }
 }
+
+/// A writer's failure carries its own classification (from the LLM client's): the runtime
+/// retries only what a retry can mend, under the writer's code.
+extension StoryWriterError: RetryClassifiedError {
+    public var failureCode: String { code }
+    public var isTransient: Bool { !isPermanent }
+}

@@ -310,7 +310,11 @@ int main(int argc, char **argv) {
         }
     }
     if (opt.url == NULL) {
-        usage("--url is required");
+        /* The URL holds a password: a caller passes it in the environment, where `ps` does not show it. */
+        opt.url = getenv("AMQP_URL");
+    }
+    if (opt.url == NULL) {
+        usage("--url (or AMQP_URL in the environment) is required");
     }
     if (opt.queue == NULL || opt.queue[0] == '\0') {
         usage("--queue is required");

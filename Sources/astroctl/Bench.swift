@@ -149,12 +149,15 @@ struct BenchAMQP: AsyncParsableCommand {
 
     private func runRaw(path: String, url: String) async throws -> (publish: Double, consume: Double) {
         let queue = "bench.amqp.raw.\(UUID().uuidString.prefix(8).lowercased())"
+        // The URL (with its password) goes in the environment, not on the command line, which
+        // every user of the machine can read (ps, /proc/*/cmdline).
         let output = try await runProcess(
             path,
             [
-                "--url", url, "--queue", queue, "--count", "\(count)", "--size", "\(size)", "--prefetch",
-                "\(prefetch)", "--window", "\(window)",
-            ]
+                "--queue", queue, "--count", "\(count)", "--size", "\(size)", "--prefetch", "\(prefetch)",
+                "--window", "\(window)",
+            ],
+            environment: ProcessInfo.processInfo.environment.merging(["AMQP_URL": url]) { _, new in new }
         )
         guard let line = output.split(separator: "\n").last(where: { $0.hasPrefix("{") }),
             let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
@@ -217,7 +220,8 @@ struct BenchPostgres: AsyncParsableCommand {
                 if !noPgbench {
                     // pgbench's -T relies on SIGALRM, which a child of a Swift process may
                     // inherit blocked; a transaction count sized to the same duration is used.
-                    let perClient = max(100, Int(rate * Double(seconds)) / clientCount)
+                    let transactions = (rate * Double(seconds)).clamped(to: 0...1e12)
+                    let perClient = max(100, Int(transactions.isFinite ? transactions : 0) / clientCount)
                     let bench = try await pgbenchRate(
                         configuration: configuration,
                         schema: schema,
