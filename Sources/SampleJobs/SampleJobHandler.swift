@@ -8,13 +8,19 @@ import WorkerRuntime
 /// its effect is one row in `sample_effects`, so "exactly one effect" is countable.
 ///
 /// Body: `{"jobId": uuid, "note": string, "sleepMs"?: int, "failUntilAttempt"?: int, "reject"?: code,
-/// "rejectInCommit"?: code}` (the last rejects from inside the job's transaction, as a handler
-/// does when a constraint shows the input is invalid).
+/// "rejectInCommit"?: code, "violateConstraint"?: bool, "crash"?: bool}`. `rejectInCommit`
+/// rejects from inside the job's transaction, as a handler does when a constraint shows the input
+/// is invalid; `violateConstraint` makes the insert break a NOT NULL constraint (a failure no
+/// retry mends); `crash` kills the process while the job is in flight (a poison message), only
+/// where the worker was started with crashes allowed.
 public struct SampleJobHandler: JobHandler {
     public let jobType: JobType
+    private let allowCrash: Bool
 
-    public init(queue: String = "sample.work") {
+    /// - Parameter allowCrash: honour `"crash": true` (the sample-worker's SAMPLE_ALLOW_CRASH).
+    public init(queue: String = "sample.work", allowCrash: Bool = false) {
         jobType = JobType(rawValue: queue)
+        self.allowCrash = allowCrash
     }
 
     /// The table the handler writes; create it once before starting workers.
@@ -35,6 +41,8 @@ public struct SampleJobHandler: JobHandler {
         public var failUntilAttempt: Int?
         public var reject: String?
         public var rejectInCommit: String?
+        public var violateConstraint: Bool?
+        public var crash: Bool?
     }
 
     /// A failure the handler pretends is transient (like a timeout of a remote service).
@@ -45,8 +53,18 @@ public struct SampleJobHandler: JobHandler {
 
     public func prepare(_ job: JobEnvelope) async throws -> Payload {
         let payload = try job.decode(Payload.self)
+        if payload.crash == true {
+            guard allowCrash else {
+                throw JobRejection(
+                    code: "crash-not-allowed",
+                    message: "this worker was started without SAMPLE_ALLOW_CRASH"
+                )
+            }
+            // What a poison message does to a worker: the process dies with the job in flight.
+            abort()
+        }
         if let code = payload.reject {
-            throw JobRejection(code: code, message: "rejected on request (\"reject\": \(code.debugDescription))")
+            throw JobRejection(code: code, message: "rejected on request (\"reject\": \(InputQuote.short(code)))")
         }
         guard payload.note.count <= 1000 else {
             throw JobRejection(code: "invalid-note", message: "note: at most 1000 characters")
@@ -64,7 +82,7 @@ public struct SampleJobHandler: JobHandler {
         }
         try database.execute(
             "INSERT INTO sample_effects (job_id, queue, note, attempt) VALUES ($1, $2, $3, $4)",
-            [job.jobID.uuid, jobType.rawValue, payload.note, job.attempt]
+            [job.jobID.uuid, jobType.rawValue, payload.violateConstraint == true ? nil : payload.note, job.attempt]
         )
         let event = JobEvent(jobID: job.jobID, type: "sample.done", fields: ["note": .string(payload.note)])
         return JobOutcome(result: ["note": .string(payload.note)], messages: [try .event(event)])

@@ -125,7 +125,8 @@ final class JobProcessor: Sendable {
             metrics.recordDuration(queue: queue, ContinuousClock.now - started)
         }
 
-        let attempt = DeliveryHeaders.attempt(of: delivery)
+        // A header beyond the policy's attempts (a forged or stale one) means none are left.
+        let attempt = min(DeliveryHeaders.attempt(of: delivery), retry.maxAttempts)
         guard let handler = handlers[queue] else {
             // Consuming a queue without a handler is a wiring bug; keep the message.
             logger.error("no handler for queue; message returned to the queue")

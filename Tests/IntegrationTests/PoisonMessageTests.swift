@@ -1,0 +1,332 @@
+import AMQP
+import AstroDomain
+import Foundation
+import Postgres
+import Synchronization
+import Testing
+import WorkerRuntime
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Issue 14, against real sample-worker processes: no header, body or database failure stops a
+/// worker; a message that crashes its worker is quarantined after DELIVERY_LIMIT deliveries; an
+/// oversized body is dead-lettered unread; a failure no retry mends is dead-lettered at once; a
+/// stuck lock costs a job seconds (lock_timeout), not its thread.
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct PoisonMessageTests {
+    /// A sample-worker process on a queue of its own, restarted when it dies (as a restart
+    /// policy would), with its log in a file.
+    final class SupervisedWorker: Sendable {
+        let queue: String
+        let log: URL
+        private let environment: [String: String]
+        private let state = Mutex<(process: Process?, starts: Int, stopping: Bool)>((nil, 0, false))
+
+        init(queue: String, environment extra: [String: String]) async throws {
+            self.queue = queue
+            let database = try await RuntimeTestEnvironment.database()
+            environment = ProcessInfo.processInfo.environment.merging(
+                [
+                    "AMQP_URL": try RuntimeTestEnvironment.variable("AMQP_URL"),
+                    "DATABASE_URL":
+                        "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)",
+                    "SAMPLE_QUEUE": queue, "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "notice",
+                    "MIGRATE_ON_START": "false", "RETRY_INITIAL_DELAY_MS": "200", "RETRY_MAX_DELAY_MS": "400",
+                ].merging(extra) { _, new in new }
+            ) { _, new in new }
+            log = FileManager.default.temporaryDirectory.appendingPathComponent("\(queue).log")
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+            try start()
+        }
+
+        private func start() throws {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("sample-worker"))
+            process.environment = environment
+            let handle = try FileHandle(forWritingTo: log)
+            handle.seekToEndOfFile()
+            process.standardOutput = handle
+            process.standardError = handle
+            process.terminationHandler = { [weak self] _ in
+                guard let self, !self.state.withLock({ $0.stopping }) else { return }
+                // Restarted after a short pause, like `restart: unless-stopped`.
+                usleep(300_000)
+                try? self.start()
+            }
+            try process.run()
+            state.withLock {
+                $0.process = process
+                $0.starts += 1
+            }
+        }
+
+        /// Processes started so far (1 + restarts).
+        var starts: Int { state.withLock { $0.starts } }
+        var isRunning: Bool { state.withLock { $0.process?.isRunning ?? false } }
+
+        func stop() {
+            let process = state.withLock { state -> Process? in
+                state.stopping = true
+                return state.process
+            }
+            if let process, process.isRunning {
+                process.terminate()
+                process.waitUntilExit()
+            }
+        }
+
+        var output: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+    }
+
+    let publisher: AMQPPublisher
+    let pool: PostgresPool
+
+    init() async throws {
+        publisher = AMQPPublisher(
+            configuration: try RuntimeTestEnvironment.amqpConfiguration(),
+            logger: RuntimeTestEnvironment.logger
+        )
+        try await publisher.connect()
+        pool = PostgresPool(
+            configuration: try await RuntimeTestEnvironment.database(),
+            options: .init(maxConnections: 2),
+            logger: RuntimeTestEnvironment.logger
+        )
+    }
+
+    func close() async {
+        await publisher.close()
+        await pool.close()
+    }
+
+    static func queueName(_ prefix: String) -> String { "rt.\(prefix)." + UUID().uuidString.lowercased().prefix(8) }
+
+    func waitForConsumer(_ queue: String) async throws {
+        try await RuntimeTestEnvironment.eventually("a worker consumes \(queue)") {
+            ((try? await publisher.queueState(queue))?.consumerCount ?? 0) > 0
+        }
+    }
+
+    func publish(
+        _ queue: String,
+        _ id: JobID,
+        _ fields: String = "",
+        headers: AMQPTable = [:],
+        timestamp: Date? = nil
+    ) async throws {
+        try await publisher.publish(
+            OutgoingMessage(
+                exchange: BrokerNames.jobsExchange,
+                routingKey: queue,
+                body: Data(#"{"jobId":"\#(id)","note":"poison test"\#(fields)}"#.utf8),
+                properties: MessageProperties(
+                    contentType: "application/json",
+                    headers: headers,
+                    messageID: id.description,
+                    timestamp: timestamp
+                )
+            )
+        )
+    }
+
+    /// The job's status, attempts and error code.
+    func job(_ id: JobID) async throws -> (status: String, attempts: Int, code: String?)? {
+        try await pool.withConnection { database in
+            guard
+                let row = try database.query(
+                    "SELECT status, attempts, error->>'code' AS code FROM jobs WHERE id = $1",
+                    [id.uuid]
+                ).first
+            else { return nil }
+            return (
+                try row.decode(String.self, "status"), try row.decode(Int.self, "attempts"),
+                try row.decode(String?.self, "code")
+            )
+        }
+    }
+
+    func waitForEnd(_ ids: [JobID], timeout: Duration = .seconds(40)) async throws {
+        try await RuntimeTestEnvironment.eventually("\(ids.count) jobs finished", timeout: timeout) {
+            for id in ids {
+                guard let job = try await job(id), ["succeeded", "failed", "dead"].contains(job.status) else {
+                    return false
+                }
+            }
+            return true
+        }
+    }
+
+    /// A header value nested `depth` arrays deep.
+    static func nested(_ depth: Int) -> AMQPFieldValue {
+        var value = AMQPFieldValue.int(1)
+        for _ in 0..<depth { value = .array([value]) }
+        return value
+    }
+
+    @Test func headersOfAnyTypeAndValueNeverStopAWorker() async throws {
+        defer { Task { await close() } }
+        let queue = Self.queueName("headers")
+        let worker = try await SupervisedWorker(queue: queue, environment: ["PREFETCH": "4"])
+        defer { worker.stop() }
+        try await waitForConsumer(queue)
+        // A queue that a CC header would reach through the retry exchange, if copies kept it.
+        let spy = queue + ".spy"
+        try await publisher.declare(
+            Topology(
+                queues: [QueueSpec(name: spy, durable: false, arguments: ["x-expires": .int(120_000)])],
+                bindings: [BindingSpec(queue: spy, exchange: BrokerNames.retryExchange, routingKey: spy)]
+            )
+        )
+        // (NaN and infinite doubles cannot be tried here: RabbitMQ closes the publisher's
+        // connection with INTERNAL_ERROR before a worker could see them.)
+        let poisons: [AMQPFieldValue] = [
+            .int(.max), .int(.min), .int(-1), .double(1e300), .double(-0.5),
+            .string("9223372036854775807"), .string(String(repeating: "9", count: 10_000)), .string("-7"), .bool(true),
+            .void, .table(["x": .int(1)]), .array([.string("a")]), Self.nested(200),
+        ]
+        var ids: [JobID] = []
+        for (index, poison) in poisons.enumerated() {
+            let id = JobID.random()
+            ids.append(id)
+            // Half of them fail once, so the runtime copies the delivery into a retry.
+            try await publish(
+                queue,
+                id,
+                index.isMultiple(of: 2) ? #","failUntilAttempt":1"# : "",
+                headers: [
+                    BrokerNames.Header.attempt: poison, BrokerNames.Header.deliveryCount: poison,
+                    "x-astro-anything": poison, "CC": .array([.string(spy)]), "BCC": .array([.string(spy)]),
+                ],
+                // A timestamp near 2^64 seconds trapped the publisher that copied it.
+                timestamp: index == 0 ? Date(timeIntervalSince1970: 1.8446744073709552e19) : nil
+            )
+        }
+        try await waitForEnd(ids)
+        #expect(worker.isRunning, "the worker died:\n\(worker.output.suffix(3000))")
+        #expect(worker.starts == 1, "the worker was restarted \(worker.starts - 1) times")
+        var ended: [String: Int] = [:]
+        for id in ids {
+            let job = try #require(try await job(id))
+            ended[job.status, default: 0] += 1
+            // A forged attempt of Int64.max leaves no retry; nothing buys extra attempts.
+            #expect(job.attempts <= 5)
+        }
+        #expect(ended.values.reduce(0, +) == poisons.count, "\(ended)")
+        #expect(try await publisher.queueState(spy).messageCount == 0, "a CC header routed a copy")
+    }
+
+    @Test func aMessageThatCrashesItsWorkerIsQuarantinedAfterTheDeliveryLimit() async throws {
+        defer { Task { await close() } }
+        let queue = Self.queueName("crash")
+        let worker = try await SupervisedWorker(
+            queue: queue,
+            environment: ["PREFETCH": "1", "DELIVERY_LIMIT": "3", "SAMPLE_ALLOW_CRASH": "1"]
+        )
+        defer { worker.stop() }
+        try await waitForConsumer(queue)
+        let poison = JobID.random()
+        try await publish(queue, poison, #","crash":true"#)
+        let good = (0..<3).map { _ in JobID.random() }
+        for id in good { try await publish(queue, id) }
+        try await waitForEnd([poison] + good, timeout: .seconds(60))
+        let dead = try #require(try await job(poison))
+        #expect(dead.status == "dead")
+        #expect(dead.code == "delivery-limit")
+        for id in good { #expect(try await job(id)?.status == "succeeded") }
+        // Three deliveries crashed it; the fourth was quarantined without running.
+        #expect(worker.starts == 4, "started \(worker.starts) times")
+        try await RuntimeTestEnvironment.eventually("the worker is up again") { worker.isRunning }
+        let letters = try await RuntimeTestEnvironment.drain(BrokerNames.deadLetterQueue(of: queue), count: 1)
+        #expect(letters.first?.properties.headers[BrokerNames.Header.reasonCode] == .string("delivery-limit"))
+        let body = String(decoding: letters.first?.body ?? Data(), as: UTF8.self)
+        #expect(body.contains(poison.description))
+    }
+
+    @Test func anOversizedBodyIsDeadLetteredUnread() async throws {
+        defer { Task { await close() } }
+        let queue = Self.queueName("size")
+        let worker = try await SupervisedWorker(queue: queue, environment: ["MAX_MESSAGE_BYTES": "4096"])
+        defer { worker.stop() }
+        try await waitForConsumer(queue)
+        let big = JobID.random()
+        try await publish(queue, big, #","pad":"\#(String(repeating: "x", count: 20_000))""#)
+        let small = JobID.random()
+        try await publish(queue, small)
+        try await waitForEnd([small])
+        let letters = try await RuntimeTestEnvironment.drain(BrokerNames.deadLetterQueue(of: queue), count: 1)
+        // The broker moved the whole message (the worker never held it): x-death says rejected.
+        #expect(letters.first?.body.count ?? 0 > 20_000)
+        let head = String(decoding: letters.first?.body.prefix(200) ?? Data(), as: UTF8.self)
+        #expect(head.contains(big.description))
+        if case .array(let deaths)? = letters.first?.properties.headers["x-death"],
+            case .table(let death)? = deaths.first
+        {
+            #expect(death["reason"] == .string("rejected"))
+        } else {
+            Issue.record("no x-death header on the dead letter")
+        }
+        #expect(try await job(big) == nil, "an unread message left a job row")
+        #expect(worker.isRunning)
+        #expect(worker.starts == 1)
+    }
+
+    @Test func aFailureNoRetryMendsIsDeadLetteredOnTheFirstAttempt() async throws {
+        defer { Task { await close() } }
+        let queue = Self.queueName("permanent")
+        let worker = try await SupervisedWorker(queue: queue, environment: [:])
+        defer { worker.stop() }
+        try await waitForConsumer(queue)
+        let id = JobID.random()
+        try await publish(queue, id, #","violateConstraint":true"#)
+        try await waitForEnd([id])
+        let job = try #require(try await job(id))
+        #expect(job.status == "dead")
+        #expect(job.attempts == 1, "a not-null violation was retried \(job.attempts - 1) times")
+        #expect(job.code == "database-error-23502")
+    }
+
+    @Test func aStuckLockCostsAJobSecondsNotItsThread() async throws {
+        defer { Task { await close() } }
+        let queue = Self.queueName("lock")
+        let worker = try await SupervisedWorker(
+            queue: queue,
+            environment: ["DB_LOCK_TIMEOUT_MS": "500", "MAX_ATTEMPTS": "20"]
+        )
+        defer { worker.stop() }
+        try await waitForConsumer(queue)
+        let id = JobID.random()
+        // Another session holds the table the job writes for three seconds, as a stuck
+        // transaction would: the job's statement gives up after 500 ms and is retried.
+        let holder = PostgresPool(
+            configuration: try await RuntimeTestEnvironment.database(),
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        let held = Task {
+            try await holder.withTransaction { database in
+                try database.executeScript("LOCK TABLE sample_effects IN ACCESS EXCLUSIVE MODE")
+                usleep(3_000_000)
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let started = ContinuousClock.now
+        try await publish(queue, id)
+        try await RuntimeTestEnvironment.eventually(
+            "the job's first attempt gives up on the lock",
+            timeout: .seconds(10)
+        ) {
+            (try await job(id)?.code) == "database-timeout"
+        }
+        let gaveUp = ContinuousClock.now - started
+        #expect(gaveUp < .seconds(3), "the lock wait took \(gaveUp)")
+        try await held.value
+        await holder.close()
+        try await waitForEnd([id])
+        let done = try #require(try await job(id))
+        #expect(done.status == "succeeded")
+        #expect(done.attempts >= 2)
+        #expect(worker.isRunning)
+    }
+}
