@@ -8,10 +8,11 @@
 #   scripts/stack.sh start              start both servers and print `export` lines for a shell;
 #                                       stop them later with `scripts/stack.sh stop`
 #   scripts/stack.sh stop               stop the servers of ASTRO_STACK_DIR and remove its folder
-#   scripts/stack.sh rabbit-stop | rabbit-start | rabbit-restart
+#   scripts/stack.sh rabbit-stop | rabbit-start | rabbit-restart | rabbit-ctl ARG…
 #   scripts/stack.sh pg-stop | pg-start | pg-restart
 #                                       stop/start one server of ASTRO_STACK_DIR, keeping its data
-#                                       and port (the chaos and reconnect tests use these)
+#                                       and port (the chaos and reconnect tests use these);
+#                                       rabbit-ctl runs rabbitmqctl against the stack's node
 #
 # Exported to CMD (and printed by `start`):
 #   AMQP_URL       amqp://astro:astro@127.0.0.1:<port>/%2F
@@ -299,6 +300,7 @@ case "$cmd" in
     rabbit-stop) need_dir; rabbit_stop ;;
     rabbit-start) need_dir; rabbit_start ;;
     rabbit-restart) need_dir; rabbit_stop; rabbit_start ;;
+    rabbit-ctl) need_dir; ( rabbit_env; exec "$RABBITBIN/rabbitmqctl" "$@" ) ;;
     pg-stop) need_dir; pg_stop "${1:-fast}" ;;
     pg-start) need_dir; pg_start ;;
     pg-restart) need_dir; pg_stop "${1:-fast}"; pg_start ;;

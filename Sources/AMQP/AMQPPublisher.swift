@@ -209,6 +209,12 @@ public final class AMQPPublisher: Sendable {
         shared.connected.load(ordering: .relaxed)
     }
 
+    /// Whether the broker has blocked this connection (a memory or disk alarm): publishes wait,
+    /// unsent, until it is unblocked, and fail at their timeout meanwhile.
+    public var isBlocked: Bool {
+        shared.blocked.load(ordering: .relaxed)
+    }
+
     /// Waits (at most 5 s) for outstanding confirms, closes the channel and connection cleanly and stops
     /// the thread. Later calls throw `.closed`; calling `close()` again returns at once.
     nonisolated(nonsending) public func close() async {
@@ -273,6 +279,7 @@ final class PublisherShared: Sendable {
     let state = Mutex(State())
     let waker = Waker()
     let connected = Atomic<Bool>(false)
+    let blocked = Atomic<Bool>(false)
 
     /// Queues a command and wakes the loop; false if the publisher is closed.
     func send(_ command: PublisherCommand) -> Bool {

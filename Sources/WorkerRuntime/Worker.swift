@@ -27,7 +27,9 @@ public final class Worker: Sendable {
         var broker = false
         var started = false
         var shuttingDown = false
-        var ready: Bool { database && broker && started && !shuttingDown }
+        /// The broker blocked publishing (a resource alarm): jobs still run, their events wait.
+        var brokerBlocked = false
+        var ready: Bool { database && broker && started && !shuttingDown && !brokerBlocked }
     }
 
     /// - Parameters:
@@ -189,10 +191,11 @@ public final class Worker: Sendable {
         healthPort.withLock { $0 = health.boundPort }
 
         let monitor = ReadinessMonitor(pool: pool, publisher: publisher, consumer: consumer) {
-            [readiness] database, broker in
+            [readiness] database, broker, blocked in
             readiness.update {
                 $0.database = database
                 $0.broker = broker
+                $0.brokerBlocked = blocked
             }
         }
 
@@ -250,7 +253,8 @@ public final class Worker: Sendable {
         case "/readyz":
             let body =
                 "{\"ready\":\(readiness.ready),\"worker\":\"\(name)\",\"database\":\(readiness.database),"
-                + "\"broker\":\(readiness.broker),\"shuttingDown\":\(readiness.shuttingDown)}\n"
+                + "\"broker\":\(readiness.broker),\"brokerBlocked\":\(readiness.brokerBlocked),"
+                + "\"shuttingDown\":\(readiness.shuttingDown)}\n"
             return .init(status: readiness.ready ? 200 : 503, contentType: "application/json", body: body)
         case "/metrics":
             return .init(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.render())
@@ -306,18 +310,19 @@ public struct WorkerStartupError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Refreshes the readiness snapshot every two seconds: database ping and broker connections.
+/// Refreshes the readiness snapshot every two seconds: database ping, broker connections, and
+/// whether the broker blocks publishing (not ready meanwhile: events and retries cannot leave).
 final class ReadinessMonitor: Service, Sendable {
     private let pool: PostgresPool
     private let publisher: AMQPPublisher
     private let consumer: AMQPConsumer?
-    private let update: @Sendable (_ database: Bool, _ broker: Bool) -> Void
+    private let update: @Sendable (_ database: Bool, _ broker: Bool, _ brokerBlocked: Bool) -> Void
 
     init(
         pool: PostgresPool,
         publisher: AMQPPublisher,
         consumer: AMQPConsumer?,
-        update: @escaping @Sendable (Bool, Bool) -> Void
+        update: @escaping @Sendable (Bool, Bool, Bool) -> Void
     ) {
         self.pool = pool
         self.publisher = publisher
@@ -330,7 +335,7 @@ final class ReadinessMonitor: Service, Sendable {
             while !Task.isCancelled {
                 let database = await self.pool.ping()
                 let broker = self.publisher.isConnected && (self.consumer?.isConnected ?? true)
-                self.update(database, broker)
+                self.update(database, broker, self.publisher.isBlocked)
                 try? await Task.sleep(for: .seconds(2))
             }
         }

@@ -44,12 +44,12 @@ enum AMQPTestEnvironment {
     /// Runs `scripts/stack.sh <command>` against ASTRO_STACK_DIR, on a thread of its own (it blocks for
     /// seconds), with a clean signal mask: a broker started from the test process must still stop on
     /// SIGTERM, and the test runtime blocks signals in its threads.
-    static func stack(_ command: String) async throws {
+    static func stack(_ command: String, _ extra: [String] = []) async throws {
         _ = try variable("ASTRO_STACK_DIR")
         let testFile = URL(fileURLWithPath: #filePath).resolvingSymlinksInPath()
         let script = testFile.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("scripts/stack.sh")
-        let arguments = ["/bin/bash", script.path, command]
+        let arguments = ["/bin/bash", script.path, command] + extra
         let status: Int32 = await withCheckedContinuation { continuation in
             let thread = Thread {
                 continuation.resume(returning: spawnAndWait(arguments))

@@ -38,24 +38,34 @@ struct ChaosTests {
     @Test func everyJobHasExactlyOneOutcomeAfterKillsAndRestarts() async throws {
         _ = try RuntimeTestEnvironment.variable("ASTRO_STACK_DIR")
         let database = try await RuntimeTestEnvironment.database()
+        // The workers reach both servers through proxies the suite can cut without FIN or RST.
+        let brokerProxy = try ChaosProxy(upstreamPort: try RuntimeTestEnvironment.amqpConfiguration().port)
+        let databaseProxy = try ChaosProxy(upstreamPort: database.port)
+        defer {
+            brokerProxy.stop()
+            databaseProxy.stop()
+        }
         let common = [
-            "AMQP_URL": try RuntimeTestEnvironment.variable("AMQP_URL"), "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1",
-            "MIGRATE_ON_START": "false", "LOG_LEVEL": "warning", "PREFETCH": "16",
-            "MAX_ATTEMPTS": "\(Self.retry.maxAttempts)", "RETRY_INITIAL_DELAY_MS": "\(Self.retryInitialMilliseconds)",
+            "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "MIGRATE_ON_START": "false", "LOG_LEVEL": "warning",
+            "PREFETCH": "16", "MAX_ATTEMPTS": "\(Self.retry.maxAttempts)",
+            "RETRY_INITIAL_DELAY_MS": "\(Self.retryInitialMilliseconds)",
             "RETRY_MAX_DELAY_MS": "\(Self.retryMaxMilliseconds)", "OUTBOX_POLL_MS": "200",
             "SHUTDOWN_DRAIN_SECONDS": "5", "BILLING_ENVIRONMENT": "Sandbox",
             "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path,
+            // A silent connection is noticed by deadlines only: short ones, so the suite is quick.
+            "DB_STATEMENT_TIMEOUT_MS": "5000", "DB_RESPONSE_TIMEOUT_MS": "8000", "DB_LOCK_TIMEOUT_MS": "3000",
+            "DB_IDLE_IN_TRANSACTION_TIMEOUT_MS": "10000",
         ]
-        // Each worker connects as its own least-privilege role, as deployed.
+        // Each worker connects as its own least-privilege role and broker user, as deployed.
         var environments: [String: [String: String]] = [:]
         for (product, role, service) in [
             ("chart-worker", WorkerRole.chartWorker, BrokerAccess.chartWorker),
             ("billing-worker", .billingWorker, BrokerAccess.billingWorker),
             ("report-worker", .reportWorker, BrokerAccess.reportWorker),
         ] {
-            let url = try await RuntimeTestEnvironment.databaseURL(as: role)
-            // Its own broker user too: a relay publishes only its own service's messages.
-            let amqp = try RuntimeTestEnvironment.amqpURL(as: service)
+            let url = Self.through(databaseProxy, try await RuntimeTestEnvironment.databaseURL(as: role))
+            // Heartbeats every 5 s: a silent broker connection is given up within about 11 s.
+            let amqp = Self.through(brokerProxy, try RuntimeTestEnvironment.amqpURL(as: service)) + "?heartbeat=5"
             environments[product] = common.merging(["DATABASE_URL": url, "AMQP_URL": amqp]) { _, new in new }
         }
         let fleet = try ChaosFleet(environments: environments)
@@ -63,6 +73,8 @@ struct ChaosTests {
         // queues would take the jobs of whatever runs next.
         defer { fleet.stopAll() }
         let run = ChaosRun(
+            brokerProxy: brokerProxy,
+            databaseProxy: databaseProxy,
             publisher: AMQPPublisher(
                 configuration: try AMQPTestEnvironment.configuration(),
                 logger: amqpTestLogger("chaos")
@@ -86,6 +98,12 @@ struct ChaosTests {
         fleet.stopAll()
         await run.close()
         if clean { fleet.removeLogs() }
+    }
+
+    /// A URL with its port replaced by the proxy's (host 127.0.0.1).
+    static func through(_ proxy: ChaosProxy, _ url: String) -> String {
+        guard let at = url.lastIndex(of: "@"), let slash = url[at...].firstIndex(of: "/") else { return url }
+        return String(url[...at]) + "127.0.0.1:\(proxy.port)" + String(url[slash...])
     }
 }
 
@@ -152,6 +170,11 @@ final class ChaosFleet: Sendable {
         for member in all { member.process.waitUntilExit() }
     }
 
+    /// Every member's whole log.
+    func logText() -> String {
+        members.withLock { $0 }.map { (try? String(contentsOf: $0.log, encoding: .utf8)) ?? "" }.joined()
+    }
+
     /// Removes the logs (after a run that passed; a failed run keeps them for a look).
     func removeLogs() {
         try? FileManager.default.removeItem(at: folder)
@@ -172,13 +195,15 @@ final class ChaosFleet: Sendable {
 
 /// The run: set-up, the waves of jobs with the chaos between them, recovery, and the audit.
 struct ChaosRun {
+    let brokerProxy: ChaosProxy
+    let databaseProxy: ChaosProxy
     let publisher: AMQPPublisher
     let pool: PostgresPool
     let fleet: ChaosFleet
 
     static let zones = ["Europe/Kyiv", "Europe/London", "America/New_York", "Asia/Tokyo", "Australia/Sydney", "UTC"]
     static let chartUsers = 200
-    static let chartsPerUser = 10
+    static let chartsPerUser = 25
 
     /// One message the suite publishes to `astro.jobs`.
     struct Message: Sendable {
@@ -388,8 +413,15 @@ struct ChaosRun {
         // long finished): the billing-worker dies in the middle of spending credits.
         let wave4Requests = Array(requests[240...])
         let wave4 =
-            Self.withDuplicates(Array(charts[1900...]) + wave4Requests) + Array(charts[0..<50])
+            Self.withDuplicates(Array(charts[1900..<2000]) + wave4Requests) + Array(charts[0..<50])
             + [poison[4].message]
+        // Then the network and the broker's resources: a cut to the broker, a cut to the database
+        // (no FIN, no RST: only deadlines can tell), and a memory alarm that blocks publishing.
+        let wave5 = Self.withDuplicates(Array(charts[2000..<2666]))
+        let wave6 = Self.withDuplicates(Array(charts[2666..<3333]))
+        // The alarm's wave is the largest: rabbitmqctl takes a second to raise it, and the workers
+        // must still be publishing the wave's events when it does.
+        let wave7 = Self.withDuplicates(Array(charts[3333...]))
         var strikes: [Strike] = []
 
         try await send(wave1)
@@ -420,6 +452,42 @@ struct ChaosRun {
             try await strike("SIGKILL billing-worker-1", wave: wave4Requests.compactMap(\.id), atLeast: 20) {
                 fleet.kill(billingWorkers[0])
                 billingWorkers[0] = try fleet.start("billing-worker", name: "billing-worker-3")
+            }
+        )
+
+        // Silence for longer than the deadlines (heartbeats: ~11 s; an answer: 8 s), then the
+        // partition heals: the old connections are reset, new ones pass.
+        var cutConnections: [String: Int] = [:]
+        try await send(wave5)
+        strikes.append(
+            try await strike(
+                "cut every worker's broker connections (no FIN/RST) for 15 s",
+                wave: Self.ids(wave5),
+                atLeast: 60
+            ) {
+                brokerProxy.cut()
+                try await Task.sleep(for: .seconds(15))
+                cutConnections["broker"] = brokerProxy.heal()
+            }
+        )
+        try await send(wave6)
+        strikes.append(
+            try await strike(
+                "cut every worker's database connections (no FIN/RST) for 15 s",
+                wave: Self.ids(wave6),
+                atLeast: 60
+            ) {
+                databaseProxy.cut()
+                try await Task.sleep(for: .seconds(15))
+                cutConnections["database"] = databaseProxy.heal()
+            }
+        )
+        try await send(wave7)
+        strikes.append(
+            try await strike("RabbitMQ memory alarm blocks publishers for 8 s", wave: Self.ids(wave7), atLeast: 60) {
+                try await AMQPTestEnvironment.stack("rabbit-ctl", ["set_vm_memory_high_watermark", "absolute", "1"])
+                try await Task.sleep(for: .seconds(8))
+                try await AMQPTestEnvironment.stack("rabbit-ctl", ["set_vm_memory_high_watermark", "0.4"])
             }
         )
         let lastStrike = clock.now
@@ -557,6 +625,15 @@ struct ChaosRun {
                     + "(took \(String(format: "%.1f", strike.seconds)) s)"
             )
         }
+        let logs = fleet.logText()
+        let heartbeatLosses = logs.components(separatedBy: "heartbeat timeout").count - 1
+        let unansweredQueries = logs.components(separatedBy: "no answer from the server").count - 1
+        let blockedPublishers = logs.components(separatedBy: "blocked by the broker (resource alarm)").count - 1
+        print(
+            "chaos: the cuts left \(cutConnections["broker"] ?? 0) broker and \(cutConnections["database"] ?? 0) "
+                + "database connections silent; the workers logged \(heartbeatLosses) heartbeat timeouts and "
+                + "\(unansweredQueries) unanswered database commands; the alarm blocked \(blockedPublishers) publishers"
+        )
         print(
             "chaos: \(chartAudit.profiles) charts for \(charts.count) chart jobs, \(ledgerAudit.reports) reports, "
                 + "\(ledgerAudit.consumed) credits spent, \(ledgerAudit.refunded) refunded, "
@@ -587,6 +664,11 @@ struct ChaosRun {
         #expect(queuesEmpty, "messages are left in the work or retry queues")
         #expect(deadAudit.problems.isEmpty, "\(deadAudit.problems.prefix(5))")
         #expect(lost == 0)
+        // The cuts were noticed by the workers' own deadlines (they had nothing else to go by).
+        #expect((cutConnections["broker"] ?? 0) > 0 && (cutConnections["database"] ?? 0) > 0)
+        #expect(heartbeatLosses > 0, "no worker noticed the broker cut through its heartbeats")
+        #expect(unansweredQueries > 0, "no worker noticed the database cut through its answer deadline")
+        #expect(blockedPublishers > 0, "the memory alarm blocked no worker's publisher")
         for survivor in survivors {
             #expect(survivor.running, "\(survivor.name) was not killed by the suite but is not running")
         }

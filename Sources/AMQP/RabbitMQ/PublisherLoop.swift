@@ -91,6 +91,10 @@ final class PublisherLoop {
     private var nextSequence: UInt64 = 1
     /// Waiting for a connection (or a reopened channel) to be published, oldest first.
     private var backlog: [PendingPublish] = []
+    /// The broker blocked the connection (connection.blocked, a resource alarm): it stopped
+    /// reading the socket, so a publish written now would only fill the socket's buffer and then
+    /// block this thread inside librabbitmq, with no deadline. Publishes wait in the backlog.
+    private var blocked = false
     private var ops: [BatchOp] = []
     private var opsSweepThreshold = 64
     private var nextDeadline: UInt64 = .max
@@ -196,9 +200,14 @@ final class PublisherLoop {
         case CRABBITMQ_CONNECTION_CLOSE_METHOD:
             connectionLost(connection.connectionClosedByBroker(method))
         case CRABBITMQ_CONNECTION_BLOCKED_METHOD:
-            logger.warning("AMQP publisher blocked by the broker (resource alarm)")
+            blocked = true
+            shared.blocked.store(true, ordering: .relaxed)
+            logger.warning("AMQP publisher blocked by the broker (resource alarm); publishes wait")
         case CRABBITMQ_CONNECTION_UNBLOCKED_METHOD:
+            blocked = false
+            shared.blocked.store(false, ordering: .relaxed)
             logger.info("AMQP publisher unblocked by the broker")
+            flushBacklog()
         default:
             break
         }
@@ -354,7 +363,7 @@ final class PublisherLoop {
 
     /// Publishes now if the channel is usable, else keeps the message for after the reconnect.
     private func enqueue(_ pending: PendingPublish) {
-        guard let connection, connection.isAlive, connection.isChannelOpen else {
+        guard let connection, connection.isAlive, connection.isChannelOpen, !blocked else {
             backlog.append(pending)
             return
         }
@@ -444,6 +453,9 @@ final class PublisherLoop {
                 try connection.declare(topology)
             }
             self.connection = connection
+            // A new connection starts unblocked; the broker says again if the alarm persists.
+            blocked = false
+            shared.blocked.store(false, ordering: .relaxed)
             generation += 1
             nextSequence = 1
             unconfirmed.removeAll(keepingCapacity: true)
@@ -625,6 +637,13 @@ final class PublisherLoop {
             var error = lastError
             error.message = "not confirmed within \(seconds) s while reconnecting: \(lastError.message)"
             return error
+        }
+        if blocked {
+            return AMQPError(
+                kind: .timeout,
+                message: "the broker has blocked publishing (a memory or disk alarm) for more than \(seconds) s; "
+                    + "publish it again later"
+            )
         }
         return AMQPError(
             kind: .timeout,

@@ -347,6 +347,10 @@ final class PGConnHandle {
                 let remaining = deadline - ContinuousClock.now
                 guard remaining > .zero else {
                     let waited = responseTimeout.map { " within \($0.components.seconds) s" } ?? ""
+                    noticeSink.logger.warning(
+                        "postgres: no answer from the server\(waited); connection closed",
+                        metadata: ["postgres.backend_pid": "\(backendPID)"]
+                    )
                     finish()
                     throw PostgresError(
                         kind: .connectionLost,
