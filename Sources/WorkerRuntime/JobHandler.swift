@@ -199,7 +199,11 @@ enum DecodingErrorDescription {
             return "\(path(context.codingPath)): expected \(typeName(type)), got null"
         case .dataCorrupted(let context):
             if context.codingPath.isEmpty { return "body is not valid JSON" }
-            return "\(path(context.codingPath)): \(context.debugDescription)"
+            // The decoder's own text can quote the whole offending value ("…from invalid String
+            // value <200 KB>"): a short prefix is enough to act on.
+            let detail = context.debugDescription
+            return "\(path(context.codingPath)): "
+                + (detail.count > 120 ? String(detail.prefix(120)) + "…" : detail)
         @unknown default:
             return "\(error)"
         }

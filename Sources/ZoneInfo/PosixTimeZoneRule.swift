@@ -1,3 +1,5 @@
+import AstroDomain
+
 /// A POSIX TZ string as found in the footer of a TZif file (RFC 8536 section 3.3), such as
 /// `EST5EDT,M3.2.0,M11.1.0` or `<+0545>-5:45`: the rule for instants after the last transition.
 ///
@@ -157,7 +159,7 @@ private struct Parser {
     var peek: UInt8? { index < bytes.count ? bytes[index] : nil }
 
     func failure(_ what: String) -> ZoneInfoError {
-        ZoneInfoError(.malformed, reason: "TZ string \(text.debugDescription): \(what) at position \(index)")
+        ZoneInfoError(.malformed, reason: "TZ string \(InputQuote.short(text)): \(what) at position \(index)")
     }
 
     mutating func expect(_ byte: UInt8) throws(ZoneInfoError) {

@@ -21,16 +21,16 @@ extension ZoneInfoRules {
         let path = directory + "/" + identifier
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw ZoneInfoError(.notFound, reason: "no zone file for \(identifier.debugDescription)")
+            throw ZoneInfoError(.notFound, reason: "no zone file for \(InputQuote.short(identifier))")
         }
         guard !isDirectory.boolValue else {
-            throw ZoneInfoError(.notTZif, reason: "\(identifier.debugDescription) is a directory")
+            throw ZoneInfoError(.notTZif, reason: "\(InputQuote.short(identifier)) is a directory")
         }
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path), options: .mappedIfSafe)
         } catch {
-            throw ZoneInfoError(.unreadable, reason: "\(identifier.debugDescription) could not be read")
+            throw ZoneInfoError(.unreadable, reason: "\(InputQuote.short(identifier)) could not be read")
         }
         return try ZoneInfoRules(data: data, identifier: identifier)
     }
@@ -50,7 +50,7 @@ extension ZoneInfoRules {
         guard !identifier.isEmpty, identifier.utf8.count <= 255, allowed, !identifier.hasPrefix("/"),
             !identifier.contains("..")
         else {
-            throw ZoneInfoError(.invalidIdentifier, reason: "\(identifier.debugDescription) is not a zone identifier")
+            throw ZoneInfoError(.invalidIdentifier, reason: "\(InputQuote.short(identifier)) is not a zone identifier")
         }
     }
 }
