@@ -56,6 +56,11 @@ public struct QueueSpec: Sendable, Hashable {
     public var autoDelete: Bool = false
     /// Queue arguments (`x-dead-letter-exchange`, `x-message-ttl`, `x-queue-type`…).
     public var arguments: AMQPTable = [:]
+    /// Declare it (and its bindings) only when it does not exist yet, checked with a passive
+    /// declare, which needs no permission: a user without `configure` rights on the queue can
+    /// then start against a topology an administrator declared. An existing queue is used as it
+    /// is, with the bindings it has.
+    public var declareOnlyIfMissing: Bool = false
 
     /// Creates a queue declaration.
     ///
@@ -70,9 +75,11 @@ public struct QueueSpec: Sendable, Hashable {
         deadLetterRoutingKey: String? = nil,
         messageTTL: Duration? = nil,
         queueType: QueueType? = nil,
-        arguments: AMQPTable = [:]
+        arguments: AMQPTable = [:],
+        declareOnlyIfMissing: Bool = false
     ) {
         self.name = name
+        self.declareOnlyIfMissing = declareOnlyIfMissing
         self.durable = durable
         self.exclusive = exclusive
         self.autoDelete = autoDelete
@@ -113,20 +120,50 @@ public struct BindingSpec: Sendable, Hashable {
     }
 }
 
-/// Exchanges, queues and bindings declared together (in that order), idempotently.
+/// A binding of one exchange to another (RabbitMQ's `exchange.bind`): what `source` routes
+/// under `routingKey` is routed on by `destination` as if published to it.
+public struct ExchangeBindingSpec: Sendable, Hashable {
+    /// The exchange that receives the messages.
+    public var destination: String
+    /// The exchange whose messages are forwarded.
+    public var source: String
+    /// The binding key.
+    public var routingKey: String
+    /// Binding arguments (for headers exchanges).
+    public var arguments: AMQPTable = [:]
+
+    /// Creates an exchange-to-exchange binding.
+    public init(destination: String, source: String, routingKey: String, arguments: AMQPTable = [:]) {
+        self.destination = destination
+        self.source = source
+        self.routingKey = routingKey
+        self.arguments = arguments
+    }
+}
+
+/// Exchanges, queues, bindings and exchange-to-exchange bindings declared together (in that
+/// order), idempotently.
 public struct Topology: Sendable, Hashable {
     /// Exchanges, declared first.
     public var exchanges: [ExchangeSpec]
     /// Queues, declared second.
     public var queues: [QueueSpec]
-    /// Bindings, declared last.
+    /// Bindings of queues, declared third.
     public var bindings: [BindingSpec]
+    /// Bindings of exchanges to exchanges, declared last.
+    public var exchangeBindings: [ExchangeBindingSpec]
 
     /// Creates a topology.
-    public init(exchanges: [ExchangeSpec] = [], queues: [QueueSpec] = [], bindings: [BindingSpec] = []) {
+    public init(
+        exchanges: [ExchangeSpec] = [],
+        queues: [QueueSpec] = [],
+        bindings: [BindingSpec] = [],
+        exchangeBindings: [ExchangeBindingSpec] = []
+    ) {
         self.exchanges = exchanges
         self.queues = queues
         self.bindings = bindings
+        self.exchangeBindings = exchangeBindings
     }
 
     /// Nothing to declare.
@@ -134,7 +171,7 @@ public struct Topology: Sendable, Hashable {
 
     /// Whether there is nothing to declare.
     public var isEmpty: Bool {
-        exchanges.isEmpty && queues.isEmpty && bindings.isEmpty
+        exchanges.isEmpty && queues.isEmpty && bindings.isEmpty && exchangeBindings.isEmpty
     }
 
     /// This topology plus `other`: an exchange or queue of the same name is replaced by `other`'s,
@@ -160,6 +197,9 @@ public struct Topology: Sendable, Hashable {
         for binding in other.bindings where !result.bindings.contains(binding) {
             result.bindings.append(binding)
         }
+        for binding in other.exchangeBindings where !result.exchangeBindings.contains(binding) {
+            result.exchangeBindings.append(binding)
+        }
         return result
     }
 
@@ -176,6 +216,7 @@ public struct Topology: Sendable, Hashable {
         var result = self
         result.exchanges.removeAll { $0.name == name }
         result.bindings.removeAll { $0.exchange == name }
+        result.exchangeBindings.removeAll { $0.source == name || $0.destination == name }
         return result
     }
 }

@@ -32,6 +32,17 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         .billingStoreNotification, .storyGenerate, .storyIllustrate, .storyRead,
     ]
 
+    /// The job types a client of the backend may ask for (astroctl's job commands, the app's
+    /// gateway), through `astro.requests`; the others (`report.generate`,
+    /// `billing.refund-credit`) only a worker publishes, as a step of another job.
+    public static let requestable: [JobType] = [
+        .chartCalculate, .billingVerifyPurchase, .reportRequest, .billingStoreNotification, .storyGenerate,
+        .storyIllustrate, .storyRead,
+    ]
+
+    /// Whether a client may ask for a job of this type (see `requestable`).
+    public var isRequestable: Bool { Self.requestable.contains(self) }
+
     /// The event type published when a job of this type cannot be done (`<type>.failed`).
     public var failedEvent: EventType {
         // The contract names failures by the job's domain (`chart.failed`, `report.failed`);
@@ -74,13 +85,21 @@ public enum BrokerNames {
     /// bound with its own name, so routing is exact). A topic exchange, not a direct one, so the
     /// broker's topic permissions can say which job types each user may publish.
     public static let jobsExchange = "astro.jobs"
-    /// Durable topic exchange of retry copies: routing key = the delay queue's name
-    /// (`<queue>.retry.<ms>ms`), bound to it; the broker's topic permissions keep each service to
-    /// its own delay queues (the default exchange would let it reach any queue).
+    /// Durable topic exchange clients publish their jobs to (routing key = job type): bound to
+    /// `astro.jobs` once for each requestable job type and for nothing else, so whatever reaches
+    /// it under another key (including a message a client's own queue dead-letters there) goes
+    /// nowhere. Clients have no right to publish to `astro.jobs` itself.
+    public static let requestsExchange = "astro.requests"
+    /// Durable topic exchange of what a worker sends back to its own queues: retry copies
+    /// (routing key = the delay queue's name, `<queue>.retry.<ms>ms`) and dead letters (routing
+    /// key `<queue>.dead`), each bound with its own name; the broker's topic permissions keep
+    /// each service to its own queues.
     public static let retryExchange = "astro.retry"
     /// Durable topic exchange every outcome is published to (routing key = event type).
     public static let eventsExchange = "astro.events"
-    /// Durable direct exchange of dead letters; `<queue>.dead` is bound to it with its own name.
+    /// Durable direct exchange the broker dead-letters to (a message rejected without requeue,
+    /// or past a queue's delivery limit); `<queue>.dead` is bound to it with its own name. No
+    /// service publishes to it: workers send their dead letters through `astro.retry`.
     public static let deadLetterExchange = "astro.dlx"
 
     /// The dead-letter queue of a work queue.

@@ -2,17 +2,29 @@ import AMQP
 import AstroDomain
 import Logging
 
-/// Who may do what on the broker: one RabbitMQ user per service, allowed to declare and consume
-/// its own queues and to publish exactly the job types and events it produces.
+/// Who may do what on the broker: one RabbitMQ user per service, allowed to consume its own
+/// queues and to publish exactly the job types and events it produces.
 ///
 /// RabbitMQ checks `configure`/`write`/`read` patterns per exchange or queue name, and — on
-/// topic exchanges — topic permissions per routing key. `astro.jobs`, `astro.retry` and
-/// `astro.events` are topic exchanges so that the routing key (the job type, the delay queue,
-/// the event type) is what is permitted: a client that may publish `report.request` cannot
-/// publish `billing.refund-credit`, and a chart-worker cannot put a retry into the billing
-/// queues. The patterns here are the single source of what each service may do; the
-/// definitions file the local stack and compose load (`deploy/rabbitmq/definitions.json`) and
-/// the Kubernetes topology objects are checked against them.
+/// topic exchanges — topic permissions per routing key. `astro.jobs`, `astro.requests`,
+/// `astro.retry` and `astro.events` are topic exchanges so that the routing key (the job type,
+/// the worker's own queue, the event type) is what is permitted: a client that may ask for
+/// `report.request` cannot publish `billing.refund-credit`, and a chart-worker cannot put a
+/// retry or a dead letter into the billing queues.
+///
+/// Two broker features would route around topic permissions, and the patterns close both:
+/// - a queue's dead-letter exchange and routing key are the declarer's choice and not checked
+///   against topic permissions, so no user that may write to `astro.jobs` may declare queues:
+///   workers configure nothing (the administrator declares every queue and binding,
+///   `astroctl migrate`), and a client, which declares private queues to wait for events,
+///   publishes its jobs to `astro.requests` instead, which reaches `astro.jobs` only under the
+///   requestable job types;
+/// - an exchange-to-exchange binding needs `read` on its source, so workers read nothing but
+///   their own work queues.
+///
+/// The patterns here are the single source of what each service may do; the definitions file
+/// the local stack and compose load (`deploy/rabbitmq/definitions.json`) and the Kubernetes
+/// topology objects are checked against them.
 public enum BrokerAccess {
     /// One broker user and what it is for.
     public struct Service: Sendable, Hashable {
@@ -20,10 +32,12 @@ public enum BrokerAccess {
         public var user: String
         /// The environment variable holding its password where a deployment sets it.
         public var passwordVariable: String
-        /// The job queues it consumes (and declares, with their dead-letter and delay queues).
+        /// The job queues it consumes.
         public var consumes: [JobType]
-        /// The job types it publishes on `astro.jobs`.
+        /// The job types it publishes on `astro.jobs` (a worker's follow-up jobs).
         public var publishesJobs: [JobType]
+        /// The job types it asks for on `astro.requests` (a client).
+        public var requests: [JobType]
         /// Prefixes of the event types it publishes on `astro.events` (`chart.`).
         public var eventPrefixes: [String]
         /// Whether it binds private queues to `astro.events` to wait for events (clients).
@@ -36,6 +50,7 @@ public enum BrokerAccess {
             passwordVariable: String,
             consumes: [JobType] = [],
             publishesJobs: [JobType] = [],
+            requests: [JobType] = [],
             eventPrefixes: [String] = [],
             readsEvents: Bool = false,
             privateQueuePrefix: String? = nil
@@ -44,6 +59,7 @@ public enum BrokerAccess {
             self.passwordVariable = passwordVariable
             self.consumes = consumes
             self.publishesJobs = publishesJobs
+            self.requests = requests
             self.eventPrefixes = eventPrefixes
             self.readsEvents = readsEvents
             self.privateQueuePrefix = privateQueuePrefix
@@ -78,15 +94,12 @@ public enum BrokerAccess {
         eventPrefixes: ["story.", "achievement."]
     )
     /// What a client of the backend publishes (astroctl's job commands, the app's gateway):
-    /// the jobs people ask for, never the internal ones (`report.generate`,
-    /// `billing.refund-credit`); it may wait for events on queues of its own.
+    /// the jobs people ask for, through `astro.requests`, never the internal ones
+    /// (`report.generate`, `billing.refund-credit`); it may wait for events on queues of its own.
     public static let client = Service(
         user: "astro-client",
         passwordVariable: "CLIENT_AMQP_PASSWORD",
-        publishesJobs: [
-            .chartCalculate, .billingVerifyPurchase, .reportRequest, .billingStoreNotification, .storyGenerate,
-            .storyIllustrate, .storyRead,
-        ],
+        requests: JobType.requestable,
         readsEvents: true,
         privateQueuePrefix: "astroctl.wait."
     )
@@ -114,8 +127,13 @@ public enum BrokerAccess {
         public var read: String
     }
 
-    /// A pattern no routing key matches, for "none at all" (RabbitMQ patterns are PCRE).
+    /// A pattern no name matches, for "none at all" (RabbitMQ patterns are PCRE).
     public static let nothing = "^(?!)$"
+
+    /// The topic exchanges whose routing keys topic permissions limit.
+    public static let topicExchanges = [
+        BrokerNames.jobsExchange, BrokerNames.requestsExchange, BrokerNames.retryExchange, BrokerNames.eventsExchange,
+    ]
 
     static func escaped(_ name: String) -> String {
         var result = ""
@@ -130,60 +148,56 @@ public enum BrokerAccess {
         names.count == 1 ? names[0] : "(" + names.joined(separator: "|") + ")"
     }
 
-    /// `^(q1|q2)…$` for queue names, or `nothing`.
+    /// `^(q1|q2)…$` for names, or `nothing`.
     static func exactly(_ names: [String]) -> String {
         names.isEmpty ? nothing : "^" + alternatives(names.map(escaped)) + "$"
     }
 
-    /// The names of a service's own queues: work queue, dead-letter queue, delay queues.
-    static func ownQueues(_ service: Service) -> String? {
-        guard !service.consumes.isEmpty else { return nil }
-        return alternatives(service.consumes.map { escaped($0.rawValue) }) + "(\\.dead|\\.retry\\.[0-9]+ms)?"
+    /// `^(p1|p2)…$` for already escaped patterns, or `nothing`.
+    static func anyOf(_ patterns: [String]) -> String {
+        patterns.isEmpty ? nothing : "^" + alternatives(patterns) + "$"
     }
 
     /// The vhost permissions of a service.
     public static func permissions(_ service: Service) -> Permissions {
-        var own: [String] = []
-        if let queues = ownQueues(service) { own.append(queues) }
-        if let prefix = service.privateQueuePrefix { own.append(escaped(prefix) + ".+") }
-        // A worker publishes events, follow-up jobs, retries and dead letters; a client only jobs.
-        let exchanges =
-            (service.consumes.isEmpty
-            ? [BrokerNames.jobsExchange]
-            : [
-                BrokerNames.jobsExchange, BrokerNames.eventsExchange, BrokerNames.deadLetterExchange,
-                BrokerNames.retryExchange,
-            ]).map(escaped)
-        func pattern(_ parts: [String]) -> String { parts.isEmpty ? nothing : "^" + alternatives(parts) + "$" }
-        // configure: declaring (and deleting) its own queues only; the shared exchanges are the
-        // administrator's. write: publishing to the exchanges (topic permissions narrow the
-        // keys) and binding its own queues. read: consuming its own queues, binding them to the
-        // exchanges (and, for a client, to astro.events).
-        var readable = own
-        if !service.consumes.isEmpty {
-            readable += [BrokerNames.jobsExchange, BrokerNames.deadLetterExchange, BrokerNames.retryExchange].map(
-                escaped
-            )
-        }
+        var exchanges: [String] = []
+        if !service.publishesJobs.isEmpty { exchanges.append(BrokerNames.jobsExchange) }
+        if !service.requests.isEmpty { exchanges.append(BrokerNames.requestsExchange) }
+        if !service.eventPrefixes.isEmpty { exchanges.append(BrokerNames.eventsExchange) }
+        // Retries and dead letters of its own queues.
+        if !service.consumes.isEmpty { exchanges.append(BrokerNames.retryExchange) }
+        let privateQueues = service.privateQueuePrefix.map { [escaped($0) + ".+"] } ?? []
+        var readable = service.consumes.map { escaped($0.rawValue) }
         if service.readsEvents { readable.append(escaped(BrokerNames.eventsExchange)) }
-        return Permissions(configure: pattern(own), write: pattern(exchanges + own), read: pattern(readable))
+        // configure: only a client's private queues (binding them needs `write` on the queue and
+        // `read` on astro.events). write: the exchanges it publishes to. read: the queues it
+        // consumes — no exchange a worker could bind another exchange from.
+        return Permissions(
+            configure: anyOf(privateQueues),
+            write: anyOf(exchanges.map(escaped) + privateQueues),
+            read: anyOf(readable + privateQueues)
+        )
     }
 
-    /// The topic permissions of a service on the three topic exchanges.
+    /// The topic permissions of a service on each topic exchange (one for every exchange, so
+    /// no exchange is left to RabbitMQ's default of "every routing key").
     public static func topicPermissions(_ service: Service) -> [TopicPermission] {
         let consumed = service.consumes.map { escaped($0.rawValue) }
-        let delayQueues =
-            consumed.isEmpty ? nothing : "^" + alternatives(consumed) + "\\.retry\\.[0-9]+ms$"
+        let ownQueues = consumed.isEmpty ? nothing : "^" + alternatives(consumed) + "\\.(retry\\.[0-9]+ms|dead)$"
         let events =
-            service.eventPrefixes.isEmpty
-            ? nothing : "^" + alternatives(service.eventPrefixes.map(escaped)) + ".+$"
+            service.eventPrefixes.isEmpty ? nothing : "^" + alternatives(service.eventPrefixes.map(escaped)) + ".+$"
         return [
             TopicPermission(
                 exchange: BrokerNames.jobsExchange,
                 write: exactly(service.publishesJobs.map(\.rawValue)),
-                read: exactly(service.consumes.map(\.rawValue))
+                read: nothing
             ),
-            TopicPermission(exchange: BrokerNames.retryExchange, write: delayQueues, read: delayQueues),
+            TopicPermission(
+                exchange: BrokerNames.requestsExchange,
+                write: exactly(service.requests.map(\.rawValue)),
+                read: nothing
+            ),
+            TopicPermission(exchange: BrokerNames.retryExchange, write: ownQueues, read: nothing),
             TopicPermission(
                 exchange: BrokerNames.eventsExchange,
                 write: events,
@@ -191,6 +205,19 @@ public enum BrokerAccess {
             ),
         ]
     }
+
+    /// The broker's own delivery limit on quorum work queues (the `delivery-limit` policy): a
+    /// backstop above the runtime's `DELIVERY_LIMIT`, for a message whose deliveries the runtime
+    /// cannot count (its database down while the message crashes worker after worker). The
+    /// runtime quarantines first, with a `delivery-limit` dead letter and a failed event; the
+    /// broker's limit dead-letters silently (x-death reason `delivery_limit`).
+    public static let brokerDeliveryLimit = 50
+
+    /// The policy name and the work queues it applies to.
+    public static let deliveryLimitPolicy = "astro-work-queue-delivery-limit"
+
+    /// A pattern matching exactly the contract's work queues.
+    public static var workQueuePattern: String { exactly(JobType.all.map(\.rawValue)) }
 
     /// RabbitMQ definitions (users, vhost, permissions, topic permissions) for these passwords:
     /// what `load_definitions` imports at boot. Passwords go in as given (RabbitMQ hashes them on
@@ -235,7 +262,17 @@ public enum BrokerAccess {
         }
         return [
             "users": .array(users), "vhosts": [["name": .string(vhost)]], "permissions": .array(permissions),
-            "topic_permissions": .array(topicPermissions),
+            "topic_permissions": .array(topicPermissions), "policies": [deliveryLimitPolicyDefinition(vhost: vhost)],
+        ]
+    }
+
+    /// The delivery-limit policy as a definitions entry. It applies to `queues` (RabbitMQ 3.10,
+    /// the local stack's, has no `quorum_queues` target); classic queues ignore the key.
+    static func deliveryLimitPolicyDefinition(vhost: String) -> JSONValue {
+        [
+            "vhost": .string(vhost), "name": .string(deliveryLimitPolicy), "pattern": .string(workQueuePattern),
+            "apply-to": "queues", "priority": 0,
+            "definition": ["delivery-limit": .number(Double(brokerDeliveryLimit))],
         ]
     }
 
@@ -251,8 +288,8 @@ public enum BrokerAccess {
 }
 
 extension BrokerAccess {
-    /// The same users and permissions as objects of the RabbitMQ Messaging Topology Operator
-    /// (`User`, `Permission`, `TopicPermission`, API rabbitmq.com/v1beta1) for a
+    /// The same users, permissions and policy as objects of the RabbitMQ Messaging Topology
+    /// Operator (`User`, `Permission`, `TopicPermission`, `Policy`, API rabbitmq.com/v1beta1) for a
     /// `RabbitmqCluster`: each user's credentials come from the Secret `astro-amqp-<user>`
     /// (keys `username`, `password`). `deploy/k8s/overlays/production/rabbitmq-access.yaml` is
     /// this text.
@@ -264,7 +301,8 @@ extension BrokerAccess {
         var documents: [String] = []
         let header = """
             # Generated by `astroctl broker kubernetes`: one broker user per service with only the rights
-            # it needs (BrokerAccess in Sources/WorkerRuntime). Do not edit; regenerate.
+            # it needs, and the work queues' delivery-limit policy (BrokerAccess in
+            # Sources/WorkerRuntime). Do not edit; regenerate.
             """
         for service in services {
             let labels = "  labels:\n    app.kubernetes.io/part-of: astrosvitla\n"
@@ -290,34 +328,100 @@ extension BrokerAccess {
                 )
             }
         }
+        documents.append(
+            "apiVersion: rabbitmq.com/v1beta1\nkind: Policy\nmetadata:\n  name: \(deliveryLimitPolicy)\n"
+                + "  labels:\n    app.kubernetes.io/part-of: astrosvitla\nspec:\n"
+                + "  name: \(deliveryLimitPolicy)\n  vhost: \"/\"\n  pattern: \(quoted(workQueuePattern))\n"
+                + "  applyTo: queues\n  priority: 0\n  definition:\n    delivery-limit: \(brokerDeliveryLimit)\n"
+                + "  rabbitmqClusterReference:\n    name: \(cluster)\n"
+        )
         return header + "\n" + documents.joined(separator: "---\n")
     }
 }
 
 /// Brings a broker declared under an earlier contract to this one.
 public enum BrokerUpgrade {
+    /// Why a contract could not be declared.
+    public struct Refusal: Error, CustomStringConvertible {
+        public var description: String
+    }
+
     /// Declares the contract's topology as the administrator. `astro.jobs` was a direct exchange
     /// in contract v1 and is a topic exchange now: when the broker still has the direct one, it
-    /// is deleted and declared again with its bindings (messages in queues are untouched;
-    /// publishes in the second it takes fail and are retried by their publishers).
+    /// is deleted and declared again with its bindings. Messages in queues are untouched, and
+    /// publishes in the moment it takes fail and are retried by their publishers; but a retry
+    /// leaving a delay queue while `astro.jobs` is missing would be dropped by the broker, so the
+    /// conversion waits until every delay queue is empty (at most `drainTimeout`) and is refused
+    /// otherwise.
     /// - Returns: what was changed, for the operator.
-    /// - Throws: `AMQPError` from the declarations.
+    /// - Throws: `AMQPError` from the declarations; `Refusal` when the delay queues hold retries
+    ///   past `drainTimeout`.
     public static func declareContract(
         _ topology: Topology,
         publisher: AMQPPublisher,
+        drainTimeout: Duration = .seconds(90),
         logger: Logger
-    ) async throws(AMQPError) -> [String] {
+    ) async throws -> [String] {
+        let refused: AMQPError
         do {
             try await publisher.declare(topology)
             return []
-        } catch  where error.kind == .preconditionFailed && error.message.contains("'\(BrokerNames.jobsExchange)'") {
-            logger.notice(
-                "astro.jobs is a direct exchange (contract v1); converting it to a topic exchange",
-                metadata: ["error.message": "\(error.message)"]
+        } catch {
+            refused = error
+        }
+        guard refused.kind == .preconditionFailed, refused.message.contains("'\(BrokerNames.jobsExchange)'") else {
+            throw refused
+        }
+        logger.notice(
+            "astro.jobs is a direct exchange (contract v1); converting it to a topic exchange",
+            metadata: ["error.message": "\(refused.message)"]
+        )
+        let delayQueues = topology.queues.filter {
+            $0.arguments["x-dead-letter-exchange"] == .string(BrokerNames.jobsExchange)
+        }.map(\.name)
+        let waiting = try await waitUntilEmpty(delayQueues, publisher: publisher, timeout: drainTimeout)
+        guard waiting.isEmpty else {
+            let total = waiting.map(\.count).reduce(0, +)
+            let queues = waiting.map { "\($0.queue): \($0.count)" }.joined(separator: ", ")
+            throw Refusal(
+                description: "astro.jobs must be converted from a direct to a topic exchange, but \(total) "
+                    + "retries still wait in delay queues (\(queues)) and would be dropped while it is missing; "
+                    + "stop the workers (their retries then drain back to the work queues within "
+                    + "RETRY_MAX_DELAY_MS) and run astroctl migrate again"
             )
-            try await publisher.deleteExchange(BrokerNames.jobsExchange)
-            try await publisher.declare(topology)
-            return ["astro.jobs converted from a direct to a topic exchange; its bindings were declared again"]
+        }
+        try await publisher.deleteExchange(BrokerNames.jobsExchange)
+        try await publisher.declare(topology)
+        return ["astro.jobs converted from a direct to a topic exchange; its bindings were declared again"]
+    }
+
+    /// Polls the queues until all are empty or `timeout` passes.
+    /// - Returns: the queues still holding messages (empty when all drained).
+    static func waitUntilEmpty(
+        _ queues: [String],
+        publisher: AMQPPublisher,
+        timeout: Duration
+    ) async throws -> [(queue: String, count: UInt32)] {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            var waiting: [(queue: String, count: UInt32)] = []
+            for queue in queues {
+                // (A `catch where` on this typed error crashes the 6.3 compiler here.)
+                let state: Result<AMQPPublisher.QueueState, AMQPError>
+                do {
+                    state = .success(try await publisher.queueState(queue))
+                } catch {
+                    state = .failure(error)
+                }
+                switch state {
+                case .success(let found) where found.messageCount > 0: waiting.append((queue, found.messageCount))
+                case .success: break
+                case .failure(let error) where error.kind == .notFound: break
+                case .failure(let error): throw error
+                }
+            }
+            if waiting.isEmpty || ContinuousClock.now >= deadline { return waiting }
+            try await Task.sleep(for: .milliseconds(500))
         }
     }
 }

@@ -188,8 +188,9 @@ final class JobProcessor: Sendable {
             //    duplicate all the same, the job's transaction finds the finished row and writes
             //    nothing.)
             if delivery.redelivered || attempt > 1,
-                let status = try await pool.withConnection({ try JobStore.status(of: head.jobID, database: $0) }),
-                status.isTerminal
+                let status = try await pool.withConnection({
+                    try JobStore.finishedBefore(head.jobID, kind: handler.jobType, database: $0)
+                })
             {
                 logger.debug("job already finished; duplicate acknowledged", metadata: [LogKey.status: "\(status)"])
                 metrics.recordJob(queue: queue, outcome: .duplicate)
@@ -280,20 +281,23 @@ final class JobProcessor: Sendable {
     }
 
     /// Counts a delivery of a message the broker redelivered (or a quorum queue reports as
-    /// delivered before): the larger of the broker's count and the database's, which survives
-    /// the worker's crashes. When the database cannot be reached the broker's count stands.
+    /// delivered before), in the database, which survives the worker's crashes and takes back
+    /// the deliveries the worker handed back itself (`giveBack`). The broker's `x-delivery-count`
+    /// counts those too, and any publisher can set it on a message, so it stands in only when
+    /// the database cannot be reached and the broker itself says the message was delivered before.
     /// - Returns: the deliveries so far, this one included.
     private func countDelivery(_ delivery: Delivery, logger: Logger) async -> Int {
         // A redelivered message was delivered at least once before.
-        let reported = max(DeliveryHeaders.earlierDeliveries(of: delivery), 1) + 1
+        let least = delivery.redelivered ? 2 : 1
         let (queue, body) = (delivery.queue, delivery.body)
         do {
             return try await pool.withConnection { database in
-                try JobStore.countDelivery(queue: queue, body: body, atLeast: reported, database: database)
+                try JobStore.countDelivery(queue: queue, body: body, atLeast: least, database: database)
             }
         } catch {
             logger.debug("delivery not counted", metadata: [LogKey.reason: "\(error)"])
-            return reported
+            guard delivery.redelivered else { return least }
+            return max(DeliveryHeaders.earlierDeliveries(of: delivery), 1) + 1
         }
     }
 
@@ -311,6 +315,22 @@ final class JobProcessor: Sendable {
             message: "delivered \(deliveries) times without an outcome (DELIVERY_LIMIT \(deliveryLimit)); "
                 + "it may crash its worker, so it is quarantined unprocessed"
         )
+        let head = try? JobHead.parse(delivery.body).get()
+        // A message whose job is already finished is a duplicate (a redelivery whose
+        // acknowledgement was lost, or a copy reusing a finished job's id): nothing to quarantine.
+        if let head, let handler = handlers[delivery.queue],
+            let status = try? await pool.withConnection({
+                try JobStore.finishedBefore(head.jobID, kind: handler.jobType, database: $0)
+            })
+        {
+            logger.info(
+                "job already finished; over-delivered duplicate acknowledged",
+                metadata: [LogKey.jobID: "\(head.jobID)", LogKey.status: "\(status)"]
+            )
+            metrics.recordJob(queue: delivery.queue, outcome: .duplicate)
+            await settle(delivery, acknowledger: acknowledger, logger: logger)
+            return
+        }
         logger.error(
             "message quarantined after too many deliveries",
             metadata: [LogKey.reasonCode: "\(rejection.code)", "message.deliveries": "\(deliveries)"]
@@ -321,12 +341,13 @@ final class JobProcessor: Sendable {
         }
         metrics.recordJob(queue: delivery.queue, outcome: .rejected)
         metrics.recordDeadLetter(queue: delivery.queue, reason: rejection.code)
-        // The dead letter is safe; the job's row and failed event follow when the head parses
-        // (best effort: the operator has the dead letter either way).
-        if case .success(let head) = JobHead.parse(delivery.body), let handler = handlers[delivery.queue] {
-            let job = JobEnvelope(jobID: head.jobID, type: handler.jobType, body: Data(), attempt: attempt)
+        // The dead letter is safe; the job's row, failed event and compensation (a report's
+        // refund, decoded from the body — decoding is not what crashes a worker) follow when
+        // the head parses (best effort: the operator has the dead letter either way).
+        if let head, let handler = handlers[delivery.queue] {
+            let job = JobEnvelope(jobID: head.jobID, type: handler.jobType, body: delivery.body, attempt: attempt)
             do {
-                try await recordDeadJob(
+                _ = try await recordDeadJob(
                     delivery,
                     job: job,
                     userID: head.userID,
@@ -363,10 +384,18 @@ final class JobProcessor: Sendable {
             logger.warning("job rejected and dead-lettered", metadata: metadata)
         }
         do {
-            try await recordDeadJob(delivery, job: job, userID: userID, error: rejection.jobError)
-            outboxSignal.notify()
-            metrics.recordJob(queue: delivery.queue, outcome: .rejected)
-            metrics.recordDeadLetter(queue: delivery.queue, reason: rejection.code)
+            let recorded = try await recordDeadJob(delivery, job: job, userID: userID, error: rejection.jobError)
+            if case .finishedBefore(let status) = recorded {
+                logger.info(
+                    "job already finished; the duplicate's rejection changes nothing",
+                    metadata: [LogKey.status: "\(status)"]
+                )
+                metrics.recordJob(queue: delivery.queue, outcome: .duplicate)
+            } else {
+                outboxSignal.notify()
+                metrics.recordJob(queue: delivery.queue, outcome: .rejected)
+                metrics.recordDeadLetter(queue: delivery.queue, reason: rejection.code)
+            }
             await settle(delivery, acknowledger: acknowledger, logger: logger)
         } catch {
             // The rejection could not be recorded (database down): try again later rather than
@@ -395,7 +424,11 @@ final class JobProcessor: Sendable {
                 message: "failed \(job.attempt) times; last error: \(failure.message)"
             )
             do {
-                try await recordDeadJob(delivery, job: job, userID: nil, error: exhausted)
+                if case .finishedBefore = try await recordDeadJob(delivery, job: job, userID: nil, error: exhausted) {
+                    metrics.recordJob(queue: delivery.queue, outcome: .duplicate)
+                    await settle(delivery, acknowledger: acknowledger, logger: logger)
+                    return
+                }
                 outboxSignal.notify()
             } catch {
                 // The database is still unavailable: the dead letter goes straight to the broker so
@@ -461,15 +494,27 @@ final class JobProcessor: Sendable {
         await settle(delivery, acknowledger: acknowledger, logger: logger)
     }
 
-    /// Writes the dead job's row, the failed event and (unless already sent) the dead letter,
-    /// in one transaction.
+    /// What `recordDeadJob` wrote.
+    enum DeadRecord: Sendable {
+        /// The job's row (dead), its failed event, its compensation and its dead letter.
+        case recorded
+        /// Nothing: the job finished before with this status (the message was a duplicate).
+        case finishedBefore(JobStatus)
+        /// Only the dead letter: the id belongs to a job of another type, whose row and events
+        /// are left alone.
+        case reusedID
+    }
+
+    /// Writes the dead job's row, the failed event, the handler's compensation and (unless
+    /// already sent) the dead letter, in one transaction — unless the job finished before (then
+    /// nothing) or its id is another job's (then only the dead letter).
     private func recordDeadJob(
         _ delivery: Delivery,
         job: JobEnvelope,
         userID: UUID?,
         error: JobError,
         deadLetter sendDeadLetter: Bool = true
-    ) async throws {
+    ) async throws -> DeadRecord {
         let event = try OutboxMessage.event(JobEvent(jobID: job.jobID, type: job.type.failedEvent, error: error))
         let deadLetter =
             sendDeadLetter
@@ -480,8 +525,8 @@ final class JobProcessor: Sendable {
         let jobID = job.jobID
         let type = job.type
         let attempt = job.attempt
-        try await pool.withTransaction { database in
-            try JobStore.finish(
+        return try await pool.withTransaction { database in
+            let written = try JobStore.finish(
                 jobID: jobID,
                 kind: type,
                 status: .dead,
@@ -491,7 +536,17 @@ final class JobProcessor: Sendable {
                 userID: userID,
                 database: database
             )
-            try JobStore.enqueue(compensation + deadLetter + [event], jobID: jobID, database: database)
+            if written {
+                try JobStore.enqueue(compensation + deadLetter + [event], jobID: jobID, database: database)
+                return .recorded
+            }
+            switch try JobStore.unclaimed(jobID, kind: type, database: database) {
+            case .alreadyFinished(let status):
+                return .finishedBefore(status)
+            case .kindMismatch, .claimed:
+                try JobStore.enqueue(deadLetter, jobID: jobID, database: database)
+                return .reusedID
+            }
         }
     }
 
@@ -573,10 +628,11 @@ final class JobProcessor: Sendable {
         )
     }
 
-    /// The dead letter of a delivery: its body, to `<queue>.dead`, with the reason in headers.
+    /// The dead letter of a delivery: its body, to `<queue>.dead` through `astro.retry` (the
+    /// exchange of a worker's own queues), with the reason in headers.
     static func deadLetter(of delivery: Delivery, code: String, message: String, attempt: Int) -> OutboxMessage {
         OutboxMessage(
-            exchange: BrokerNames.deadLetterExchange,
+            exchange: BrokerNames.retryExchange,
             routingKey: BrokerNames.deadLetterQueue(of: delivery.queue),
             body: delivery.body,
             headers: [

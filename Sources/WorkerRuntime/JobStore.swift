@@ -8,11 +8,31 @@ import UUIDText
 /// - Important: every method runs synchronously on the connection's thread, inside the
 ///   caller's transaction where noted.
 enum JobStore {
-    /// The recorded status of a job, if it has a row.
-    static func status(of jobID: JobID, database: PostgresConnection) throws -> JobStatus? {
-        let rows = try database.query("SELECT status FROM jobs WHERE id = $1", [jobID.uuid])
+    /// A job's row as the idempotency checks need it.
+    struct Recorded: Sendable, Equatable {
+        var status: JobStatus
+        var kind: String
+    }
+
+    /// The recorded status and type of a job, if it has a row the connection's role may see (a
+    /// worker on its own role sees only its service's job types).
+    static func recorded(_ jobID: JobID, database: PostgresConnection) throws -> Recorded? {
+        let rows = try database.query("SELECT status, kind FROM jobs WHERE id = $1", [jobID.uuid])
         guard let row = rows.first else { return nil }
-        return JobStatus(rawValue: try row.decode(String.self, "status"))
+        return Recorded(
+            // (The table's CHECK allows only known statuses.)
+            status: JobStatus(rawValue: try row.decode(String.self, "status")) ?? .queued,
+            kind: try row.decode(String.self, "kind")
+        )
+    }
+
+    /// Whether a delivery of a job of `kind` is a duplicate of one already finished: the job's
+    /// row is terminal and of the same type (a row of another type is a reused id, not a
+    /// duplicate).
+    static func finishedBefore(_ jobID: JobID, kind: JobType, database: PostgresConnection) throws -> JobStatus? {
+        guard let row = try recorded(jobID, database: database), row.kind == kind.rawValue, row.status.isTerminal
+        else { return nil }
+        return row.status
     }
 
     /// What a job's transaction found when it claimed the job's row.
@@ -31,8 +51,11 @@ enum JobStore {
     /// - Important: call inside the job's transaction.
     static func claim(jobID: JobID, kind: JobType, attempt: Int, database: PostgresConnection) throws -> Claim {
         try claim([(jobID: jobID, kind: kind, attempt: attempt)], database: database)[jobID]
-            ?? .alreadyFinished(.succeeded)
+            ?? .kindMismatch(existing: anotherService)
     }
+
+    /// What a claim reports for a row it cannot see: one of another service's job types.
+    static let anotherService = "another service's"
 
     /// `claim` for several jobs (distinct ids) in one statement: the claim of each job id, in
     /// any order. Rows are locked in id order, so two such statements cannot deadlock.
@@ -57,27 +80,36 @@ enum JobStore {
             FROM jsonb_to_recordset($1::jsonb) AS c(id uuid, kind text, attempts integer)
             ORDER BY c.id
             ON CONFLICT (id) DO UPDATE SET status = 'running', attempts = EXCLUDED.attempts, updated_at = now()
-                WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead')
-            RETURNING id, kind
+                WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead') AND jobs.kind = EXCLUDED.kind
+            RETURNING id
             """,
             [rows.jsonString()]
         )
+        // (The kind test comes before row-level security's check of the existing row, so a row
+        // of another service's job type is passed over here instead of failing the statement.)
         var claims: [JobID: Claim] = [:]
         for row in claimed {
-            let id = JobID(try row.decode(UUID.self, "id"))
-            let kind = try row.decode(String.self, "kind")
-            let wanted = jobs.first { $0.jobID == id }?.kind.rawValue
-            claims[id] = kind == wanted ? .claimed : .kindMismatch(existing: kind)
+            claims[JobID(try row.decode(UUID.self, "id"))] = .claimed
         }
-        // Nothing claimed: those rows exist in a terminal state.
+        // Not claimed: the row is finished, or belongs to a job of another type.
         for job in jobs where claims[job.jobID] == nil {
-            claims[job.jobID] = .alreadyFinished(try status(of: job.jobID, database: database) ?? .succeeded)
+            claims[job.jobID] = try unclaimed(job.jobID, kind: job.kind, database: database)
         }
         return claims
     }
 
+    /// Why a job's row was not claimed (or not finished): finished before, or another job's.
+    static func unclaimed(_ jobID: JobID, kind: JobType, database: PostgresConnection) throws -> Claim {
+        guard let row = try recorded(jobID, database: database) else { return .kindMismatch(existing: anotherService) }
+        if row.kind != kind.rawValue { return .kindMismatch(existing: row.kind) }
+        return .alreadyFinished(row.status)
+    }
+
     /// Records the job's final status, result and error.
+    /// - Returns: whether the row was written; not when it is already finished or belongs to a
+    ///   job of another type (which this never overwrites).
     /// - Important: call inside the job's transaction, after `claim`.
+    @discardableResult
     static func finish(
         jobID: JobID,
         kind: JobType,
@@ -87,8 +119,8 @@ enum JobStore {
         error: JobError?,
         userID: UUID?,
         database: PostgresConnection
-    ) throws {
-        try finish(
+    ) throws -> Bool {
+        try !finish(
             [
                 Finish(
                     id: jobID.uuid,
@@ -101,7 +133,7 @@ enum JobStore {
                 )
             ],
             database: database
-        )
+        ).isEmpty
     }
 
     /// One claimed job's end, for `finish(_:database:)`.
@@ -125,15 +157,19 @@ enum JobStore {
     }
 
     /// Records the end of several jobs, in one statement (the row is created if an earlier
-    /// attempt left none, e.g. for a job dead-lettered before it was ever claimed).
+    /// attempt left none, e.g. for a job dead-lettered before it was ever claimed). A row that is
+    /// already finished, or belongs to a job of another type, is left as it is: a message
+    /// reusing a finished job's id never rewrites that job's outcome.
+    /// - Returns: the ids of the rows written.
     /// - Important: call inside the jobs' transaction.
-    static func finish(_ jobs: [Finish], database: PostgresConnection) throws {
-        guard !jobs.isEmpty else { return }
+    @discardableResult
+    static func finish(_ jobs: [Finish], database: PostgresConnection) throws -> Set<UUID> {
+        guard !jobs.isEmpty else { return [] }
         let rows = JSONValue.array(jobs.map(\.jsonValue)).jsonString()
         // INSERT … ON CONFLICT finds each row through the primary key whatever the statistics
         // say; an UPDATE … FROM the recordset was planned, while the table was small, as a scan
         // of all of jobs, and its cached plan kept scanning as the table grew.
-        try database.execute(
+        let written = try database.query(
             """
             INSERT INTO jobs (id, kind, status, attempts, result, error, user_id, finished_at)
             SELECT f.id, f.kind, f.status, f.attempts, f.result, f.error, f.user_id, now()
@@ -143,9 +179,12 @@ enum JobStore {
                 status = EXCLUDED.status, attempts = EXCLUDED.attempts, result = EXCLUDED.result,
                 error = EXCLUDED.error, user_id = COALESCE(EXCLUDED.user_id, jobs.user_id),
                 updated_at = now(), finished_at = now()
+            WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead') AND jobs.kind = EXCLUDED.kind
+            RETURNING id
             """,
             [rows]
         )
+        return Set(try written.map { try $0.decode(UUID.self, "id") })
     }
 
     /// Records a failed attempt that will be retried (best effort; the retry does not depend on it).
@@ -162,7 +201,7 @@ enum JobStore {
             INSERT INTO jobs (id, kind, status, attempts, error) VALUES ($1, $2, 'queued', $3, $4::jsonb)
             ON CONFLICT (id) DO UPDATE SET attempts = EXCLUDED.attempts, error = EXCLUDED.error,
                 status = 'queued', updated_at = now()
-            WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead')
+            WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead') AND jobs.kind = EXCLUDED.kind
             """,
             [jobID.uuid, kind.rawValue, attempt, errorJSON]
         )

@@ -125,14 +125,13 @@ public final class Worker: Sendable {
         let topology = WorkerTopology.topology(
             queues: queues,
             retry: configuration.retryPolicy,
-            queueType: configuration.queueType,
-            deliveryLimit: configuration.deliveryLimit
+            queueType: configuration.queueType
         )
         do {
             try await Self.retryUntil(deadline, what: "RabbitMQ at \(amqp.redactedURL)", logger: logger) {
                 try await publisher.connect()
             }
-            try await publisher.declare(topology)
+            try await Self.declare(topology, publisher: publisher, user: amqp.user, until: deadline, logger: logger)
         } catch {
             await publisher.close()
             await pool.close()
@@ -264,6 +263,44 @@ public final class Worker: Sendable {
     }
 
     /// Calls `body` until it succeeds, backing off (capped at 5 s) and logging, until `deadline`.
+    /// Declares the worker's topology. A worker on its own broker user may declare nothing, so a
+    /// missing queue is refused (403) until `astroctl migrate` has run: retried until the
+    /// start-up deadline (migrate may be running right now), then reported with what to do.
+    static func declare(
+        _ topology: Topology,
+        publisher: AMQPPublisher,
+        user: String,
+        until deadline: ContinuousClock.Instant,
+        logger: Logger
+    ) async throws {
+        var delay = Duration.milliseconds(500)
+        while true {
+            // (A `catch where` on this typed error crashes the 6.3 compiler here.)
+            var refused: AMQPError?
+            do {
+                try await publisher.declare(topology)
+                return
+            } catch {
+                guard error.replyCode == 403 else { throw error }
+                refused = error
+            }
+            let message = refused?.message ?? ""
+            guard ContinuousClock.now + delay <= deadline else {
+                throw WorkerStartupError(
+                    message: "the broker topology is incomplete and \(user) may not declare it (\(message)); "
+                        + "run `astroctl migrate` as the broker's administrator, with the same QUEUE_TYPE and "
+                        + "RETRY_* settings as this worker"
+                )
+            }
+            logger.warning(
+                "broker topology incomplete; waiting for `astroctl migrate` to declare it",
+                metadata: [LogKey.reason: "\(message)"]
+            )
+            try await Task.sleep(for: delay)
+            delay = min(delay * 2, .seconds(5))
+        }
+    }
+
     static func retryUntil(
         _ deadline: ContinuousClock.Instant,
         what: String,

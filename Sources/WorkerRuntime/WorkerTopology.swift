@@ -1,26 +1,36 @@
 import AMQP
 import AstroDomain
 
-/// The broker objects of the contract: the three exchanges, and for each job queue the queue,
-/// its `<queue>.dead` dead-letter queue and its retry delay queues.
+/// The broker objects of the contract: the four exchanges (and `astro.requests`' bindings into
+/// `astro.jobs`), and for each job queue the queue, its `<queue>.dead` dead-letter queue and its
+/// retry delay queues.
+///
+/// `astroctl migrate` declares all of it as the broker's administrator. A worker's own broker
+/// user may configure nothing (a user that can declare a queue can give it any dead-letter
+/// exchange and routing key, a way around topic permissions), so a worker declares only what is
+/// missing — which succeeds when it connects as the administrator (development) and otherwise
+/// stops it with a message saying to run `astroctl migrate`.
 public enum WorkerTopology {
     /// The exchanges every component uses.
     public static var exchanges: [ExchangeSpec] {
         [
             ExchangeSpec(name: BrokerNames.jobsExchange, kind: .topic),
+            ExchangeSpec(name: BrokerNames.requestsExchange, kind: .topic),
             ExchangeSpec(name: BrokerNames.eventsExchange, kind: .topic),
             ExchangeSpec(name: BrokerNames.deadLetterExchange, kind: .direct),
             ExchangeSpec(name: BrokerNames.retryExchange, kind: .topic),
         ]
     }
 
-    /// The exchanges as a worker declares them: only when missing. A worker's own broker user
-    /// may not configure (or delete) the shared exchanges; `astroctl migrate` creates them.
-    public static var workerExchanges: [ExchangeSpec] {
-        exchanges.map { exchange in
-            var exchange = exchange
-            exchange.declareOnlyIfMissing = true
-            return exchange
+    /// `astro.requests` → `astro.jobs`, one binding per job type a client may ask for: the
+    /// only way a client's message reaches a job queue.
+    public static var requestBindings: [ExchangeBindingSpec] {
+        JobType.requestable.map {
+            ExchangeBindingSpec(
+                destination: BrokerNames.jobsExchange,
+                source: BrokerNames.requestsExchange,
+                routingKey: $0.rawValue
+            )
         }
     }
 
@@ -30,47 +40,63 @@ public enum WorkerTopology {
     ///   - queues: the job queues (each bound to `astro.jobs` with its own name).
     ///   - retry: the retry policy, whose steps name the delay queues.
     ///   - queueType: classic (one node) or quorum (a cluster); applies to every queue declared.
-    ///   - deliveryLimit: on quorum queues, `x-delivery-limit` of the work queues: the broker
-    ///     dead-letters a message returned unacknowledged this many times (classic queues have
-    ///     no such argument; the runtime counts deliveries itself, `DELIVERY_LIMIT`).
+    ///   - asAdministrator: declare everything outright (`astroctl migrate`), so an exchange or
+    ///     queue of different settings is reported; otherwise (a worker) only what is missing.
     public static func topology(
         queues: [String],
         retry: RetryPolicy,
         queueType: QueueSpec.QueueType = .classic,
-        deliveryLimit: Int = WorkerConfiguration.defaultDeliveryLimit,
-        exchangesOnlyIfMissing: Bool = true
+        asAdministrator: Bool = false
     ) -> Topology {
-        var topology = Topology(exchanges: exchangesOnlyIfMissing ? workerExchanges : exchanges)
-        for queue in queues {
-            let dead = BrokerNames.deadLetterQueue(of: queue)
-            // A message the broker itself gives up on (rejected without requeue, or expired)
-            // also ends in the dead-letter queue, never silently dropped.
+        var topology = Topology(
+            exchanges: exchanges.map { exchange in
+                var exchange = exchange
+                exchange.declareOnlyIfMissing = !asAdministrator
+                return exchange
+            }
+        )
+        func queue(_ spec: QueueSpec) -> QueueSpec {
+            var spec = spec
+            spec.declareOnlyIfMissing = !asAdministrator
+            return spec
+        }
+        for name in queues {
+            let dead = BrokerNames.deadLetterQueue(of: name)
+            // A message the broker itself gives up on (rejected without requeue, or past a
+            // quorum queue's delivery limit) also ends in the dead-letter queue, never dropped.
+            // (The delivery limit of quorum queues is a policy, `astroctl broker definitions`,
+            // not an argument: an argument could not be changed on an existing queue.)
             topology.queues.append(
-                QueueSpec(
-                    name: queue,
-                    deadLetterExchange: BrokerNames.deadLetterExchange,
-                    deadLetterRoutingKey: dead,
-                    queueType: queueType,
-                    arguments: queueType == .quorum ? ["x-delivery-limit": .int(Int64(deliveryLimit))] : [:]
+                queue(
+                    QueueSpec(
+                        name: name,
+                        deadLetterExchange: BrokerNames.deadLetterExchange,
+                        deadLetterRoutingKey: dead,
+                        queueType: queueType
+                    )
                 )
             )
-            topology.bindings.append(BindingSpec(queue: queue, exchange: BrokerNames.jobsExchange, routingKey: queue))
-            topology.queues.append(QueueSpec(name: dead, queueType: queueType))
+            topology.bindings.append(BindingSpec(queue: name, exchange: BrokerNames.jobsExchange, routingKey: name))
+            topology.queues.append(queue(QueueSpec(name: dead, queueType: queueType)))
+            // The broker's dead letters arrive through astro.dlx, the worker's through astro.retry.
             topology.bindings.append(
                 BindingSpec(queue: dead, exchange: BrokerNames.deadLetterExchange, routingKey: dead)
             )
+            topology.bindings.append(BindingSpec(queue: dead, exchange: BrokerNames.retryExchange, routingKey: dead))
             for step in retry.steps {
                 // Delay queues have no consumer: messages wait out their TTL, then the broker
                 // dead-letters them back to the work queue through astro.jobs. Retries reach them
                 // through astro.retry, bound with the delay queue's own name.
-                let delayQueue = RetryPolicy.delayQueueName(queue: queue, step: step)
+                let delayQueue = RetryPolicy.delayQueueName(queue: name, step: step)
                 topology.queues.append(
-                    QueueSpec(
-                        name: delayQueue,
-                        deadLetterExchange: BrokerNames.jobsExchange,
-                        deadLetterRoutingKey: queue,
-                        messageTTL: step,
-                        queueType: queueType
+                    queue(
+                        QueueSpec(
+                            name: delayQueue,
+                            deadLetterExchange: BrokerNames.jobsExchange,
+                            deadLetterRoutingKey: name,
+                            messageTTL: step,
+                            queueType: queueType
+                        )
                     )
                 )
                 topology.bindings.append(
@@ -78,23 +104,14 @@ public enum WorkerTopology {
                 )
             }
         }
+        if asAdministrator { topology.exchangeBindings = requestBindings }
         return topology
     }
 
     /// The topology of every job queue of the contract (what `astroctl migrate` declares, as
-    /// the broker's administrator: the exchanges are declared outright, so one of another type
-    /// — astro.jobs as the direct exchange of contract v1 — is reported, not silently used).
-    public static func contract(
-        retry: RetryPolicy,
-        queueType: QueueSpec.QueueType = .classic,
-        deliveryLimit: Int = WorkerConfiguration.defaultDeliveryLimit
-    ) -> Topology {
-        topology(
-            queues: JobType.all.map(\.rawValue),
-            retry: retry,
-            queueType: queueType,
-            deliveryLimit: deliveryLimit,
-            exchangesOnlyIfMissing: false
-        )
+    /// the broker's administrator: everything is declared outright, so an exchange of another
+    /// type — astro.jobs as the direct exchange of contract v1 — is reported, not silently used).
+    public static func contract(retry: RetryPolicy, queueType: QueueSpec.QueueType = .classic) -> Topology {
+        topology(queues: JobType.all.map(\.rawValue), retry: retry, queueType: queueType, asAdministrator: true)
     }
 }

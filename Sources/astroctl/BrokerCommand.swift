@@ -22,6 +22,10 @@ struct BrokerDefinitions: AsyncParsableCommand {
             REPORT_WORKER_AMQP_PASSWORD, STORY_WORKER_AMQP_PASSWORD and CLIENT_AMQP_PASSWORD; a
             service whose variable is unset is left out. With --template every password is a
             ${VARIABLE} placeholder (deploy/rabbitmq/definitions.json is this template).
+
+            The definitions also hold the work queues' delivery-limit policy: on quorum queues the
+            broker dead-letters a message returned unacknowledged \(BrokerAccess.brokerDeliveryLimit) times, a
+            backstop above the workers' own DELIVERY_LIMIT.
             """
     )
 
@@ -68,6 +72,10 @@ struct BrokerPermissions: AsyncParsableCommand {
                 print("  topic \(topic.exchange): write \(topic.write)  read \(topic.read)")
             }
         }
+        print(
+            "policy \(BrokerAccess.deliveryLimitPolicy): delivery-limit \(BrokerAccess.brokerDeliveryLimit) "
+                + "on \(BrokerAccess.workQueuePattern)"
+        )
     }
 }
 
@@ -75,7 +83,7 @@ struct BrokerKubernetes: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "kubernetes",
         abstract:
-            "Print the broker users as RabbitMQ Messaging Topology Operator objects (User, Permission, TopicPermission).",
+            "Print the broker users and policy as RabbitMQ Messaging Topology Operator objects (User, Permission, TopicPermission, Policy).",
         discussion: """
             deploy/k8s/overlays/production/rabbitmq-access.yaml is this output. Each user's credentials
             come from the Secret astro-amqp-<user> (keys username and password).

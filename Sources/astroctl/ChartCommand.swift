@@ -137,7 +137,7 @@ struct ChartCommand: AsyncParsableCommand {
         properties.messageID = jobID.description
         properties.appID = "astroctl"
         let message = OutgoingMessage(
-            exchange: BrokerNames.jobsExchange,
+            exchange: JobCommands.exchange(for: .chartCalculate),
             routingKey: JobType.chartCalculate.rawValue,
             body: data,
             properties: properties

@@ -12,8 +12,11 @@ struct Migrate: AsyncParsableCommand {
         discussion: """
             Safe to run any number of times, and from several processes at once: migrations run in
             order inside transactions under an advisory lock and are recorded in schema_migrations;
-            exchanges, queues and bindings are declared idempotently. Workers do the same at start-up
-            (MIGRATE_ON_START), so this is for deployments that migrate in a separate step.
+            exchanges, queues and bindings are declared idempotently. Workers migrate the database at
+            start-up too (MIGRATE_ON_START) and declare broker objects that are missing when their
+            broker user may; a worker on its own broker user may declare nothing, so the broker
+            topology must come from this command, run as the broker's administrator with the same
+            QUEUE_TYPE and RETRY_* settings as the workers.
 
             Each worker connects as its own database role (astro_chart_worker, astro_report_worker,
             astro_billing_worker, astro_story_worker), which the migrations create without login. Set
@@ -57,13 +60,24 @@ struct Migrate: AsyncParsableCommand {
             retry: retry.policy,
             queueType: QueueSpec.QueueType(rawValue: retry.queueType) ?? .classic
         )
-        let changes = try await connection.withPublisher { publisher in
-            try await BrokerUpgrade.declareContract(topology, publisher: publisher, logger: logger)
+        let drainTimeout = Duration.milliseconds(retry.retryMaxDelayMs) + .seconds(30)
+        let changes: [String]
+        do {
+            changes = try await connection.withPublisher { publisher in
+                try await BrokerUpgrade.declareContract(
+                    topology,
+                    publisher: publisher,
+                    drainTimeout: drainTimeout,
+                    logger: logger
+                )
+            }
+        } catch let refusal as BrokerUpgrade.Refusal {
+            throw CommandFailure("broker: \(refusal.description)")
         }
         for change in changes { print("broker: \(change)") }
         print(
             "broker: declared \(topology.exchanges.count) exchanges, \(topology.queues.count) queues, "
-                + "\(topology.bindings.count) bindings"
+                + "\(topology.bindings.count) bindings, \(topology.exchangeBindings.count) exchange bindings"
         )
     }
 }
@@ -83,8 +97,10 @@ struct Publish: AsyncParsableCommand {
         abstract: "Publish a job and print its jobId.",
         discussion: """
             The JSON body comes from --file or standard input. A body without "jobId" gets a new one.
-            The job goes to the astro.jobs exchange with the job type as routing key, persistent,
-            and returns once the broker confirmed it. Job types: \(JobType.all.map(\.rawValue).joined(separator: ", ")).
+            The job goes with the job type as routing key, persistent, to the astro.requests exchange
+            when a client may ask for it and to astro.jobs otherwise (report.generate,
+            billing.refund-credit: the administrator's or a worker's), and returns once the broker
+            confirmed it. Job types: \(JobType.all.map(\.rawValue).joined(separator: ", ")).
 
             Example:
               astroctl publish chart.calculate --file job.json

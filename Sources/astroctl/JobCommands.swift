@@ -7,6 +7,13 @@ import Postgres
 /// Publishing a job from the command line and waiting for its end, for the subcommands that
 /// publish jobs (publish, report, stories, billing).
 enum JobCommands {
+    /// The exchange a job of `type` is published to: `astro.requests` for the job types a client
+    /// may ask for (the only exchange the client's broker user may publish jobs to), `astro.jobs`
+    /// for the internal ones (a worker's or the administrator's).
+    static func exchange(for type: JobType) -> String {
+        type.isRequestable ? BrokerNames.requestsExchange : BrokerNames.jobsExchange
+    }
+
     /// A job message: persistent, mandatory (it must reach a queue), named by its job id.
     static func message(_ type: JobType, jobID: JobID, body: Data) -> OutgoingMessage {
         var properties = MessageProperties(contentType: "application/json")
@@ -16,7 +23,7 @@ enum JobCommands {
         properties.timestamp = Date()
         properties.appID = "astroctl"
         return OutgoingMessage(
-            exchange: BrokerNames.jobsExchange,
+            exchange: exchange(for: type),
             routingKey: type.rawValue,
             body: body,
             properties: properties,

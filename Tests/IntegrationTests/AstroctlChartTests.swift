@@ -1,6 +1,7 @@
 import AMQP
 import AstroDomain
 import Foundation
+import Postgres
 import Schema
 import Testing
 import WorkerRuntime
@@ -117,11 +118,10 @@ struct AstroctlChartTests {
         #expect(resolved.output.contains("dst-policy-applied"))
     }
 
-    @Test func publishWaitsForTheWorkerAndPrintsTheStoredChart() async throws {
-        // The chart-worker runs as its own least-privilege role and broker user, as deployed:
-        // the topology (exchanges) exists first, as `astroctl migrate` leaves it.
+    /// A chart-worker process on its own least-privilege role and broker user, as deployed, once
+    /// the topology exists as `astroctl migrate` leaves it. Stop it with SIGTERM.
+    func startChartWorker(databaseURL: String) async throws -> Process {
         await (try await RuntimeTestEnvironment.contractPublisher(purging: [.chartCalculate])).close()
-        let databaseURL = try await RuntimeTestEnvironment.databaseURL(as: .chartWorker)
         let worker = Process()
         worker.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("chart-worker"))
         worker.environment = ProcessInfo.processInfo.environment.merging([
@@ -132,19 +132,25 @@ struct AstroctlChartTests {
         worker.standardOutput = FileHandle.nullDevice
         worker.standardError = FileHandle.nullDevice
         try worker.run()
-        defer {
-            kill(worker.processIdentifier, SIGTERM)
-            worker.waitUntilExit()
-        }
         let publisher = AMQPPublisher(
             configuration: try RuntimeTestEnvironment.amqpConfiguration(),
             logger: RuntimeTestEnvironment.logger
         )
         try await publisher.connect()
+        defer { Task { await publisher.close() } }
         try await RuntimeTestEnvironment.eventually("the chart-worker consumes") {
             ((try? await publisher.queueState("chart.calculate"))?.consumerCount ?? 0) > 0
         }
-        await publisher.close()
+        return worker
+    }
+
+    @Test func publishWaitsForTheWorkerAndPrintsTheStoredChart() async throws {
+        let databaseURL = try await RuntimeTestEnvironment.databaseURL(as: .chartWorker)
+        let worker = try await startChartWorker(databaseURL: databaseURL)
+        defer {
+            kill(worker.processIdentifier, SIGTERM)
+            worker.waitUntilExit()
+        }
 
         let user = UUID().uuidString.lowercased()
         let result = try await ProcessRunner.run(
@@ -159,5 +165,51 @@ struct AstroctlChartTests {
         #expect(result.output.contains("Sun"))
         #expect(result.output.contains("13°57'45\" Libra"))
         #expect(result.output.hasPrefix("job "))
+    }
+
+    /// A jobId of another service's job, which row-level security hides from the chart-worker's
+    /// role, is refused once as `job-id-reused` (not retried as a privilege error until its
+    /// attempts run out), and the other job's row is untouched.
+    @Test func aJobIDOfAnotherServicesJobIsRefusedOnceAndChangesNothing() async throws {
+        let databaseURL = try await RuntimeTestEnvironment.databaseURL(as: .chartWorker)
+        let worker = try await startChartWorker(databaseURL: databaseURL)
+        defer {
+            kill(worker.processIdentifier, SIGTERM)
+            worker.waitUntilExit()
+        }
+        let pool = PostgresPool(
+            configuration: try await RuntimeTestEnvironment.database(),
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        defer { Task { await pool.close() } }
+        let id = JobID.random()
+        _ = try await pool.withConnection { database in
+            try database.execute(
+                "INSERT INTO jobs (id, kind, status, attempts) VALUES ($1, 'billing.verify-purchase', 'running', 1)",
+                [id.uuid]
+            )
+        }
+        let admin = try await RuntimeTestEnvironment.contractPublisher(purging: [])
+        defer { Task { await admin.close() } }
+        _ = try await admin.purgeQueue("chart.calculate.dead")
+        // A valid request, so the job gets as far as claiming its row.
+        let body = #"""
+            {"jobId":"\#(id)","userId":"\#(UUID().uuidString.lowercased())","houseSystem":"placidus",
+             "profile":{"name":"Reuse","birthDate":"1990-10-07","birthTime":"15:00","timezone":"Europe/Kyiv",
+                        "latitude":50.4501,"longitude":30.5234,"locationName":"Kyiv, Ukraine"}}
+            """#
+        try await admin.publish(
+            OutgoingMessage(exchange: BrokerNames.jobsExchange, routingKey: "chart.calculate", body: Data(body.utf8))
+        )
+        let letters = try await RuntimeTestEnvironment.drain("chart.calculate.dead", count: 1, timeout: .seconds(30))
+        #expect(letters.first?.properties.headers[BrokerNames.Header.reasonCode] == .string("job-id-reused"))
+        #expect(letters.first?.properties.headers[BrokerNames.Header.attempt] == .string("1"))
+        let row = try await pool.withConnection { database in
+            try database.query("SELECT kind, status, attempts FROM jobs WHERE id = $1", [id.uuid]).first!
+        }
+        #expect(try row.decode(String.self, "kind") == "billing.verify-purchase")
+        #expect(try row.decode(String.self, "status") == "running")
+        #expect(try row.decode(Int.self, "attempts") == 1)
     }
 }

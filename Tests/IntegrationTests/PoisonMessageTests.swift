@@ -244,6 +244,41 @@ struct PoisonMessageTests {
         #expect(body.contains(poison.description))
     }
 
+    /// A message reusing a finished job's id — with a forged delivery count that would once have
+    /// quarantined it, or a body that is rejected — leaves that job as it was: no dead row, no
+    /// failed event, no dead letter.
+    @Test func aMessageReusingAFinishedJobsIDChangesNothing() async throws {
+        defer { Task { await close() } }
+        let queue = Self.queueName("reuse")
+        let worker = try await SupervisedWorker(queue: queue, environment: ["DELIVERY_LIMIT": "3"])
+        defer { worker.stop() }
+        try await waitForConsumer(queue)
+        let id = JobID.random()
+        try await publish(queue, id)
+        try await waitForEnd([id])
+        #expect(try await job(id)?.status == "succeeded")
+        try await publish(queue, id, headers: [BrokerNames.Header.deliveryCount: .int(100)])
+        try await publish(queue, id, #","reject":"forged-rejection""#)
+        let marker = JobID.random()
+        try await publish(queue, marker)
+        try await waitForEnd([marker])
+        try await RuntimeTestEnvironment.eventually("the copies are settled") {
+            (try await publisher.queueState(queue).messageCount) == 0
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let finished = try #require(try await job(id))
+        #expect(finished.status == "succeeded", "a copy rewrote the finished job: \(finished)")
+        #expect(finished.code == nil)
+        #expect(try await publisher.queueState(BrokerNames.deadLetterQueue(of: queue)).messageCount == 0)
+        let failedEvents = try await pool.withConnection { database in
+            try database.query(
+                "SELECT count(*) AS n FROM outbox WHERE job_id = $1 AND routing_key LIKE '%.failed'",
+                [id.uuid]
+            ).first!.decode(Int.self, "n")
+        }
+        #expect(failedEvents == 0)
+    }
+
     @Test func anOversizedBodyIsDeadLetteredUnread() async throws {
         defer { Task { await close() } }
         let queue = Self.queueName("size")

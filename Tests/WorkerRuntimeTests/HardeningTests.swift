@@ -382,17 +382,21 @@ import Glibc
         }
     }
 
-    @Test func quorumWorkQueuesCarryTheDeliveryLimit() {
+    @Test func theDeliveryLimitOfQuorumQueuesIsAPolicyNotAnArgument() throws {
+        // An argument cannot be changed on an existing quorum queue (redeclaring with a new one
+        // is refused, 406), so the broker's limit is a policy over the work queues.
         let retry = RetryPolicy(maxAttempts: 3, initialDelay: .seconds(1), maxDelay: .seconds(4))
-        let quorum = WorkerTopology.topology(
-            queues: ["chart.calculate"],
-            retry: retry,
-            queueType: .quorum,
-            deliveryLimit: 7
-        )
-        #expect(quorum.queues.first { $0.name == "chart.calculate" }?.arguments["x-delivery-limit"] == .int(7))
-        let classic = WorkerTopology.topology(queues: ["chart.calculate"], retry: retry, queueType: .classic)
-        #expect(classic.queues.first { $0.name == "chart.calculate" }?.arguments["x-delivery-limit"] == nil)
+        let quorum = WorkerTopology.contract(retry: retry, queueType: .quorum)
+        #expect(quorum.queues.allSatisfy { $0.arguments["x-delivery-limit"] == nil })
+        let policies = try #require(BrokerAccess.definitionsTemplate()["policies"]?.arrayValue)
+        let policy = try #require(policies.first)
+        #expect(policy["definition"]?["delivery-limit"] == .number(Double(BrokerAccess.brokerDeliveryLimit)))
+        #expect(BrokerAccess.brokerDeliveryLimit > WorkerConfiguration.defaultDeliveryLimit)
+        let pattern = try Regex(try #require(policy["pattern"]?.stringValue))
+        for type in JobType.all { #expect(type.rawValue.firstMatch(of: pattern) != nil, "\(type.rawValue)") }
+        for other in ["chart.calculate.dead", "chart.calculate.retry.1000ms", "astroctl.wait.1"] {
+            #expect(other.firstMatch(of: pattern) == nil, "\(other)")
+        }
     }
 }
 
@@ -419,16 +423,69 @@ import Glibc
         )
     }
 
-    @Test func clientsNeverPublishInternalJobs() {
-        let jobs = BrokerAccess.topicPermissions(BrokerAccess.client).first { $0.exchange == BrokerNames.jobsExchange }
-        let pattern = try! #require(jobs?.write)
+    @Test func clientsNeverPublishInternalJobs() throws {
+        let topics = BrokerAccess.topicPermissions(BrokerAccess.client)
+        let requests = try #require(topics.first { $0.exchange == BrokerNames.requestsExchange }?.write)
         for privileged in ["report.generate", "billing.refund-credit"] {
-            #expect(privileged.wholeMatch(of: try! Regex(pattern)) == nil)
+            #expect(privileged.wholeMatch(of: try Regex(requests)) == nil)
         }
-        #expect("report.request".wholeMatch(of: try! Regex(pattern)) != nil)
+        #expect("report.request".wholeMatch(of: try Regex(requests)) != nil)
+        // A client may not publish to astro.jobs at all, and astro.requests reaches it only under
+        // the requestable job types.
+        let client = BrokerAccess.permissions(BrokerAccess.client)
+        #expect("astro.jobs".wholeMatch(of: try Regex(client.write)) == nil)
+        #expect("astro.requests".wholeMatch(of: try Regex(client.write)) != nil)
+        #expect(Set(WorkerTopology.requestBindings.map(\.routingKey)) == Set(JobType.requestable.map(\.rawValue)))
+        #expect(!JobType.requestable.contains(.reportGenerate) && !JobType.requestable.contains(.billingRefundCredit))
         // Every job type has exactly one consuming service.
         for type in JobType.all {
             #expect(BrokerAccess.services.filter { $0.consumes.contains(type) }.count == 1, "\(type.rawValue)")
+        }
+    }
+
+    /// A user that may declare a queue chooses its dead-letter exchange and routing key, which
+    /// the broker checks against no topic permission; an exchange-to-exchange binding needs only
+    /// `read` on its source. Neither may open a way into astro.jobs.
+    @Test func noUserThatPublishesJobsMayDeclareQueuesOrReadAnExchange() throws {
+        for service in BrokerAccess.services {
+            let granted = BrokerAccess.permissions(service)
+            let configure = try Regex(granted.configure)
+            let read = try Regex(granted.read)
+            let write = try Regex(granted.write)
+            for exchange in WorkerTopology.exchanges.map(\.name) {
+                #expect(exchange.wholeMatch(of: configure) == nil, "\(service.user) may configure \(exchange)")
+            }
+            if "astro.jobs".wholeMatch(of: write) != nil {
+                #expect(granted.configure == BrokerAccess.nothing, "\(service.user) writes astro.jobs and configures")
+            }
+            for exchange in [BrokerNames.jobsExchange, BrokerNames.requestsExchange, BrokerNames.retryExchange] {
+                #expect(exchange.wholeMatch(of: read) == nil, "\(service.user) may read \(exchange)")
+            }
+            #expect("astro.dlx".wholeMatch(of: write) == nil, "\(service.user) may publish to astro.dlx")
+            // Every topic exchange has a topic permission (none left to "any routing key").
+            #expect(Set(BrokerAccess.topicPermissions(service).map(\.exchange)) == Set(BrokerAccess.topicExchanges))
+        }
+    }
+
+    @Test func workersSendRetriesAndDeadLettersOnlyToTheirOwnQueues() throws {
+        let chart = try #require(
+            BrokerAccess.topicPermissions(BrokerAccess.chartWorker).first { $0.exchange == BrokerNames.retryExchange }
+        )
+        let pattern = try Regex(chart.write)
+        #expect("chart.calculate.dead".wholeMatch(of: pattern) != nil)
+        #expect("chart.calculate.retry.1000ms".wholeMatch(of: pattern) != nil)
+        for other in ["billing.refund-credit.dead", "billing.refund-credit.retry.1000ms", "chart.calculate"] {
+            #expect(other.wholeMatch(of: pattern) == nil, "\(other)")
+        }
+    }
+
+    /// An event routed into astro.requests (a client may bind astro.events to it) must never be
+    /// taken for a job.
+    @Test func noEventTypeIsAJobType() {
+        let jobs = Set(JobType.all.map(\.rawValue))
+        for type in JobType.all { #expect(!jobs.contains(type.failedEvent.rawValue)) }
+        for event in ["chart.calculated", "billing.credits-issued", "report.completed", "story.generated"] {
+            #expect(!jobs.contains(event))
         }
     }
 }

@@ -127,14 +127,34 @@ import FoundationNetworking
     @Test func everyJobQueueHasADeadLetterQueueAndDelayQueues() throws {
         let policy = RetryPolicy(maxAttempts: 3, initialDelay: .seconds(1), maxDelay: .seconds(4))
         let topology = WorkerTopology.topology(queues: ["chart.calculate"], retry: policy)
-        #expect(Set(topology.exchanges.map(\.name)) == ["astro.jobs", "astro.events", "astro.dlx", "astro.retry"])
+        #expect(
+            Set(topology.exchanges.map(\.name)) == [
+                "astro.jobs", "astro.requests", "astro.events", "astro.dlx", "astro.retry",
+            ]
+        )
         #expect(topology.exchanges.first { $0.name == "astro.events" }?.kind == .topic)
         // Topic exchanges, so the broker's topic permissions can say which routing keys a user may use.
         #expect(topology.exchanges.first { $0.name == "astro.jobs" }?.kind == .topic)
         #expect(topology.exchanges.first { $0.name == "astro.retry" }?.kind == .topic)
-        // A worker only creates missing exchanges (its user may not configure them); migrate declares them.
+        // A worker only creates what is missing (its user may configure nothing); migrate declares it all.
         #expect(topology.exchanges.allSatisfy { $0.declareOnlyIfMissing })
-        #expect(!WorkerTopology.contract(retry: policy).exchanges.contains { $0.declareOnlyIfMissing })
+        #expect(topology.queues.allSatisfy { $0.declareOnlyIfMissing })
+        #expect(topology.exchangeBindings.isEmpty)
+        let contract = WorkerTopology.contract(retry: policy)
+        #expect(!contract.exchanges.contains { $0.declareOnlyIfMissing })
+        #expect(!contract.queues.contains { $0.declareOnlyIfMissing })
+        #expect(
+            contract.exchangeBindings.contains(
+                ExchangeBindingSpec(destination: "astro.jobs", source: "astro.requests", routingKey: "report.request")
+            )
+        )
+        #expect(!contract.exchangeBindings.contains { $0.routingKey == "billing.refund-credit" })
+        // The worker's own dead letters arrive through astro.retry, the broker's through astro.dlx.
+        #expect(
+            topology.bindings.contains(
+                BindingSpec(queue: "chart.calculate.dead", exchange: "astro.retry", routingKey: "chart.calculate.dead")
+            )
+        )
         #expect(
             topology.bindings.contains(
                 BindingSpec(

@@ -237,7 +237,7 @@ final class ConnectionHandle {
 
     // MARK: - Declarations and queries (RPCs; frames for other work that arrive meanwhile are queued)
 
-    /// Declares exchanges, then queues, then bindings.
+    /// Declares exchanges, then queues, then their bindings, then exchange-to-exchange bindings.
     func declare(_ topology: Topology) throws(AMQPError) {
         defer { scratch.recycle() }
         for exchange in topology.exchanges {
@@ -255,7 +255,13 @@ final class ConnectionHandle {
             )
             try check(amqp_get_rpc_reply(state), "declaring exchange '\(exchange.name)'")
         }
+        // Bindings of a queue that was already there are left as the administrator made them.
+        var existing: Set<String> = []
         for queue in topology.queues {
+            if queue.declareOnlyIfMissing, try queueExists(queue.name) {
+                existing.insert(queue.name)
+                continue
+            }
             _ = amqp_queue_declare(
                 state,
                 channel,
@@ -268,7 +274,7 @@ final class ConnectionHandle {
             )
             try check(amqp_get_rpc_reply(state), "declaring queue '\(queue.name)'")
         }
-        for binding in topology.bindings {
+        for binding in topology.bindings where !existing.contains(binding.queue) {
             _ = amqp_queue_bind(
                 state,
                 channel,
@@ -282,6 +288,20 @@ final class ConnectionHandle {
                 "binding queue '\(binding.queue)' to exchange '\(binding.exchange)'"
             )
         }
+        for binding in topology.exchangeBindings {
+            _ = amqp_exchange_bind(
+                state,
+                channel,
+                scratch.bytes(binding.destination),
+                scratch.bytes(binding.source),
+                scratch.bytes(binding.routingKey),
+                scratch.table(binding.arguments)
+            )
+            try check(
+                amqp_get_rpc_reply(state),
+                "binding exchange '\(binding.destination)' to exchange '\(binding.source)'"
+            )
+        }
     }
 
     /// The channel used for passive probes, which the broker closes when the answer is "no":
@@ -291,22 +311,41 @@ final class ConnectionHandle {
     /// Whether an exchange exists: a passive exchange.declare on the probe channel (no
     /// permission is needed for it). A 404 closes only the probe channel.
     func exchangeExists(_ name: String) throws(AMQPError) -> Bool {
+        try probe("exchange '\(name)'") { state, channel in
+            _ = amqp_exchange_declare(
+                state,
+                channel,
+                scratch.bytes(name),
+                scratch.bytes("direct"),
+                1,
+                0,
+                0,
+                0,
+                amqp_empty_table
+            )
+        }
+    }
+
+    /// Whether a queue exists: a passive queue.declare on the probe channel (no permission is
+    /// needed for it). A 404 closes only the probe channel.
+    func queueExists(_ name: String) throws(AMQPError) -> Bool {
+        try probe("queue '\(name)'") { state, channel in
+            _ = amqp_queue_declare(state, channel, scratch.bytes(name), 1, 0, 0, 0, amqp_empty_table)
+        }
+    }
+
+    /// Runs one passive declaration on the probe channel: true when it succeeds, false on the
+    /// broker's 404 (which closes only the probe channel).
+    private func probe(
+        _ what: String,
+        _ declare: (amqp_connection_state_t, amqp_channel_t) -> Void
+    ) throws(AMQPError) -> Bool {
         _ = amqp_channel_open(state, probeChannel)
         let opened = amqp_get_rpc_reply(state)
         guard opened.reply_type == AMQP_RESPONSE_NORMAL else {
-            throw probeFailure(opened, "opening a channel to look up exchange '\(name)'")
+            throw probeFailure(opened, "opening a channel to look up \(what)")
         }
-        _ = amqp_exchange_declare(
-            state,
-            probeChannel,
-            scratch.bytes(name),
-            scratch.bytes("direct"),
-            1,
-            0,
-            0,
-            0,
-            amqp_empty_table
-        )
+        declare(state, probeChannel)
         let reply = amqp_get_rpc_reply(state)
         if reply.reply_type == AMQP_RESPONSE_NORMAL {
             _ = amqp_channel_close(state, probeChannel, CRABBITMQ_REPLY_SUCCESS)
@@ -325,11 +364,11 @@ final class ConnectionHandle {
                 amqp_send_method(state, probeChannel, CRABBITMQ_CHANNEL_CLOSE_OK_METHOD, &ok) == AMQP_STATUS_OK.rawValue
             else {
                 isAlive = false
-                throw AMQPError(kind: .connectionLost, message: "looking up exchange '\(name)': the connection failed")
+                throw AMQPError(kind: .connectionLost, message: "looking up \(what): the connection failed")
             }
             return false
         }
-        throw probeFailure(reply, "looking up exchange '\(name)'")
+        throw probeFailure(reply, "looking up \(what)")
     }
 
     /// An unexpected answer on the probe channel: the connection's state is unknown, so it is given up.
