@@ -80,32 +80,51 @@ public enum NotificationLedger {
         )
     }
 
-    /// REFUND or REVOKE: revokes the transaction's unconsumed credits and records a debt for
-    /// each consumed one. Credits being consumed right now are waited for (row locks), so each
-    /// ends up exactly one of revoked or debt.
+    /// REFUND or REVOKE: revokes the purchase's unconsumed credits and records a debt for each
+    /// consumed one. Credits being consumed right now are waited for (row locks), so each ends
+    /// up exactly one of revoked or debt.
+    ///
+    /// The credits are those of the purchase's granting record, whichever of its transactions
+    /// the notification names: a restore that reached us before its original purchase granted
+    /// the credits itself, and the original was recorded as its restore.
+    /// - Parameters:
+    ///   - transactionID: the notification's transaction.
+    ///   - originalTransactionID: its original transaction, for a transaction never seen here.
     public static func revoke(
         transactionID: String,
+        originalTransactionID: String?,
         notificationUUID: UUID,
         reason: String,
         revocationDate: Date?,
         jobID: JobID,
         database: PostgresConnection
     ) throws -> NotificationEffect {
-        guard let userID = try owner(of: transactionID, database: database) else {
+        guard
+            let grant = try grantingRecord(
+                of: transactionID,
+                originalTransactionID: originalTransactionID,
+                database: database
+            )
+        else {
             return NotificationEffect(
                 action: "recorded",
                 transactionID: transactionID,
                 note: "transaction \(transactionID) was never redeemed here; nothing to revoke"
             )
         }
+        let userID = grant.userID
         try database.execute(
             """
-            UPDATE purchase_records SET revoked_at = coalesce($2, now()), revocation_reason = $3
-            WHERE transaction_id = $1
+            UPDATE purchase_records SET revoked_at = coalesce($3, now()), revocation_reason = $4
+            WHERE transaction_id IN ($1, $2)
             """,
-            [transactionID, revocationDate, reason]
+            [transactionID, grant.transactionID, revocationDate, reason]
         )
         var effect = NotificationEffect(action: "revoked", transactionID: transactionID, userID: userID)
+        if grant.transactionID != transactionID {
+            effect.note =
+                "the credits of \(transactionID)'s purchase were granted by transaction \(grant.transactionID)"
+        }
         let credits = try database.query(
             """
             SELECT id, consumed, revoked,
@@ -114,7 +133,7 @@ public enum NotificationLedger {
                        AS open_debt
             FROM purchase_credits c WHERE transaction_id = $1 ORDER BY id FOR UPDATE
             """,
-            [transactionID]
+            [grant.transactionID]
         )
         for credit in credits {
             let id = try credit.decode(UUID.self, "id")
@@ -125,7 +144,7 @@ public enum NotificationLedger {
                     "debt",
                     credit: id,
                     userID: userID,
-                    transactionID: transactionID,
+                    transactionID: grant.transactionID,
                     jobID: jobID,
                     notificationUUID: notificationUUID,
                     reason: reason,
@@ -141,7 +160,7 @@ public enum NotificationLedger {
                     "revoked",
                     credit: id,
                     userID: userID,
-                    transactionID: transactionID,
+                    transactionID: grant.transactionID,
                     jobID: jobID,
                     notificationUUID: notificationUUID,
                     reason: reason,
@@ -153,25 +172,41 @@ public enum NotificationLedger {
         return effect
     }
 
-    /// REFUND_REVERSED: gives back the credits the refund revoked and clears its debts.
+    /// REFUND_REVERSED: gives back the credits the refund revoked and clears its debts (of the
+    /// purchase's granting record, as `revoke`).
     public static func restore(
         transactionID: String,
+        originalTransactionID: String?,
         notificationUUID: UUID,
         jobID: JobID,
         database: PostgresConnection
     ) throws -> NotificationEffect {
-        guard let userID = try owner(of: transactionID, database: database) else {
+        guard
+            let grant = try grantingRecord(
+                of: transactionID,
+                originalTransactionID: originalTransactionID,
+                database: database
+            )
+        else {
             return NotificationEffect(
                 action: "recorded",
                 transactionID: transactionID,
                 note: "transaction \(transactionID) was never redeemed here; nothing to restore"
             )
         }
+        let userID = grant.userID
         try database.execute(
-            "UPDATE purchase_records SET revoked_at = NULL, revocation_reason = NULL WHERE transaction_id = $1",
-            [transactionID]
+            """
+            UPDATE purchase_records SET revoked_at = NULL, revocation_reason = NULL
+            WHERE transaction_id IN ($1, $2)
+            """,
+            [transactionID, grant.transactionID]
         )
         var effect = NotificationEffect(action: "restored", transactionID: transactionID, userID: userID)
+        if grant.transactionID != transactionID {
+            effect.note =
+                "the credits of \(transactionID)'s purchase were granted by transaction \(grant.transactionID)"
+        }
         let reason = "refund reversed"
         let credits = try database.query(
             """
@@ -180,7 +215,7 @@ public enum NotificationLedger {
                     FROM credit_ledger l WHERE l.credit_id = c.id)::int AS open_debts
             FROM purchase_credits c WHERE transaction_id = $1 ORDER BY id FOR UPDATE
             """,
-            [transactionID]
+            [grant.transactionID]
         )
         for credit in credits {
             let id = try credit.decode(UUID.self, "id")
@@ -193,7 +228,7 @@ public enum NotificationLedger {
                     "restored",
                     credit: id,
                     userID: userID,
-                    transactionID: transactionID,
+                    transactionID: grant.transactionID,
                     jobID: jobID,
                     notificationUUID: notificationUUID,
                     reason: reason,
@@ -206,7 +241,7 @@ public enum NotificationLedger {
                     "debt-cleared",
                     credit: id,
                     userID: userID,
-                    transactionID: transactionID,
+                    transactionID: grant.transactionID,
                     jobID: jobID,
                     notificationUUID: notificationUUID,
                     reason: reason,
@@ -222,11 +257,19 @@ public enum NotificationLedger {
     /// from what the ledger holds. Stored with a CONSUMPTION_REQUEST notification.
     public static func consumptionInfo(
         transactionID: String,
+        originalTransactionID: String?,
         appAccountToken: String?,
         database: PostgresConnection
     ) throws -> ConsumptionInfo {
         var info = ConsumptionInfo(appAccountToken: appAccountToken ?? "")
-        guard let userID = try owner(of: transactionID, database: database) else { return info }
+        guard
+            let grant = try grantingRecord(
+                of: transactionID,
+                originalTransactionID: originalTransactionID,
+                database: database
+            )
+        else { return info }
+        let userID = grant.userID
         if let row = try database.query(
             """
             SELECT count(*)::int AS total,
@@ -235,7 +278,7 @@ public enum NotificationLedger {
                        SELECT 1 FROM report_purchases r WHERE r.credit_id = c.id))::int AS undelivered
             FROM purchase_credits c WHERE c.transaction_id = $1
             """,
-            [transactionID]
+            [grant.transactionID]
         ).first {
             let total = try row.decode(Int.self, "total")
             let consumed = try row.decode(Int.self, "consumed")
@@ -259,9 +302,24 @@ public enum NotificationLedger {
         return info
     }
 
-    private static func owner(of transactionID: String, database: PostgresConnection) throws -> UserID? {
-        try database.query("SELECT user_id FROM purchase_records WHERE transaction_id = $1", [transactionID])
-            .first.map { UserID(try $0.decode(UUID.self, "user_id")) }
+    /// The record that granted the credits of a transaction's purchase: the one record of its
+    /// original transaction that is not a restore (migration 0011 allows no second). The
+    /// original is the transaction's own record's, or, for a transaction never recorded here,
+    /// the one the notification names.
+    static func grantingRecord(
+        of transactionID: String,
+        originalTransactionID: String?,
+        database: PostgresConnection
+    ) throws -> (transactionID: String, userID: UserID)? {
+        try database.query(
+            """
+            SELECT transaction_id, user_id FROM purchase_records
+            WHERE restored_from IS NULL AND original_transaction_id = coalesce(
+                (SELECT original_transaction_id FROM purchase_records WHERE transaction_id = $1), $2)
+            ORDER BY created_at LIMIT 1
+            """,
+            [transactionID, originalTransactionID]
+        ).first.map { (try $0.decode(String.self, "transaction_id"), UserID(try $0.decode(UUID.self, "user_id"))) }
     }
 
     private static func appendEntry(

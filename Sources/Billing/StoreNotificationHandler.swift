@@ -72,6 +72,7 @@ public struct StoreNotificationHandler: JobHandler {
             if let code = transaction?.payload.revocationReason { reason += " (revocationReason \(code))" }
             effect = try NotificationLedger.revoke(
                 transactionID: id,
+                originalTransactionID: transaction?.payload.originalTransactionId,
                 notificationUUID: prepared.notificationUUID,
                 reason: reason,
                 revocationDate: transaction?.payload.revocationDate,
@@ -82,6 +83,7 @@ public struct StoreNotificationHandler: JobHandler {
         case ("REFUND_REVERSED", let id?):
             effect = try NotificationLedger.restore(
                 transactionID: id,
+                originalTransactionID: transaction?.payload.originalTransactionId,
                 notificationUUID: prepared.notificationUUID,
                 jobID: jobID,
                 database: database
@@ -90,6 +92,7 @@ public struct StoreNotificationHandler: JobHandler {
         case ("CONSUMPTION_REQUEST", let id?):
             consumption = try NotificationLedger.consumptionInfo(
                 transactionID: id,
+                originalTransactionID: transaction?.payload.originalTransactionId,
                 appAccountToken: transaction?.payload.appAccountToken,
                 database: database
             )

@@ -666,6 +666,29 @@ struct BillingLedgerIntegrationTests {
         #expect(revokedAt == nil)
     }
 
+    /// A restore delivered before its original holds the purchase's credits; a refund naming the
+    /// original (recorded as a restore of it, or never recorded here at all) revokes them.
+    @Test(arguments: [true, false])
+    func aRefundOfAnOriginalWhoseRestoreGrantedRevokesTheCredits(originalRecorded: Bool) async throws {
+        let (user, _) = try await userWithProfile()
+        let originalID = DevTransactions.newTransactionID()
+        let product = "com.astrosvitla.astroinsight.report.career"
+        let (restore, restoreID) = try Self.signedPurchase(product, user: user, originalID: originalID)
+        let (original, _) = try Self.signedPurchase(product, user: user, id: originalID)
+        #expect(Self.credits(try await purchase(restore, user: user)).count == 1)
+        if originalRecorded { _ = try await purchase(original, user: user) }
+        let refund = try await notify(try signedNotification("REFUND", about: original))
+        #expect(refund.result?["action"] == "revoked")
+        #expect(refund.result?["credits"]?.arrayValue?.count == 1)
+        #expect(refund.result?["note"]?.stringValue?.contains(restoreID) == true)
+        var balance = try await balance(user)
+        #expect(balance.available == 0 && balance.revoked == 1 && balance.balanced, "\(balance)")
+        let reversed = try await notify(try signedNotification("REFUND_REVERSED", about: original))
+        #expect(reversed.result?["credits"]?.arrayValue?.count == 1)
+        balance = try await self.balance(user)
+        #expect(balance.available == 1 && balance.restored == 1 && balance.balanced, "\(balance)")
+    }
+
     @Test func aConsumptionRequestStoresWhatAppleAsksFor() async throws {
         let (user, profile) = try await userWithProfile()
         let (jws, _) = try Self.signedPurchase("com.astrosvitla.report.credit.pack5", user: user)

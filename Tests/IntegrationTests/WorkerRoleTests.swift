@@ -165,13 +165,15 @@ struct WorkerRoleTests {
                     "INSERT INTO outbox (exchange, routing_key, body, mandatory) VALUES ('\(exchange)', '\(key)', '\\x7b7d', true)"
             )
         }
-        // Its own: an event, a dead letter of its queue.
+        // Its own: an event, a dead letter of its queue (through astro.retry, migration 0013).
         #expect(await failure(chart, outbox("astro.events", "chart.calculated")) == nil)
-        #expect(await failure(chart, outbox("astro.dlx", "chart.calculate.dead")) == nil)
-        // Another service's event, an internal job, a dead letter elsewhere, another producer's name.
+        #expect(await failure(chart, outbox("astro.retry", "chart.calculate.dead")) == nil)
+        // Another service's event, an internal job, a dead letter elsewhere or through the
+        // broker's own dead-letter exchange, another producer's name.
         #expect(await failure(chart, outbox("astro.events", "billing.credits-issued")) == "42501")
         #expect(await failure(chart, outbox("astro.jobs", "billing.refund-credit")) == "42501")
-        #expect(await failure(chart, outbox("astro.dlx", "report.generate.dead")) == "42501")
+        #expect(await failure(chart, outbox("astro.retry", "report.generate.dead")) == "42501")
+        #expect(await failure(chart, outbox("astro.dlx", "chart.calculate.dead")) == "42501")
         #expect(await failure(report, outbox("astro.jobs", "report.generate")) == "42501")
         #expect(await failure(report, outbox("astro.jobs", "billing.refund-credit")) == nil)
         #expect(
@@ -241,5 +243,59 @@ struct WorkerRoleTests {
         await pool.close()
         // Restore the password the other tests use.
         _ = try await RuntimeTestEnvironment.databaseURL(as: .storyWorker)
+    }
+
+    /// Migration 0013: pending rows written before 0012 get their producer (by their job, else by
+    /// their routing key), and pending dead letters move from astro.dlx to astro.retry.
+    @Test func legacyOutboxRowsGetAProducerAndDeadLettersGoThroughTheRetryExchange() async throws {
+        let configuration = try await RuntimeTestEnvironment.freshDatabase()
+        let pool = PostgresPool(
+            configuration: configuration,
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        defer { Task { await pool.close() } }
+        let all = try AstroSchema.migrations()
+        let logger = RuntimeTestEnvironment.logger
+        _ = try await Migrator(migrations: all.filter { $0.version <= 12 }, logger: logger).migrate(pool: pool)
+        let reportJob = UUID()
+        try await pool.withTransaction { database in
+            try database.execute(
+                "INSERT INTO jobs (id, kind, status, finished_at) VALUES ($1, 'report.request', 'dead', now())",
+                [reportJob]
+            )
+            for (exchange, key, job, sent) in [
+                ("astro.events", "report.failed", reportJob as UUID?, false),
+                ("astro.dlx", "report.request.dead", reportJob, false),
+                ("astro.jobs", "billing.refund-credit", nil, false),
+                ("astro.events", "story.generated", nil, false),
+                ("astro.dlx", "chart.calculate.dead", nil, true),
+            ] {
+                try database.execute(
+                    """
+                    INSERT INTO outbox (exchange, routing_key, body, job_id, producer, sent_at)
+                    VALUES ($1, $2, '\\x7b7d', $3, NULL, CASE WHEN $4 THEN now() END)
+                    """,
+                    [exchange, key, job, sent]
+                )
+            }
+        }
+        #expect(try await Migrator(migrations: all, logger: logger).migrate(pool: pool).map(\.version).contains(13))
+        let rows = try await pool.withConnection { database in
+            try database.query("SELECT exchange, routing_key, producer::text AS producer FROM outbox ORDER BY id").map {
+                "\(try $0.decode(String.self, "exchange")) \(try $0.decode(String.self, "routing_key")) "
+                    + (try $0.decode(String?.self, "producer") ?? "-")
+            }
+        }
+        #expect(
+            rows == [
+                "astro.events report.failed astro_billing_worker",
+                "astro.retry report.request.dead astro_billing_worker",
+                "astro.jobs billing.refund-credit astro_report_worker",
+                "astro.events story.generated astro_story_worker",
+                // Sent long ago: left as it was.
+                "astro.dlx chart.calculate.dead -",
+            ]
+        )
     }
 }
