@@ -50,10 +50,11 @@ public struct ReportGenerateHandler: JobHandler {
         let request = try job.decode(ReportGenerateRequest.self)
         guard let llm else { return .builtIn(request) }
         let profile = request.profileID.uuid
-        let (chartText, written) = try await llm.pool.withConnection { database in
+        let (held, chartText, written) = try await llm.pool.withConnection { database in
             // A job whose credit says otherwise is refused before any token is paid for.
-            try Self.checkCredit(request, database: database)
+            let held = try Self.checkCredit(request, database: database)
             return (
+                held,
                 try database.query(
                     "SELECT chart_data::text AS chart FROM birth_charts WHERE profile_id = $1",
                     [profile]
@@ -65,8 +66,11 @@ public struct ReportGenerateHandler: JobHandler {
                 ).isEmpty
             )
         }
-        // Already written (a redelivery): the transaction answers with it; no tokens spent.
-        if written { return .builtIn(request) }
+        // Already written (a redelivery): the transaction answers with it; no tokens spent. A
+        // credit this request no longer holds (refunded, or never spent on it): the transaction
+        // checks again under the credit's lock and fails the job `credit-not-held` before any
+        // writer runs, so no tokens are spent on it either.
+        if written || !held { return .builtIn(request) }
         guard let chartText else {
             return .failed(
                 request,
@@ -236,8 +240,10 @@ public struct ReportGenerateHandler: JobHandler {
     /// Checks the job against the credit it names: the credit exists and was spent by this user
     /// on this profile, area and language, with this purchase. Only the billing-worker publishes
     /// report.generate, but a message on the queue proves nothing about who sent it.
+    /// - Returns: whether the credit is spent on this request right now (not refunded meanwhile).
     /// - Throws: `JobRejection` (`credit-not-found`, `credit-mismatch`), dead-lettered without refund.
-    static func checkCredit(_ request: ReportGenerateRequest, database: PostgresConnection) throws {
+    @discardableResult
+    static func checkCredit(_ request: ReportGenerateRequest, database: PostgresConnection) throws -> Bool {
         guard
             let credit = try database.query(
                 """
@@ -268,6 +274,7 @@ public struct ReportGenerateHandler: JobHandler {
                 message: "credit \(request.creditID) was not spent by this user on this profile, area and language"
             )
         }
+        return consumedBy == request.requestJobID.uuid
     }
 
     private static func failure(

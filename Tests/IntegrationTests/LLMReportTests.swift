@@ -206,4 +206,42 @@ struct LLMReportTests {
         #expect(try Decimal(string: row?.decode(String.self, "cost") ?? "0")! > 0)
         await workers.stop()
     }
+
+    /// A report.generate naming a credit that is not spent on its request (forged, or refunded
+    /// meanwhile) costs no tokens: the job fails `credit-not-held` without calling the LLM.
+    @Test func aJobWhoseCreditIsNotHeldSpendsNoTokens() async throws {
+        let fake = try Self.fake()
+        let journey = try await ReportJourneyTests()
+        let (user, profile) = try await journey.buyer(chart: ReportJourneyTests.chartJSON)
+        let credit = try await journey.ledger.pool.withConnection { database in
+            try database.query("SELECT id, transaction_id FROM purchase_credits WHERE user_id = $1", [user.uuid]).first!
+        }
+        let request = ReportGenerateRequest(
+            jobID: .random(),
+            userID: user,
+            profileID: profile,
+            area: .career,
+            language: .en,
+            creditID: CreditID(try credit.decode(UUID.self, "id")),
+            transactionID: try credit.decode(String.self, "transaction_id"),
+            requestJobID: .random()
+        )
+        let handler = ReportGenerateHandler(
+            writer: ReportJourneyTests.writer,
+            llm: .init(writer: try Self.writer(fake), pool: journey.ledger.pool)
+        )
+        let job = JobEnvelope(jobID: request.jobID, type: .reportGenerate, body: try JSONCoding.encoder.encode(request))
+        let prepared = try await handler.prepare(job)
+        let outcome = try await journey.ledger.pool.withTransaction { database in
+            try handler.commit(prepared, job: job, database: database)
+        }
+        #expect(fake.requestCount == 0, "the LLM was asked \(fake.requestCount) times")
+        guard case .failed(let error) = outcome.status else {
+            Issue.record("the job did not fail: \(outcome.status)")
+            return
+        }
+        #expect(error.code == "credit-not-held")
+        #expect(!outcome.messages.contains { $0.routingKey == JobType.billingRefundCredit.rawValue })
+        #expect(try await journey.ledger.balance(user).available == 1)
+    }
 }

@@ -259,7 +259,45 @@ struct WorkerRoleTests {
         let logger = RuntimeTestEnvironment.logger
         _ = try await Migrator(migrations: all.filter { $0.version <= 12 }, logger: logger).migrate(pool: pool)
         let reportJob = UUID()
+        let (user, profile, credit, request) = (UUID(), UUID(), UUID(), UUID())
         try await pool.withTransaction { database in
+            // A credit spent on a report request, and the refund an earlier report-worker queued
+            // for it (creditId and requestJobId only, uppercase as Swift's encoder writes UUIDs).
+            try database.execute("INSERT INTO users (id) VALUES ($1)", [user])
+            try database.execute(
+                """
+                INSERT INTO user_profiles (id, user_id, name, birth_date, birth_time, timezone, latitude, longitude)
+                VALUES ($1, $2, 'Legacy', '1990-10-07', '15:00', 'Europe/Kyiv', 50.45, 30.52)
+                """,
+                [profile, user]
+            )
+            let record = UUID()
+            try database.execute(
+                """
+                INSERT INTO purchase_records (id, user_id, transaction_id, original_transaction_id, product_id,
+                    purchase_date, price_usd, currency_code, credit_amount, environment)
+                VALUES ($1, $2, 'legacy-1', 'legacy-1', 'com.astrosvitla.report.credit.single', now(), 4.99, 'USD', 1,
+                    'Sandbox')
+                """,
+                [record, user]
+            )
+            try database.execute(
+                """
+                INSERT INTO purchase_credits (id, purchase_record_id, transaction_id, user_id, purchase_date, consumed,
+                    consumed_date, user_profile_id, consumed_by_job, consumed_area, consumed_language)
+                VALUES ($1, $2, 'legacy-1', $3, now(), true, now(), $4, $5, 'career', 'uk')
+                """,
+                [credit, record, user, profile, request]
+            )
+            let legacyRefund =
+                #"{"jobId":"\#(UUID().uuidString)","creditId":"\#(credit.uuidString)","requestJobId":"\#(request.uuidString)","reason":"llm-unavailable"}"#
+            try database.execute(
+                """
+                INSERT INTO outbox (exchange, routing_key, body, mandatory, producer)
+                VALUES ('astro.jobs', 'billing.refund-credit', convert_to($1, 'UTF8'), true, NULL)
+                """,
+                [legacyRefund]
+            )
             try database.execute(
                 "INSERT INTO jobs (id, kind, status, finished_at) VALUES ($1, 'report.request', 'dead', now())",
                 [reportJob]
@@ -289,6 +327,7 @@ struct WorkerRoleTests {
         }
         #expect(
             rows == [
+                "astro.jobs billing.refund-credit astro_report_worker",
                 "astro.events report.failed astro_billing_worker",
                 "astro.retry report.request.dead astro_billing_worker",
                 "astro.jobs billing.refund-credit astro_report_worker",
@@ -297,5 +336,14 @@ struct WorkerRoleTests {
                 "astro.dlx chart.calculate.dead -",
             ]
         )
+        // The legacy refund now names what the credit was spent on, as the billing-worker requires.
+        let refund = try await pool.withConnection { database in
+            try database.query(
+                "SELECT convert_from(body, 'UTF8') AS body FROM outbox WHERE routing_key = 'billing.refund-credit'"
+            ).first!.decode(String.self, "body")
+        }
+        let decoded = try JSONCoding.decoder.decode(RefundCreditRequest.self, from: Data(refund.utf8))
+        #expect(decoded.userID.uuid == user && decoded.profileID.uuid == profile)
+        #expect(decoded.area == .career && decoded.language == .uk && decoded.reason == "llm-unavailable")
     }
 }

@@ -1,5 +1,6 @@
--- Workers send their dead letters through astro.retry, and every pending outbox row has a
--- producer (issue 14, second pass).
+-- Workers send their dead letters through astro.retry, every pending outbox row has a producer,
+-- and refunds queued before this release carry what the billing-worker now checks (issue 14,
+-- second pass).
 --
 -- astro.dlx is a direct exchange, so topic permissions cannot limit its routing keys: any worker
 -- allowed to publish its own dead letters there could have put a message into any service's
@@ -14,6 +15,21 @@
 -- whose routing key they carry), and relays now take only their own rows.
 
 UPDATE outbox SET exchange = 'astro.retry' WHERE exchange = 'astro.dlx' AND sent_at IS NULL;
+
+-- A billing.refund-credit written by an earlier report-worker names only the credit and the
+-- request; the billing-worker now refuses one that does not also name the user, profile, area
+-- and language the credit was spent on. Pending ones are completed from the credit they refund,
+-- while it is still spent on that request (otherwise the refund would be refused anyway).
+UPDATE outbox AS o SET body = convert_to((b.message || jsonb_build_object(
+        'userId', c.user_id, 'profileId', c.user_profile_id,
+        'area', c.consumed_area, 'language', c.consumed_language))::text, 'UTF8')
+FROM (
+    SELECT id, convert_from(body, 'UTF8')::jsonb AS message FROM outbox
+    WHERE sent_at IS NULL AND exchange = 'astro.jobs' AND routing_key = 'billing.refund-credit'
+) AS b
+JOIN purchase_credits AS c ON c.id::text = lower(b.message->>'creditId')
+WHERE o.id = b.id AND NOT b.message ? 'userId'
+    AND c.consumed_by_job::text = lower(b.message->>'requestJobId');
 
 UPDATE outbox AS o SET producer = CASE
         WHEN j.kind = 'chart.calculate' THEN 'astro_chart_worker'
