@@ -4,17 +4,18 @@ import Foundation
 enum PostgresTimestamp {
     static let unixToReferenceSeconds: Int64 = 978_307_200
 
-    /// The microseconds since the reference date PostgreSQL can store: years 4713 BC to
-    /// 294276 AD, well inside Int64.
-    static let microsecondRange: ClosedRange<Double> = -211_845_067_200e6...9_224_318_016_000e6
+    /// The microseconds since the reference date (2001) PostgreSQL can store: 4714-11-24 BC
+    /// (Julian day 0) to the end of 294276 AD. Counted from 1970 the upper end would not fit in
+    /// Int64, so microseconds are never summed in that epoch.
+    static let referenceMicrosecondRange: Range<Double> = -211_845_110_400e6..<9_223_339_708_800e6
 
     /// `yyyy-MM-dd HH:mm:ss.ffffff+00` in UTC, rounded to microseconds (PostgreSQL's precision);
     /// nil for a date PostgreSQL cannot store (dates decoded from outside input can be anything).
     static func format(_ date: Date) -> String? {
         let scaled = (date.timeIntervalSinceReferenceDate * 1_000_000).rounded()
-        guard microsecondRange.contains(scaled), let whole = Int64(exactly: scaled) else { return nil }
-        let micros = whole + unixToReferenceSeconds * 1_000_000
-        let (seconds, fraction) = floorDivide(micros, 1_000_000)
+        guard referenceMicrosecondRange.contains(scaled), let whole = Int64(exactly: scaled) else { return nil }
+        let (referenceSeconds, fraction) = floorDivide(whole, 1_000_000)
+        let seconds = referenceSeconds + unixToReferenceSeconds
         let (days, secondOfDay) = floorDivide(seconds, 86_400)
         let (year, month, day) = civil(fromDays: days)
         let yearText = year > 0 ? pad(year, 4) : pad(1 - year, 4)

@@ -121,7 +121,13 @@ public struct StoryIllustrateHandler: JobHandler {
         )
         for number in targets {
             guard let page = pagesByNumber[number] else { continue }
-            guard try await claim(request, page: number, force: force) else {
+            switch try await claim(request, page: number, force: force) {
+            case .claimed: break
+            case .drawnByThisJob:
+                // An earlier attempt of this job drew it (a retry after a crash): not again.
+                generated.append(number)
+                continue
+            case .notThisJobs:
                 skipped.append(number)
                 continue
             }
@@ -247,25 +253,43 @@ public struct StoryIllustrateHandler: JobHandler {
         return facts
     }
 
-    /// Takes the page for this job: `generating`, no picture, one more attempt. False when the
-    /// page is not this job's to draw (another job holds a fresh claim, or — unless forced — it
-    /// was drawn meanwhile).
-    private func claim(_ request: StoryIllustrateRequest, page: Int, force: Bool) async throws -> Bool {
+    /// What `claim` found.
+    enum PageClaim {
+        /// The page is this job's to draw now.
+        case claimed
+        /// An earlier attempt of this job drew it already.
+        case drawnByThisJob
+        /// Another job holds a fresh claim, or — unless forced — it was drawn meanwhile.
+        case notThisJobs
+    }
+
+    /// Takes the page for this job: `generating`, no picture, one more attempt. A forced job
+    /// redraws a generated page once: not again on its own retry.
+    private func claim(_ request: StoryIllustrateRequest, page: Int, force: Bool) async throws -> PageClaim {
         let lease = Double(claimLease.components.seconds)
         return try await pool.withConnection { database in
-            try database.execute(
+            let claimed = try database.execute(
                 """
                 UPDATE stories.pages SET illustration_status = 'generating', illustration_path = NULL,
                     illustration_error = NULL, illustration_job = $3,
                     illustration_attempts = illustration_attempts + 1, updated_at = now()
                 WHERE story_id = $1 AND page_number = $2 AND (
                     illustration_status IN ('notStarted', 'failed')
-                    OR ($4 AND illustration_status = 'generated')
+                    OR ($4 AND illustration_status = 'generated' AND illustration_job IS DISTINCT FROM $3)
                     OR (illustration_status = 'generating'
                         AND (illustration_job = $3 OR updated_at < now() - make_interval(secs => $5))))
                 """,
                 [request.storyID, page, request.jobID.uuid, force, lease]
-            ) == 1
+            )
+            if claimed == 1 { return .claimed }
+            let drawn = try !database.query(
+                """
+                SELECT 1 FROM stories.pages WHERE story_id = $1 AND page_number = $2
+                    AND illustration_status = 'generated' AND illustration_job = $3
+                """,
+                [request.storyID, page, request.jobID.uuid]
+            ).isEmpty
+            return drawn ? .drawnByThisJob : .notThisJobs
         }
     }
 

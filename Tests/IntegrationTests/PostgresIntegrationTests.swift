@@ -216,6 +216,21 @@ struct PostgresIntegrationTests {
         await database.drop()
     }
 
+    /// COPY is not spoken here: libpq in COPY mode hands out a COPY result on every call, which
+    /// a result loop once spun on forever. The statement fails, its connection is closed, and
+    /// the pool goes on with a fresh one.
+    @Test func aCopyStatementFailsInsteadOfSpinning() async throws {
+        let database = try await PostgresTestDatabase.make()
+        let pool = database.makePool()
+        for statement: SQL in ["COPY (SELECT 1) TO STDOUT", "SELECT 1; COPY (SELECT 2) TO STDOUT"] {
+            await #expect(throws: PostgresError.self) {
+                try await pool.withConnection { try $0.executeScript(statement) }
+            }
+        }
+        let one = try await pool.withConnection { try $0.query("SELECT 1 AS one").first?.decode(Int.self, "one") }
+        #expect(one == 1)
+    }
+
     @Test func uniqueViolationCarriesSQLState() async throws {
         let database = try await PostgresTestDatabase.make()
         let pool = database.makePool()

@@ -358,6 +358,11 @@ struct StoryHandlerTests {
         let redrawn = try await run(handler, forced, type: .storyIllustrate, jobID: forced.jobID)
         #expect(redrawn.result?["generatedPages"] == [2])
         #expect(try await pages(generated.storyID).map(\.attempts) == [1, 2, 1])
+        // The same forced job again (a redelivery after its worker died before acknowledging):
+        // the page it drew is not drawn (nor paid for) a second time.
+        let again = try await run(handler, forced, type: .storyIllustrate, jobID: forced.jobID)
+        #expect(again.result?["generatedPages"] == [2])
+        #expect(try await pages(generated.storyID).map(\.attempts) == [1, 2, 1])
     }
 
     /// Stored page numbers with a gap (1, 3) neither trap nor shift the text of a page.

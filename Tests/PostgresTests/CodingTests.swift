@@ -120,6 +120,25 @@ import Testing
         }
     }
 
+    /// The ends of PostgreSQL's range are encoded; anything past them is refused (a typed null
+    /// error), never an overflow trap — even for the years just past 294276 where an Int64 sum
+    /// of microseconds once overflowed.
+    @Test func datesOutsidePostgresRangeAreRefusedNotTrapped() throws {
+        // (A Double holds no microseconds out there: the last second comes out a little short.)
+        let last = Date(timeIntervalSince1970: 9_224_318_015_999).postgresParameter.text
+        #expect(last?.hasPrefix("294276-12-31 23:59:5") == true, "\(last ?? "nil")")
+        #expect(
+            Date(timeIntervalSince1970: -210_866_803_200).postgresParameter.text == "4714-11-24 00:00:00.000000+00 BC"
+        )
+        for seconds in [
+            9_224_318_016_000.0, 9_224_318_016_000 + 978_307_200.0, 9.3e12, 1e300, -210_866_803_201, -1e300,
+        ] {
+            #expect(throws: PostgresError.self, "\(seconds)") {
+                try Date(timeIntervalSince1970: seconds).makePostgresParameter()
+            }
+        }
+    }
+
     @Test func timestampTextRoundTrips() throws {
         for seconds in [0.0, 1_795_341_600.123456, -1_000_000_000.000001, 4_102_444_799.999999] {
             let date = Date(timeIntervalSince1970: seconds)

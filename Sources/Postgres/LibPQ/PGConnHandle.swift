@@ -309,13 +309,34 @@ final class PGConnHandle {
         }
         var failed: OpaquePointer?
         var last: OpaquePointer?
+        // Results collected before a failure (a multi-statement script) are freed with it.
+        func clearCollected() {
+            if let failed { PQclear(failed) }
+            if let last { PQclear(last) }
+            failed = nil
+            last = nil
+        }
         while true {
             while PQisBusy(conn) == 1 {
-                _ = try wait(for: Int16(POLLIN), until: deadline, sql: sql)
-                if PQconsumeInput(conn) == 0 { throw lostWhileWaiting(sql) }
+                do {
+                    _ = try wait(for: Int16(POLLIN), until: deadline, sql: sql)
+                } catch {
+                    clearCollected()
+                    throw error
+                }
+                if PQconsumeInput(conn) == 0 {
+                    clearCollected()
+                    throw lostWhileWaiting(sql)
+                }
             }
             guard let result = PQgetResult(conn) else { break }
             let status = PQresultStatus(result)
+            if status == PGRES_COPY_IN || status == PGRES_COPY_OUT || status == PGRES_COPY_BOTH {
+                // In COPY mode libpq hands out a COPY result on every call and never NULL: this
+                // connection cannot speak COPY, so the result goes to `outcome`, which closes it.
+                clearCollected()
+                return result
+            }
             if failed == nil, status == PGRES_FATAL_ERROR || status == PGRES_BAD_RESPONSE {
                 failed = result
             } else {
@@ -370,7 +391,16 @@ final class PGConnHandle {
                 // POLLERR/POLLHUP: let libpq read the error or EOF and report it.
                 return descriptor.revents | (descriptor.revents & Int16(POLLERR | POLLHUP) != 0 ? events : 0)
             }
-            if ready < 0, errno != EINTR { throw lostWhileWaiting(sql) }
+            if ready < 0 {
+                let code = errno
+                if code == EINTR { continue }
+                finish()
+                throw PostgresError(
+                    kind: .connectionLost,
+                    message: "waiting for the server failed: \(String(cString: strerror(code))); connection closed",
+                    query: sql
+                )
+            }
         }
     }
 
