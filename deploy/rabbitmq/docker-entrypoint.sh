@@ -3,9 +3,22 @@
 # `astroctl broker definitions --template` writes, mounted at /etc/astro/definitions.json) with
 # the passwords from the environment, tells RabbitMQ to load it at boot (with the largest message
 # size the workers accept), then starts RabbitMQ the way the image does.
+#
+# `docker-entrypoint.sh --render-only FILE` writes the rendered definitions to FILE and exits
+# (the template is $ASTRO_DEFINITIONS_TEMPLATE, default /etc/astro/definitions.json).
 set -eu
 
-escape() { printf '%s' "$1" | sed -e 's/[\/&|]/\\&/g'; }
+template=${ASTRO_DEFINITIONS_TEMPLATE:-/etc/astro/definitions.json}
+output=/etc/rabbitmq/definitions.json
+if [ "${1:-}" = "--render-only" ]; then
+    output=${2:?"--render-only needs a file"}
+fi
+
+# A value goes into a JSON string (backslash and double quote escaped) inside a sed replacement
+# (backslash, & and the | delimiter escaped). Control characters have no place in a password.
+escape() {
+    printf '%s' "$1" | sed -e 's/[\\"]/\\&/g' -e 's/[\\&|]/\\&/g'
+}
 for variable in RABBITMQ_USER RABBITMQ_PASSWORD CHART_WORKER_AMQP_PASSWORD BILLING_WORKER_AMQP_PASSWORD \
     REPORT_WORKER_AMQP_PASSWORD STORY_WORKER_AMQP_PASSWORD CLIENT_AMQP_PASSWORD; do
     eval "value=\${$variable:-}"
@@ -13,6 +26,17 @@ for variable in RABBITMQ_USER RABBITMQ_PASSWORD CHART_WORKER_AMQP_PASSWORD BILLI
         echo "rabbitmq: $variable is not set" >&2
         exit 1
     fi
+    if printf '%s' "$value" | LC_ALL=C grep -q '[[:cntrl:]]'; then
+        echo "rabbitmq: $variable contains a control character (a newline?); choose another" >&2
+        exit 1
+    fi
+    case $value in
+        *"
+"*)
+            echo "rabbitmq: $variable contains a newline; choose another" >&2
+            exit 1
+            ;;
+    esac
 done
 sed -e "s|\${RABBITMQ_USER}|$(escape "$RABBITMQ_USER")|g" \
     -e "s|\${RABBITMQ_PASSWORD}|$(escape "$RABBITMQ_PASSWORD")|g" \
@@ -21,8 +45,11 @@ sed -e "s|\${RABBITMQ_USER}|$(escape "$RABBITMQ_USER")|g" \
     -e "s|\${REPORT_WORKER_AMQP_PASSWORD}|$(escape "$REPORT_WORKER_AMQP_PASSWORD")|g" \
     -e "s|\${STORY_WORKER_AMQP_PASSWORD}|$(escape "$STORY_WORKER_AMQP_PASSWORD")|g" \
     -e "s|\${CLIENT_AMQP_PASSWORD}|$(escape "$CLIENT_AMQP_PASSWORD")|g" \
-    /etc/astro/definitions.json > /etc/rabbitmq/definitions.json
-chmod 600 /etc/rabbitmq/definitions.json
+    "$template" > "$output"
+chmod 600 "$output"
+if [ "${1:-}" = "--render-only" ]; then
+    exit 0
+fi
 chown rabbitmq:rabbitmq /etc/rabbitmq/definitions.json 2>/dev/null || true
 mkdir -p /etc/rabbitmq/conf.d
 printf 'load_definitions = /etc/rabbitmq/definitions.json\nmax_message_size = %s\n' "${MAX_MESSAGE_BYTES:-262144}" \
