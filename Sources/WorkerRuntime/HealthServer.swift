@@ -17,8 +17,11 @@ import Darwin
 /// answering one request per connection. Whatever clients do, it keeps answering: each
 /// connection must deliver its request head within `Limits.requestDeadline` (a client
 /// trickling a byte a second is cut off), a head over 8 KiB is answered 431 without reading
-/// further, and at most `Limits.maxConnections` are open at once — past that the oldest is
-/// closed to make room, so a flood of idle connections cannot lock probes out.
+/// further, and at most `Limits.maxConnections` are open at once — past that the oldest one
+/// that has sent nothing is closed to make room. A request already in the socket when its
+/// connection is accepted (a probe's usually is) is answered at once, so even a sustained flood
+/// of connections cannot lock probes out; out of file descriptors, accepting pauses briefly
+/// instead of spinning.
 public final class HealthServer: Service, Sendable {
     /// One response.
     public struct Response: Sendable {
@@ -155,8 +158,13 @@ public final class HealthServer: Service, Sendable {
         var connections: [Connection] = []
         var accepted: UInt64 = 0
         var buffer = [UInt8](repeating: 0, count: 4096)
+        // Out of descriptors (EMFILE/ENFILE), the listener stays readable: accepting pauses
+        // instead of spinning, and says so at most every ten seconds.
+        var acceptPausedUntil: ContinuousClock.Instant?
+        var lastDescriptorWarning: ContinuousClock.Instant?
         while !state.withLock({ $0.stopping }) {
-            var descriptors = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0)]
+            let accepting = acceptPausedUntil.map { ContinuousClock.now >= $0 } ?? true
+            var descriptors = [pollfd(fd: listener, events: accepting ? Int16(POLLIN) : 0, revents: 0)]
             for connection in connections {
                 let events = connection.output == nil ? POLLIN : POLLOUT
                 descriptors.append(pollfd(fd: connection.descriptor, events: Int16(events), revents: 0))
@@ -181,27 +189,46 @@ public final class HealthServer: Service, Sendable {
                 connections.removeAll { closing.contains($0.descriptor) }
             }
 
-            if descriptors[0].revents & Int16(POLLIN) != 0 {
+            if accepting, descriptors[0].revents & Int16(POLLIN) != 0 {
+                acceptPausedUntil = nil
                 for _ in 0..<16 {
                     let client = accept(listener, nil, nil)
-                    guard client >= 0 else { break }
+                    guard client >= 0 else {
+                        let code = errno
+                        if code == EMFILE || code == ENFILE || code == ENOBUFS || code == ENOMEM {
+                            acceptPausedUntil = now + .milliseconds(100)
+                            if lastDescriptorWarning.map({ now - $0 >= .seconds(10) }) ?? true {
+                                lastDescriptorWarning = now
+                                logger.warning(
+                                    "health endpoint cannot accept: \(String(cString: strerror(code))); pausing",
+                                    metadata: ["http.open_connections": "\(connections.count)"]
+                                )
+                            }
+                        }
+                        break
+                    }
                     guard Self.setNonBlocking(client) else {
                         close(client)
                         continue
                     }
-                    if connections.count >= limits.maxConnections,
-                        let oldest = connections.indices.min(by: {
-                            connections[$0].accepted < connections[$1].accepted
-                        })
-                    {
-                        close(connections[oldest].descriptor)
-                        connections.remove(at: oldest)
-                        logger.debug("health endpoint at its connection limit; closed the oldest")
-                    }
                     accepted += 1
-                    connections.append(
-                        Connection(descriptor: client, deadline: now + limits.requestDeadline, accepted: accepted)
+                    var connection = Connection(
+                        descriptor: client,
+                        deadline: now + limits.requestDeadline,
+                        accepted: accepted
                     )
+                    // A probe's request is usually in the socket by the time it is accepted:
+                    // answered at once, it never waits behind a flood of other connections.
+                    guard serviceConnection(&connection, buffer: &buffer) else {
+                        close(client)
+                        continue
+                    }
+                    if connections.count >= limits.maxConnections, let victim = Self.evictionVictim(connections) {
+                        close(connections[victim].descriptor)
+                        connections.remove(at: victim)
+                        logger.debug("health endpoint at its connection limit; closed an idle connection")
+                    }
+                    connections.append(connection)
                 }
             }
         }
@@ -213,6 +240,14 @@ public final class HealthServer: Service, Sendable {
             return state.stopped
         }
         waiter?.resume()
+    }
+
+    /// The connection to close for a new one: the oldest that has sent nothing yet (an idle
+    /// flood), else the oldest.
+    private static func evictionVictim(_ connections: [Connection]) -> Int? {
+        let silent = connections.indices.filter { connections[$0].input.isEmpty && connections[$0].output == nil }
+        let candidates = silent.isEmpty ? Array(connections.indices) : silent
+        return candidates.min { connections[$0].accepted < connections[$1].accepted }
     }
 
     /// Reads or writes what the socket allows. Returns false when the connection is done.

@@ -65,6 +65,7 @@ struct PoisonMessageTests {
         /// Processes started so far (1 + restarts).
         var starts: Int { state.withLock { $0.starts } }
         var isRunning: Bool { state.withLock { $0.process?.isRunning ?? false } }
+        var pid: pid_t? { state.withLock { $0.process?.processIdentifier } }
 
         func stop() {
             let process = state.withLock { state -> Process? in
@@ -277,6 +278,96 @@ struct PoisonMessageTests {
             ).first!.decode(Int.self, "n")
         }
         #expect(failedEvents == 0)
+    }
+
+    /// CPU seconds a process has used (utime + stime from /proc).
+    static func cpuSeconds(_ pid: pid_t) -> Double? {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the command: state is field 3, utime 14, stime 15.
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// A free TCP port on the loopback interface.
+    static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { Glibc.close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, length) == 0 ? getsockname(descriptor, $0, &length) : -1
+            }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// A worker out of file descriptors keeps its health endpoint from spinning on a listener
+    /// it cannot accept from, and answers again once connections go.
+    @Test func aWorkerOutOfFileDescriptorsDoesNotSpin() async throws {
+        defer { Task { await close() } }
+        let queue = Self.queueName("fds")
+        let port = try Self.freePort()
+        let worker = try await SupervisedWorker(queue: queue, environment: ["HTTP_PORT": "\(port)"])
+        defer { worker.stop() }
+        try await waitForConsumer(queue)
+        let pid = try #require(worker.pid)
+        let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
+        // (util-linux's prlimit: glibc's prlimit() is not visible to Swift.)
+        let limited = try await ProcessRunner.run(
+            "/usr/bin/prlimit",
+            ["--pid", "\(pid)", "--nofile=\(open + 6):\(open + 6)"]
+        )
+        #expect(limited.status == 0, "\(limited.error)")
+        var flood: [Int32] = []
+        defer { for descriptor in flood { Glibc.close(descriptor) } }
+        for _ in 0..<60 {
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            if connected == 0 { flood.append(descriptor) } else { Glibc.close(descriptor) }
+        }
+        try await Task.sleep(for: .milliseconds(500))
+        let before = try #require(Self.cpuSeconds(pid))
+        try await Task.sleep(for: .seconds(2))
+        let used = try #require(Self.cpuSeconds(pid)) - before
+        #expect(used < 0.6, "the worker used \(used) CPU seconds in 2 s while out of descriptors")
+        #expect(worker.isRunning && worker.starts == 1)
+        for descriptor in flood { Glibc.close(descriptor) }
+        flood = []
+        try await RuntimeTestEnvironment.eventually("the health endpoint answers again", timeout: .seconds(15)) {
+            let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { Glibc.close(descriptor) }
+            var timeout = timeval(tv_sec: 2, tv_usec: 0)
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = in_port_t(UInt16(port).bigEndian)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            guard connected == 0 else { return false }
+            let request = Array("GET /healthz HTTP/1.1\r\n\r\n".utf8)
+            _ = request.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var buffer = [UInt8](repeating: 0, count: 64)
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            return count > 0 && String(decoding: buffer[0..<count], as: UTF8.self).hasPrefix("HTTP/1.1 200")
+        }
     }
 
     @Test func anOversizedBodyIsDeadLetteredUnread() async throws {

@@ -320,6 +320,39 @@ import Glibc
         #expect(Self.probe(port).answer.hasPrefix("HTTP/1.1 200 OK"))
     }
 
+    /// Connections keep arriving (a few thousand a second, each held open) while probes come in:
+    /// a probe's request, in its socket when it is accepted, is answered before the flood can
+    /// push its connection out.
+    @Test(.timeLimit(.minutes(1))) func probesAreAnsweredDuringASustainedConnectionFlood() async throws {
+        let (server, port) = try Self.server()
+        defer { Task { await server.stop() } }
+        let stop = Atomic<Bool>(false)
+        let opened = Atomic<Int>(0)
+        for _ in 0..<4 {
+            Thread {
+                var held: [Int32] = []
+                while !stop.load(ordering: .relaxed) {
+                    let descriptor = Self.connect(port)
+                    if descriptor >= 0 {
+                        held.append(descriptor)
+                        opened.add(1, ordering: .relaxed)
+                    }
+                    if held.count > 100 { close(held.removeFirst()) }
+                }
+                for descriptor in held { close(descriptor) }
+            }.start()
+        }
+        defer { stop.store(true, ordering: .relaxed) }
+        try await Task.sleep(for: .milliseconds(300))
+        for _ in 0..<20 {
+            let (answer, seconds) = Self.probe(port)
+            #expect(answer.hasPrefix("HTTP/1.1 200 OK"), "answer: \(answer.prefix(60))")
+            #expect(seconds < 1.0, "a probe took \(seconds) s")
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(opened.load(ordering: .relaxed) > 200, "the flood opened only \(opened.load(ordering: .relaxed))")
+    }
+
     @Test(.timeLimit(.minutes(1))) func probesAreAnsweredWith500ConnectionsOpen() throws {
         let (server, port) = try Self.server()
         defer { Task { await server.stop() } }
