@@ -13,6 +13,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
 // MARK: - Login (the library's versions are variadic)
@@ -48,6 +50,14 @@ static inline amqp_rpc_reply_t crabbitmq_login_external(amqp_connection_state_t 
 static inline int crabbitmq_set_thread_name(const char *name) {
     extern int pthread_setname_np(pthread_t thread, const char *name);
     return pthread_setname_np(pthread_self(), name);
+}
+
+// MARK: - Sockets (ioctl is variadic)
+
+/// Bytes queued in a TCP socket's send queue (written, not yet acknowledged by the peer), or -1.
+static inline int crabbitmq_send_queued(int fd) {
+    int queued = 0;
+    return ioctl(fd, TIOCOUTQ, &queued) == 0 ? queued : -1;
 }
 
 // MARK: - Method ids (the macros carry a cast, which Swift does not import)

@@ -483,6 +483,28 @@ final class ConnectionHandle {
     // MARK: - Reading frames
 
     /// Whether librabbitmq holds frames or bytes not yet returned (then do not wait in `poll`).
+    /// Whether writing `bytes` now cannot block the thread: the send queue is empty, or the
+    /// bytes fit in the room left (half of SO_SNDBUF, which the kernel reports doubled, less what
+    /// is queued). librabbitmq writes a publish with no deadline, and a broker that stops reading
+    /// (a resource alarm, a stalled peer) would otherwise hold the loop thread inside it.
+    func canWriteWithoutBlocking(_ bytes: Int) -> Bool {
+        let queued = crabbitmq_send_queued(socketFD)
+        // Nothing queued, or a socket that cannot say (then as before: write).
+        guard queued > 0 else { return true }
+        var size: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        guard getsockopt(socketFD, SOL_SOCKET, SO_SNDBUF, &size, &length) == 0 else { return false }
+        return bytes <= Int(size) / 2 - Int(queued)
+    }
+
+    /// Whether the broker has sent something not read yet (buffered by librabbitmq, or waiting
+    /// in the socket).
+    var hasInputWaiting: Bool {
+        if hasBufferedInput { return true }
+        var descriptor = pollfd(fd: socketFD, events: Int16(POLLIN), revents: 0)
+        return poll(&descriptor, 1, 0) > 0
+    }
+
     var hasBufferedInput: Bool {
         isAlive && (amqp_frames_enqueued(state) != 0 || amqp_data_in_buffer(state) != 0)
     }

@@ -95,6 +95,9 @@ final class PublisherLoop {
     /// reading the socket, so a publish written now would only fill the socket's buffer and then
     /// block this thread inside librabbitmq, with no deadline. Publishes wait in the backlog.
     private var blocked = false
+    /// The socket had no room for the next publish: the backlog is tried again at this time
+    /// (a broker that stopped reading must not hold the thread inside a write).
+    private var writeRetryAt: UInt64?
     private var ops: [BatchOp] = []
     private var opsSweepThreshold = 64
     private var nextDeadline: UInt64 = .max
@@ -127,6 +130,10 @@ final class PublisherLoop {
                 pump()
             }
             let now = monotonicNow()
+            if connection != nil, !blocked, !backlog.isEmpty, writeRetryAt.map({ now >= $0 }) ?? true {
+                writeRetryAt = nil
+                flushBacklog()
+            }
             if now >= nextDeadline || ops.count >= opsSweepThreshold {
                 sweepOps(now: now)
             }
@@ -151,6 +158,7 @@ final class PublisherLoop {
         var wakeAt = now + interval
         wakeAt = min(wakeAt, nextDeadline)
         if let nextReconnectAt { wakeAt = min(wakeAt, nextReconnectAt) }
+        if let writeRetryAt, !blocked { wakeAt = min(wakeAt, writeRetryAt) }
         if let closeDeadline { wakeAt = min(wakeAt, closeDeadline) }
         let timeout = millisecondsUntil(wakeAt, now: now, maximum: interval)
         let ready = poller.wait(waker: shared.waker, socketFD: connection?.socketFD, timeoutMilliseconds: timeout)
@@ -361,12 +369,28 @@ final class PublisherLoop {
         }
     }
 
-    /// Publishes now if the channel is usable, else keeps the message for after the reconnect.
+    /// Publishes now if the channel is usable, nothing waits before it, and the socket has room;
+    /// else keeps the message in the backlog (in order) for the loop to publish later.
     private func enqueue(_ pending: PendingPublish) {
-        guard let connection, connection.isAlive, connection.isChannelOpen, !blocked else {
+        guard backlog.isEmpty, let connection = writableConnection(for: pending) else {
             backlog.append(pending)
             return
         }
+        publishNow(pending, on: connection)
+    }
+
+    /// The connection, when `pending` can be written to it now without blocking the thread.
+    private func writableConnection(for pending: PendingPublish) -> ConnectionHandle? {
+        guard let connection, connection.isAlive, connection.isChannelOpen, !blocked else { return nil }
+        // The method and header frames: exchange, routing key and properties, bounded well below this.
+        guard connection.canWriteWithoutBlocking(pending.message.body.count + 4096) else {
+            writeRetryAt = monotonicNow() + 1_000_000
+            return nil
+        }
+        return connection
+    }
+
+    private func publishNow(_ pending: PendingPublish, on connection: ConnectionHandle) {
         let status = connection.publish(pending.message)
         guard status == AMQP_STATUS_OK.rawValue else {
             let lost = connection.lost(status: status, "publishing")
@@ -395,13 +419,22 @@ final class PublisherLoop {
         unconfirmed.append(published)
     }
 
+    /// Publishes the backlog in order, as far as the connection and the socket's room allow.
     private func flushBacklog() {
         guard !backlog.isEmpty else { return }
         let waiting = backlog
         backlog.removeAll(keepingCapacity: true)
-        for pending in waiting where !pending.isSettled {
-            enqueue(pending)
+        var next = waiting.startIndex
+        while next < waiting.endIndex {
+            let pending = waiting[next]
+            if !pending.isSettled {
+                guard let connection = writableConnection(for: pending) else { break }
+                publishNow(pending, on: connection)
+            }
+            next += 1
         }
+        // What could not go yet, after anything a failed publish put back.
+        backlog.append(contentsOf: waiting[next...].filter { !$0.isSettled })
     }
 
     /// Runs an RPC-style operation on the channel, connecting first if needed; recovers the channel or
