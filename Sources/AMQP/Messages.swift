@@ -107,6 +107,13 @@ public struct Delivery: Sendable {
     public let deliveryTag: UInt64
     /// The connection it came on; bumped on each reconnect. Acks for an older generation are refused.
     public let generation: UInt64
+    /// For a withheld body: its first and last bytes (`withheldExcerptBytes` each at most), kept
+    /// while the rest was dropped, so the message can still be named (its job id) in logs and
+    /// records. Empty otherwise.
+    public let withheldExcerpts: [Data]
+
+    /// How many bytes of each end of a withheld body are kept.
+    public static let withheldExcerptBytes = 8192
 
     /// Whether the body was larger than `AMQPConfiguration.maxBodyBytes`: the consumer read and
     /// dropped it without keeping it, so `body` is empty. Reject such a delivery without requeue
@@ -124,8 +131,10 @@ public struct Delivery: Sendable {
         properties: MessageProperties,
         redelivered: Bool,
         deliveryTag: UInt64,
-        generation: UInt64
+        generation: UInt64,
+        withheldExcerpts: [Data] = []
     ) {
+        self.withheldExcerpts = withheldExcerpts
         self.queue = queue
         self.exchange = exchange
         self.routingKey = routingKey

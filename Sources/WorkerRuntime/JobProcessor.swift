@@ -137,7 +137,7 @@ final class JobProcessor: Sendable {
         // 0. A body over MAX_MESSAGE_BYTES was never held whole: rejected without requeue, the
         //    broker dead-letters the intact message to `<queue>.dead`.
         if delivery.isBodyWithheld {
-            await refuseOversized(delivery, acknowledger: acknowledger, logger: logger)
+            await refuseOversized(delivery, attempt: attempt, acknowledger: acknowledger, logger: logger)
             return
         }
         // A message the broker hands out again had no outcome last time: its worker may have
@@ -254,20 +254,46 @@ final class JobProcessor: Sendable {
     // MARK: - Poison messages
 
     /// A body too large to read: rejected without requeue, so the broker moves the whole
-    /// message to `<queue>.dead` (its `x-death` says `rejected`; the worker's log and metrics
-    /// say `message-too-large`).
+    /// message to `<queue>.dead` (its `x-death` says `rejected`). When the kept ends of the body
+    /// name its job, the job is recorded dead with `message-too-large` and its failed event
+    /// published first, so the client hears why.
     private func refuseOversized(
         _ delivery: Delivery,
+        attempt: Int,
         acknowledger: some DeliveryAcknowledger,
         logger: Logger
     ) async {
+        let head = JobHead.find(in: delivery.withheldExcerpts)
         logger.warning(
             "message over MAX_MESSAGE_BYTES refused unread; the broker dead-letters it",
             metadata: [
                 LogKey.reasonCode: "message-too-large", "message.bytes": "\(delivery.bodySize)",
                 "message.id": "\(InputQuote.short(delivery.properties.messageID ?? ""))",
+                LogKey.jobID: "\(head.map { "\($0.jobID)" } ?? "unknown")",
             ]
         )
+        if let head, let handler = handlers[delivery.queue] {
+            let job = JobEnvelope(jobID: head.jobID, type: handler.jobType, body: Data(), attempt: attempt)
+            let error = JobError(
+                code: "message-too-large",
+                message: "the message has \(delivery.bodySize) bytes, more than this worker accepts "
+                    + "(MAX_MESSAGE_BYTES); it was dead-lettered unread"
+            )
+            do {
+                if case .recorded = try await recordDeadJob(
+                    delivery,
+                    job: job,
+                    userID: head.userID,
+                    error: error,
+                    deadLetter: false
+                ) {
+                    outboxSignal.notify()
+                }
+            } catch {
+                // Best effort: the broker keeps the message in `<queue>.dead` either way.
+                logger.warning("could not record the oversized job", metadata: [LogKey.reason: "\(error)"])
+            }
+        }
         do {
             try await acknowledger.nack(delivery, requeue: false)
             metrics.recordJob(queue: delivery.queue, outcome: .rejected)
@@ -683,6 +709,31 @@ struct JobHead: Sendable {
         enum CodingKeys: String, CodingKey {
             case jobId, userId
         }
+    }
+
+    /// The job id (and user id) named in pieces of a body too large to parse: the first
+    /// `"jobId": "<uuid>"` found, nil when none is.
+    static func find(in excerpts: [Data]) -> JobHead? {
+        func uuid(_ key: String, in text: String) -> UUID? {
+            guard let range = text.range(of: "\"\(key)\"") else { return nil }
+            var rest = text[range.upperBound...].drop { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
+            guard rest.first == ":" else { return nil }
+            rest = rest.dropFirst().drop { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
+            guard rest.first == "\"" else { return nil }
+            return UUID(uuidString: String(rest.dropFirst().prefix(36)))
+        }
+        for excerpt in excerpts {
+            let text = String(decoding: excerpt, as: UTF8.self)
+            if let id = uuid("jobId", in: text) {
+                return JobHead(
+                    jobID: JobID(id),
+                    userID: excerpts.lazy.compactMap {
+                        uuid("userId", in: String(decoding: $0, as: UTF8.self))
+                    }.first
+                )
+            }
+        }
+        return nil
     }
 
     static func parse(_ body: Data) -> Result<JobHead, JobRejection> {

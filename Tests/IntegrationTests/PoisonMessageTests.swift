@@ -393,7 +393,17 @@ struct PoisonMessageTests {
         } else {
             Issue.record("no x-death header on the dead letter")
         }
-        #expect(try await job(big) == nil, "an unread message left a job row")
+        // Its job id, found in the kept end of the body, got the reason and a failed event.
+        try await waitForEnd([big])
+        let refused = try #require(try await job(big))
+        #expect(refused.status == "dead" && refused.code == "message-too-large", "\(refused)")
+        let failed = try await pool.withConnection { database in
+            try database.query(
+                "SELECT count(*)::int AS n FROM outbox WHERE job_id = $1 AND routing_key LIKE '%.failed'",
+                [big.uuid]
+            ).first!.decode(Int.self, "n")
+        }
+        #expect(failed == 1)
         #expect(worker.isRunning)
         #expect(worker.starts == 1)
     }

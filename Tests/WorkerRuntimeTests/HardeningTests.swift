@@ -433,6 +433,24 @@ import Glibc
     }
 }
 
+/// A body too large to read is named by the job id in its kept ends.
+@Suite struct WithheldBodyTests {
+    @Test func theJobIDIsFoundInEitherEnd() throws {
+        let id = "0b0e4b8e-5d1e-4c57-9a53-6a1b1c1d1e1f"
+        let user = "11111111-2222-4333-8444-555555555555"
+        let front = Data(#"{"jobId" :  "\#(id)", "pad":"xxxx"#.utf8)
+        #expect(JobHead.find(in: [front, Data()])?.jobID.description == id)
+        let back = Data(#"xxxx", "userId":"\#(user)","jobId":"\#(id)"}"#.utf8)
+        let found = try #require(JobHead.find(in: [Data("{\"pad\":\"xxxx".utf8), back]))
+        #expect(found.jobID.description == id)
+        #expect(found.userID?.uuidString.lowercased() == user)
+        for nothing in [#"{"pad":"x"#, #""jobId": 12"#, #""jobId":"not-a-uuid"#, #""jobId""#, "\u{FF}\u{FE}"] {
+            #expect(JobHead.find(in: [Data(nothing.utf8)]) == nil, "\(nothing)")
+        }
+        #expect(JobHead.find(in: []) == nil)
+    }
+}
+
 /// The broker users' permissions are defined once (BrokerAccess); the definitions file the local
 /// stack and compose load is generated from them.
 @Suite struct BrokerDefinitionsFileTests {

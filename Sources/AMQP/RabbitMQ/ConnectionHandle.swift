@@ -526,6 +526,15 @@ final class ConnectionHandle {
     /// - Parameter maxBodyBytes: a body announced larger than this is read frame by frame and
     ///   dropped, never held whole: the returned body is then empty and `size` tells its size.
     func readContent(maxBodyBytes: Int? = nil) throws(AMQPError) -> (MessageProperties, Data, size: UInt64) {
+        let (properties, body, size, _) = try readContentKeepingExcerpts(maxBodyBytes: maxBodyBytes)
+        return (properties, body, size)
+    }
+
+    /// `readContent`, and for a body over the limit its first and last bytes
+    /// (`Delivery.withheldExcerptBytes` each).
+    func readContentKeepingExcerpts(
+        maxBodyBytes: Int? = nil
+    ) throws(AMQPError) -> (MessageProperties, Data, size: UInt64, excerpts: [Data]) {
         var frame = amqp_frame_t()
         try readContentFrame(&frame)
         guard frame.frame_type == CRABBITMQ_FRAME_HEADER else {
@@ -539,12 +548,12 @@ final class ConnectionHandle {
         }
         let properties = FieldTableDecoder.properties(decoded.assumingMemoryBound(to: amqp_basic_properties_t.self))
         let announced = frame.payload.properties.body_size
-        guard announced > 0 else { return (properties, Data(), 0) }
+        guard announced > 0 else { return (properties, Data(), 0, []) }
         // The announced size comes from the wire: it is checked before anything is reserved.
         let limit = UInt64(min(maxBodyBytes ?? Int.max, Int(UInt32.max)))
         guard announced <= limit, let size = Int(exactly: announced) else {
-            try discardBody(announced)
-            return (properties, Data(), announced)
+            let excerpts = try discardBody(announced)
+            return (properties, Data(), announced, excerpts)
         }
         var body = Data(capacity: size)
         while body.count < size {
@@ -563,14 +572,18 @@ final class ConnectionHandle {
                 body.append(bytes.assumingMemoryBound(to: UInt8.self), count: fragment.len)
             }
         }
-        return (properties, body, announced)
+        return (properties, body, announced, [])
     }
 
     /// Reads and drops the body frames of a message announced as `size` bytes, one frame at a
-    /// time, so an oversized message costs no more memory than a frame.
-    private func discardBody(_ size: UInt64) throws(AMQPError) {
+    /// time, so an oversized message costs no more memory than a frame and its two excerpts.
+    /// - Returns: the body's first and last `Delivery.withheldExcerptBytes` bytes.
+    private func discardBody(_ size: UInt64) throws(AMQPError) -> [Data] {
+        let keep = Delivery.withheldExcerptBytes
         var frame = amqp_frame_t()
         var received: UInt64 = 0
+        var head = Data()
+        var tail = Data()
         while received < size {
             try readContentFrame(&frame)
             guard frame.frame_type == CRABBITMQ_FRAME_BODY else {
@@ -579,9 +592,17 @@ final class ConnectionHandle {
                     message: "expected a content body frame, got type \(frame.frame_type)"
                 )
             }
-            received += UInt64(frame.payload.body_fragment.len)
+            let fragment = frame.payload.body_fragment
+            if let bytes = fragment.bytes, fragment.len > 0 {
+                let chunk = UnsafeRawBufferPointer(start: bytes, count: fragment.len)
+                if head.count < keep { head.append(contentsOf: chunk.prefix(keep - head.count)) }
+                tail.append(contentsOf: chunk.suffix(keep))
+                if tail.count > keep { tail.removeFirst(tail.count - keep) }
+            }
+            received += UInt64(fragment.len)
             releaseBuffers()
         }
+        return [head, tail]
     }
 
     private func readContentFrame(_ frame: inout amqp_frame_t) throws(AMQPError) {

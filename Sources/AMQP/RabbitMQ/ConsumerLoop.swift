@@ -147,9 +147,9 @@ final class ConsumerLoop {
             let exchange = deliver.exchange.string
             let routingKey = deliver.routing_key.string
             let redelivered = deliver.redelivered != 0
-            let content: (MessageProperties, Data, size: UInt64)
+            let content: (MessageProperties, Data, size: UInt64, excerpts: [Data])
             do throws(AMQPError) {
-                content = try connection.readContent(maxBodyBytes: configuration.maxBodyBytes)
+                content = try connection.readContentKeepingExcerpts(maxBodyBytes: configuration.maxBodyBytes)
             } catch {
                 connectionLost(error)
                 return
@@ -164,7 +164,8 @@ final class ConsumerLoop {
                     properties: content.0,
                     redelivered: redelivered,
                     deliveryTag: tag,
-                    generation: generation
+                    generation: generation,
+                    withheldExcerpts: content.excerpts
                 )
             )
             receivedTags.append(tag)
