@@ -113,14 +113,22 @@ public enum JSONCoding {
 
 /// ISO 8601 formatting in UTC, with milliseconds only when the instant has them.
 public enum ISO8601 {
-    /// Formats `date` as `2026-11-22T10:00:00Z` or `2026-11-22T10:00:00.123Z`.
+    /// Formats `date` as `2026-11-22T10:00:00Z` or `2026-11-22T10:00:00.123Z`, rounded to the
+    /// nearest millisecond: decoding what this wrote and writing it again gives the same text
+    /// (Foundation's fractional style truncates, and .002 is stored as .00199…, so a date lost a
+    /// millisecond on every round trip).
     public static func string(from date: Date) -> String {
         let style = Date.ISO8601FormatStyle(timeZone: .gmt)
-        let whole = date.timeIntervalSince1970.rounded(.down)
-        if date.timeIntervalSince1970 - whole < 0.0005 {
-            return style.format(date)
-        }
-        return Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt).format(date)
+        let milliseconds = (date.timeIntervalSince1970 * 1000).rounded()
+        // Beyond 2^53 ms (about 285,000 years) a Double has no whole milliseconds to round to.
+        guard milliseconds.isFinite, abs(milliseconds) < 9_007_199_254_740_992 else { return style.format(date) }
+        let whole = Int64(milliseconds)
+        let (seconds, fraction) = (whole.quotientAndRemainder(dividingBy: 1000))
+        let (second, millisecond) = fraction < 0 ? (seconds - 1, fraction + 1000) : (seconds, fraction)
+        let text = style.format(Date(timeIntervalSince1970: Double(second)))
+        guard millisecond != 0, text.hasSuffix("Z") else { return text }
+        let digits = String(millisecond)
+        return text.dropLast() + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
     }
 
     /// Parses an ISO 8601 timestamp with a zone, with or without fractional seconds.

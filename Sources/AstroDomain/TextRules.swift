@@ -5,6 +5,21 @@
 /// also passes the schema's check constraints (counting Swift `Character`s would let a name of
 /// 50 flags — 100 scalars — through and fail later in the database).
 public enum TextRules {
+    /// The longest prefix of `text` that fits in `utf8Bytes` bytes of UTF-8, cut between
+    /// Unicode scalars (so it is still valid UTF-8; a combining mark may lose its base).
+    public static func prefix(_ text: String, utf8Bytes limit: Int) -> String {
+        guard text.utf8.count > limit else { return text }
+        var kept = String.UnicodeScalarView()
+        var bytes = 0
+        for scalar in text.unicodeScalars {
+            let size = UTF8.width(scalar)
+            if bytes + size > limit { break }
+            bytes += size
+            kept.append(scalar)
+        }
+        return String(kept)
+    }
+
     /// What is wrong with a text.
     public enum Problem: Sendable, Hashable {
         /// Shorter than the minimum (after trimming, where the caller trims).

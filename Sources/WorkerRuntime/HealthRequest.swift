@@ -44,12 +44,15 @@ public enum HealthRequest: Sendable, Equatable {
             return .invalid(status: 431, reason: "request head larger than \(maximumHeadBytes) bytes")
         }
         let head = bytes[..<end]
+        // Each line loses one CR before its LF, here and only here: a second CR is a control
+        // character whether the head arrives whole or in pieces.
         var lines = head.split(separator: 10, omittingEmptySubsequences: false).map { line in
             line.last == 13 ? line.dropLast() : line
         }
         // The head ends with an empty line, which split leaves at the end.
         while lines.last?.isEmpty == true { lines.removeLast() }
         guard let first = lines.first else { return .invalid(status: 400, reason: "empty request") }
+        if first.contains(13) { return .invalid(status: 400, reason: "control character in the request line") }
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > line.startIndex,
                 !line[..<colon].contains(where: { $0 <= 32 || $0 >= 127 }),

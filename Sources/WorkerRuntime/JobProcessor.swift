@@ -640,7 +640,10 @@ final class JobProcessor: Sendable {
                 headers[key] = value
             }
         }
-        func short(_ text: String?) -> String? { text.map { String($0.prefix(255)) } }
+        // AMQP short strings hold 255 bytes. A received value counts its bytes after invalid
+        // UTF-8 became U+FFFD (three bytes each), so it is cut by bytes, at a scalar boundary:
+        // cut by characters, a copy could not be encoded and its retry or dead letter failed.
+        func short(_ text: String?) -> String? { text.map { TextRules.prefix($0, utf8Bytes: 255) } }
         return MessageProperties(
             contentType: short(original.contentType),
             contentEncoding: short(original.contentEncoding),

@@ -74,6 +74,23 @@ import Testing
         #expect(ISO8601.date(from: "yesterday") == nil)
     }
 
+    /// Fuzzing found that a decoded instant lost a millisecond on every encode (the formatter
+    /// truncated .002, stored as .00199…): every millisecond of a second now survives decoding
+    /// and encoding unchanged, before 1970 too.
+    @Test func iso8601RoundTripsEveryMillisecond() throws {
+        for base in ["2026-11-22T10:00:00", "1969-12-31T23:59:59"] {
+            for millisecond in 1..<1000 {
+                let digits = String(millisecond)
+                let text = base + "." + String(repeating: "0", count: 3 - digits.count) + digits + "Z"
+                let date = try #require(ISO8601.date(from: text))
+                #expect(ISO8601.string(from: date) == text)
+            }
+        }
+        #expect(ISO8601.string(from: Date(timeIntervalSince1970: 0.0025)) == "1970-01-01T00:00:00.003Z")
+        #expect(ISO8601.string(from: Date(timeIntervalSince1970: 0.9999)) == "1970-01-01T00:00:01Z")
+        #expect(ISO8601.string(from: Date(timeIntervalSince1970: -0.5)) == "1969-12-31T23:59:59.500Z")
+    }
+
     @Test func jsonValueRoundTrips() throws {
         let value: JSONValue = ["a": 1, "b": [true, nil, "x"], "c": 2.5]
         let data = try JSONCoding.encoder.encode(value)

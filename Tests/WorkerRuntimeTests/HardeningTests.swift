@@ -96,6 +96,41 @@ import Glibc
         #expect(copy.expiration == nil)
         #expect(copy.timestamp == nil)
     }
+
+    /// Fuzzing found a reply-to of 86 invalid UTF-8 bytes, read as 86 U+FFFD (258 bytes), kept
+    /// whole by a cut at 255 characters: the copy could not be encoded, so the job could neither
+    /// be retried nor dead-lettered. Every copied property now fits an AMQP short string.
+    @Test func copiedPropertiesFitShortStringsInBytes() {
+        let replacement = String(repeating: "\u{FFFD}", count: 86)
+        let emoji = String(repeating: "🪐", count: 100)
+        let original = Delivery(
+            queue: "q",
+            exchange: "",
+            routingKey: "q",
+            body: Data(),
+            properties: MessageProperties(
+                contentType: emoji,
+                contentEncoding: replacement,
+                correlationID: replacement,
+                replyTo: replacement,
+                messageID: emoji,
+                type: String(repeating: "é", count: 200),
+                appID: replacement
+            ),
+            redelivered: false,
+            deliveryTag: 1,
+            generation: 1
+        )
+        let copy = JobProcessor.copiedProperties(of: original)
+        for value in [
+            copy.contentType, copy.contentEncoding, copy.correlationID, copy.replyTo, copy.messageID, copy.type,
+            copy.appID,
+        ] {
+            #expect((value?.utf8.count ?? 0) <= 255)
+            #expect((value?.utf8.count ?? 0) > 250, "cut shorter than needed: \(value?.utf8.count ?? 0)")
+        }
+        #expect(copy.messageID == String(repeating: "🪐", count: 63))
+    }
 }
 
 @Suite struct FailureClassificationTests {
@@ -200,6 +235,28 @@ import Glibc
         let flood =
             "GET /healthz HTTP/1.1\r\n" + String(repeating: "X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n", count: 400)
         #expect(status(flood) == 431)
+    }
+
+    /// Fuzzing found a request line ending in two CRs accepted whole but refused in pieces: the
+    /// verdict must not depend on how TCP cut the bytes.
+    @Test func theVerdictDoesNotDependOnHowTheBytesArrive() {
+        for text in [
+            "GET / HTTP/1.1\r\r\n\n", "GET / HTTP/1.1\r\n\r\n", "GET /x HTTP/1.0\n\n",
+            "GET / HTTP/1.1\r\nA: b\r\r\n\r\n",
+        ] {
+            let bytes = Array(text.utf8)
+            let whole = Self.parse(text)
+            for cut in 1..<bytes.count {
+                if case .invalid = HealthRequest.parse(bytes[..<cut]) {
+                    #expect(whole == HealthRequest.parse(bytes[..<cut]), "\(text.debugDescription) cut at \(cut)")
+                }
+            }
+        }
+        if case .invalid(let status, _) = Self.parse("GET / HTTP/1.1\r\r\n\n") {
+            #expect(status == 400)
+        } else {
+            Issue.record("a request line with a stray CR was accepted")
+        }
     }
 }
 
