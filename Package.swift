@@ -178,6 +178,18 @@ let package = Package(
         .executableTarget(name: "sample-worker", dependencies: ["SampleJobs", "WorkerRuntime", "Postgres"]),
         // The raw librabbitmq benchmark that `astroctl bench amqp` compares the Swift wrapper with.
         .executableTarget(name: "amqp-raw-bench", dependencies: ["CRabbitMQ"]),
+        // Fuzzing (Fuzz/README.md): one entry function per target, callable from the libFuzzer driver and from
+        // tests; the driver replays files in an ordinary build and fuzzes when built by scripts/fuzz.sh.
+        .target(
+            name: "FuzzTargets",
+            dependencies: [
+                "AMQP", "CRabbitMQ", "Postgres", "AstroDomain", "WorkerRuntime", "StoryService", "StoreKitVerification",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
+        .executableTarget(name: "astro-fuzz", dependencies: ["FuzzTargets"]),
 
         // Unit tests: no servers.
         .testTarget(name: "AMQPTests", dependencies: ["AMQP"]),
@@ -214,6 +226,8 @@ let package = Package(
         ),
         .testTarget(name: "LLMClientTests", dependencies: ["LLMClient", "LLMFake", "LoopbackHTTP"]),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "AstroDomain"], resources: [.copy("Fixtures")]),
+        // Replays every committed fuzzing corpus file (Fuzz/corpus) through its target.
+        .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
             name: "IntegrationTests",

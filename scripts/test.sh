@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every check CI runs, from a fresh clone: installs what is missing, lints, builds with warnings
-# as errors, runs the unit tests, then the integration tests against a real RabbitMQ and
-# PostgreSQL started for the run (scripts/stack.sh) and stopped afterwards, then the chaos suite.
+# as errors, runs the unit tests, fuzzes every fuzz target briefly, then the integration tests
+# against a real RabbitMQ and PostgreSQL started for the run (scripts/stack.sh) and stopped
+# afterwards, then the chaos suite.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -27,6 +28,10 @@ rm -f "$build_log"
 
 step "unit tests (no servers)"
 swift test --skip-build --skip IntegrationTests
+
+step "fuzzing (libFuzzer with AddressSanitizer, 30 s per target; Fuzz/README.md)"
+# A crash, hang or out-of-memory on any input fails CI; the failing input is printed for replay.
+bash scripts/fuzz.sh 30
 
 step "integration tests (real RabbitMQ and PostgreSQL)"
 # Serially: some tests restart RabbitMQ or PostgreSQL, which would disturb tests running beside them.
