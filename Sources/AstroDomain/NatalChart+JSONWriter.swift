@@ -334,9 +334,9 @@ struct NatalChartJSONWriter: TextOutputStream {
     /// A date as `ISO8601.string(from:)` formats it.
     ///
     /// That goes through `Date.ISO8601FormatStyle`, which costs more than the rest of a chart's
-    /// JSON; so the same text is built here for years 1000…9999: whole seconds, or milliseconds
-    /// (truncated, of the time since the reference date, as the format style does) when
-    /// `ISO8601.string` would print them. Other instants take `ISO8601.string` itself.
+    /// JSON; so the same text is built here for years 1000…9999: the instant rounded to the
+    /// nearest millisecond, with the milliseconds when there are any. Other instants take
+    /// `ISO8601.string` itself.
     private mutating func date(_ date: Date) {
         let sinceReference = date.timeIntervalSinceReferenceDate
         // 1000-01-01 and 10000-01-01 relative to 2001-01-01, in seconds.
@@ -344,12 +344,11 @@ struct NatalChartJSONWriter: TextOutputStream {
             string(ISO8601.string(from: date))
             return
         }
-        // The same choice as `ISO8601.string(from:)`, on the same value.
-        let since1970 = date.timeIntervalSince1970
-        let withMilliseconds = since1970 - since1970.rounded(.down) >= 0.0005
-        let wholeSeconds = sinceReference.rounded(.down)
-        let milliseconds = min(Int((sinceReference - wholeSeconds) * 1000), 999)
-        let seconds = Int(wholeSeconds) + 978_307_200
+        // The same rounding as `ISO8601.string(from:)`, on the same value.
+        let wholeMilliseconds = Int((date.timeIntervalSince1970 * 1000).rounded())
+        let seconds = wholeMilliseconds >= 0 ? wholeMilliseconds / 1000 : (wholeMilliseconds - 999) / 1000
+        let milliseconds = wholeMilliseconds - seconds * 1000
+        let withMilliseconds = milliseconds != 0
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = seconds - days * 86_400
         let day = BirthDate(daysSince1970: days)
