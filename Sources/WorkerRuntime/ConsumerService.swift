@@ -27,7 +27,10 @@ final class ConsumerService: Service, Sendable {
     var inFlight: Int { tracker.count }
 
     func run() async throws {
-        try await consumer.start()
+        guard try await startConsuming() else {
+            logger.info("shutdown requested before the consumer could start")
+            return
+        }
         logger.info("consuming")
         let consumer = self.consumer
         let tracker = self.tracker
@@ -57,6 +60,41 @@ final class ConsumerService: Service, Sendable {
             if draining.isSet { group.cancelAll() }
         }
         logger.info("consumer stopped")
+    }
+
+    /// Starts the consumer. The worker's start-up already reached the broker, but the consumer's own
+    /// first connection can still meet an outage (a restart, a cut network): that is retried with
+    /// backoff, as a later loss would be, instead of failing the worker. Errors no retry can mend
+    /// (credentials, a missing queue, a closed consumer) end the worker with the error.
+    /// - Returns: false when a graceful shutdown began before the consumer started.
+    private func startConsuming() async throws -> Bool {
+        var delay = Duration.milliseconds(200)
+        var attempt = 1
+        while true {
+            var failure: AMQPError?
+            do {
+                try await consumer.start()
+                return true
+            } catch {
+                guard error.isRetriable else { throw error }
+                failure = error
+            }
+            logger.warning(
+                "AMQP consumer could not start; retrying",
+                metadata: [
+                    LogKey.reason: "\(failure.map { "\($0)" } ?? "")", "attempt": "\(attempt)",
+                    "retry_in": "\(delay)",
+                ]
+            )
+            let pause = delay
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: pause) }
+            if Task.isShuttingDownGracefully || Task.isCancelled {
+                await consumer.close()
+                return false
+            }
+            delay = min(delay * 2, .seconds(5))
+            attempt += 1
+        }
     }
 
     private func drainThenClose() async {

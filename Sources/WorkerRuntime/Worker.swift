@@ -265,7 +265,8 @@ public final class Worker: Sendable {
     /// Calls `body` until it succeeds, backing off (capped at 5 s) and logging, until `deadline`.
     /// Declares the worker's topology. A worker on its own broker user may declare nothing, so a
     /// missing queue is refused (403) until `astroctl migrate` has run: retried until the
-    /// start-up deadline (migrate may be running right now), then reported with what to do.
+    /// start-up deadline (migrate may be running right now), then reported with what to do. A
+    /// connection lost while declaring is retried until the same deadline.
     static func declare(
         _ topology: Topology,
         publisher: AMQPPublisher,
@@ -281,10 +282,24 @@ public final class Worker: Sendable {
                 try await publisher.declare(topology)
                 return
             } catch {
-                guard error.replyCode == 403 else { throw error }
+                guard error.replyCode == 403 || error.isRetriable else { throw error }
                 refused = error
             }
             let message = refused?.message ?? ""
+            if let refused, refused.replyCode != 403 {
+                // The broker went away between connecting and declaring: the same wait as for
+                // an unreachable broker at start-up.
+                guard ContinuousClock.now + delay <= deadline else {
+                    throw WorkerStartupError(message: "RabbitMQ is unreachable: \(refused)")
+                }
+                logger.warning(
+                    "dependency not reachable yet; retrying",
+                    metadata: ["dependency": "RabbitMQ", LogKey.reason: "\(refused)"]
+                )
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(5))
+                continue
+            }
             guard ContinuousClock.now + delay <= deadline else {
                 throw WorkerStartupError(
                     message: "the broker topology is incomplete and \(user) may not declare it (\(message)); "

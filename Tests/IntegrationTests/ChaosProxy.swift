@@ -55,6 +55,8 @@ final class ChaosProxy: Sendable {
         var links: [Link] = []
         var cut = false
         var stopped = false
+        var passBeforeRefusing = 0
+        var refuseCount = 0
     }
 
     private let state = Mutex(State())
@@ -117,6 +119,15 @@ final class ChaosProxy: Sendable {
         return doomed.count
     }
 
+    /// Lets the next `passing` new connections through, then resets the `refusing` after them as
+    /// soon as they are accepted (a server going down between two connections of one client).
+    func refuse(_ refusing: Int, after passing: Int) {
+        state.withLock { state in
+            state.passBeforeRefusing = passing
+            state.refuseCount = refusing
+        }
+    }
+
     /// Stops accepting and closes every connection.
     func stop() {
         let links = state.withLock { state -> [Link] in
@@ -134,6 +145,21 @@ final class ChaosProxy: Sendable {
             guard poll(&descriptor, 1, 200) > 0 else { continue }
             let client = accept(listener, nil, nil)
             guard client >= 0 else { continue }
+            let refused = state.withLock { state -> Bool in
+                if state.passBeforeRefusing > 0 {
+                    state.passBeforeRefusing -= 1
+                    return false
+                }
+                guard state.refuseCount > 0 else { return false }
+                state.refuseCount -= 1
+                return true
+            }
+            if refused {
+                var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                setsockopt(client, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+                Glibc.close(client)
+                continue
+            }
             let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var address = Self.loopback(port: upstreamPort)
             let connected = withUnsafePointer(to: &address) {

@@ -1,0 +1,67 @@
+import AMQP
+import AstroDomain
+import Foundation
+import Testing
+
+/// A worker whose publisher reached the broker but whose consumer's first connection meets an
+/// outage (RabbitMQ restarting, a network cut between the two connections) keeps trying and starts
+/// consuming once the broker answers, instead of exiting. The chaos suite once caught a replacement
+/// billing-worker dying this way in the middle of a broker cut.
+@Suite(.timeLimit(.minutes(2)))
+struct WorkerStartupTests {
+    @Test func aConsumerThatCannotConnectAtFirstRetriesInsteadOfEndingTheWorker() async throws {
+        let database = try await RuntimeTestEnvironment.database()
+        let amqpURL = try RuntimeTestEnvironment.variable("AMQP_URL")
+        let proxy = try ChaosProxy(upstreamPort: try RuntimeTestEnvironment.amqpConfiguration().port)
+        defer { proxy.stop() }
+        // The first connection is the worker's publisher; the consumer's first three are reset.
+        proxy.refuse(3, after: 1)
+        let queue = "rt.startup." + UUID().uuidString.lowercased().prefix(8)
+        let databaseURL =
+            "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)"
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("sample-worker"))
+        process.environment = ProcessInfo.processInfo.environment.merging([
+            "AMQP_URL": ChaosTests.through(proxy, amqpURL), "DATABASE_URL": databaseURL,
+            "SAMPLE_QUEUE": String(queue), "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
+            "MIGRATE_ON_START": "false",
+        ]) { _, new in new }
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("\(queue).log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let logHandle = try FileHandle(forWritingTo: log)
+        process.standardOutput = logHandle
+        process.standardError = logHandle
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        let publisher = AMQPPublisher(
+            configuration: try RuntimeTestEnvironment.amqpConfiguration(),
+            logger: RuntimeTestEnvironment.logger
+        )
+        try await publisher.connect()
+        defer { Task { await publisher.close() } }
+        try await RuntimeTestEnvironment.eventually("the worker consumes \(queue)", timeout: .seconds(30)) {
+            ((try? await publisher.queueState(String(queue)))?.consumerCount ?? 0) > 0
+                || !process.isRunning
+        }
+        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        #expect(process.isRunning, "the worker exited: \(text.suffix(2_000))")
+        #expect(text.contains("AMQP consumer could not start; retrying"), "log: \(text.suffix(2_000))")
+
+        // And it works: a job sent now is taken and acknowledged.
+        try await publisher.publish(
+            OutgoingMessage(
+                exchange: BrokerNames.jobsExchange,
+                routingKey: String(queue),
+                body: Data(#"{"jobId":"\#(JobID.random())","note":"after the outage"}"#.utf8)
+            )
+        )
+        try await RuntimeTestEnvironment.eventually("the job is consumed") {
+            let state = try await publisher.queueState(String(queue))
+            return state.messageCount == 0 && state.consumerCount > 0
+        }
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
