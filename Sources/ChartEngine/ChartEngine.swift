@@ -160,10 +160,8 @@ public struct ChartEngine: Sendable {
         let birth = input.birth
         let houses = positions.houses
         guard houses.cusps.count == 12 else {
-            throw ChartError(
-                .calculationFailed,
-                message: "the ephemeris returned \(houses.cusps.count) house cusps instead of 12",
-                isPermanent: true
+            throw .calculationFailed(
+                message: "the ephemeris returned \(houses.cusps.count) house cusps instead of 12"
             )
         }
         let cusps = houses.cusps.map(ChartMath.normalizedDegrees)
@@ -180,10 +178,8 @@ public struct ChartEngine: Sendable {
             -> NatalChart.Placement<Name>
         {
             guard let position = positions[body] else {
-                throw ChartError(
-                    .calculationFailed,
-                    message: "the ephemeris returned no position for \(body.rawValue)",
-                    isPermanent: true
+                throw .calculationFailed(
+                    message: "the ephemeris returned no position for \(body.rawValue)"
                 )
             }
             let longitude = ChartMath.normalizedDegrees(position.longitude)
@@ -305,7 +301,7 @@ struct PreparedInput: Sendable {
             self.birth = try birth.validated(timeZones: timeZones)
             self.instant = try self.birth.resolveInstant(timeZones: timeZones)
         } catch {
-            throw ChartError(error)
+            throw ChartError.invalidInput(error)
         }
         julianDayUT = Ephemeris.julianDayUT(instant.utc)
         digest = SHA256.hash(ChartEngine.canonicalInputBytes(self.birth))

@@ -1,78 +1,71 @@
 import AstroDomain
 import Ephemeris
 
-/// Why a chart could not be computed: a stable `code`, the input `field` at fault (when the input
-/// is at fault) and a message naming the field and the rule.
-public struct ChartError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// Stable codes; the raw values are what `chart.failed` events carry.
-    public enum Code: String, Sendable, Hashable, CaseIterable {
-        case invalidJSON = "invalid-json"
-        case missingField = "missing-field"
-        case invalidFieldType = "invalid-field-type"
-        case invalidID = "invalid-id"
-        case invalidName = "invalid-name"
-        case invalidLocationName = "invalid-location-name"
-        case invalidCharacters = "invalid-characters"
-        case invalidBirthDate = "invalid-birth-date"
-        case birthDateOutOfRange = "birth-date-out-of-range"
-        case invalidBirthTime = "invalid-birth-time"
-        case latitudeOutOfRange = "latitude-out-of-range"
-        case longitudeOutOfRange = "longitude-out-of-range"
-        case unknownTimezone = "unknown-timezone"
-        case unknownHouseSystem = "unknown-house-system"
-        case invalidDSTPolicy = "invalid-dst-policy"
-        case unknownPoint = "unknown-point"
-        case unknownAyanamsa = "unknown-ayanamsa"
-        /// The local birth time falls in a DST gap and no `dstPolicy` was given.
-        case nonexistentLocalTime = "nonexistent-local-time"
-        /// The local birth time happened twice and no `dstPolicy` was given.
-        case ambiguousLocalTime = "ambiguous-local-time"
-        /// The Swiss Ephemeris files are missing or libswe fell back to the Moshier ephemeris: a
-        /// deployment problem, not the input's.
-        case ephemerisUnavailable = "ephemeris-unavailable"
-        /// libswe reported an error for this computation.
-        case calculationFailed = "calculation-failed"
-    }
+/// Why a chart could not be computed: the input broke a rule (the `ChartInputError`, with its
+/// code and field), or the ephemeris could not answer.
+public enum ChartError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The input is at fault: permanent, with the input's own code, field and message.
+    case invalidInput(ChartInputError)
+    /// `ephemeris-unavailable`: the Swiss Ephemeris files are missing or libswe fell back to the
+    /// Moshier ephemeris, a deployment problem a retry after a fix can pass.
+    case ephemerisUnavailable(message: String)
+    /// `calculation-failed`: libswe reported an error, or answered with something unusable, for
+    /// this instant and place; the same input fails again.
+    case calculationFailed(message: String)
 
-    public var code: Code
-    /// The offending input field as a path in the `chart.calculate` body (`profile.birthTime`);
-    /// `nil` when the input is not at fault.
-    public var field: String?
-    public var message: String
-    /// Whether the same input would fail the same way again (dead-letter at once), as opposed to
-    /// a failure of the deployment that a retry after a fix could pass.
-    public var isPermanent: Bool
+    /// The code of `ephemerisUnavailable`, as `chart.failed` events carry it.
+    public static let ephemerisUnavailableCode = "ephemeris-unavailable"
+    /// The code of `calculationFailed`, as `chart.failed` events carry it.
+    public static let calculationFailedCode = "calculation-failed"
 
-    public init(_ code: Code, field: String? = nil, message: String, isPermanent: Bool) {
-        self.code = code
-        self.field = field
-        self.message = message
-        self.isPermanent = isPermanent
-    }
-
-    /// A validation failure: permanent, with the input's code and field.
-    public init(_ input: ChartInputError) {
-        // Every ChartInputError code has a ChartError code of the same raw value (tested).
-        let code = Code(rawValue: input.code.rawValue) ?? .calculationFailed
-        self.init(code, field: input.field, message: input.message, isPermanent: true)
-    }
-
-    /// An ephemeris failure: missing files and the Moshier fallback are `ephemeris-unavailable`
-    /// (not permanent); libswe errors and rejected arguments are `calculation-failed` (permanent:
-    /// the same instant and place fail again).
+    /// An ephemeris failure: missing files and the Moshier fallback are `ephemeris-unavailable`;
+    /// libswe errors and rejected arguments are `calculation-failed`.
     public init(_ error: EphemerisError) {
         switch error.kind {
-        case .filesMissing, .moshierFallback:
-            self.init(.ephemerisUnavailable, message: error.message, isPermanent: false)
-        case .calculationFailed:
-            self.init(.calculationFailed, message: error.message, isPermanent: true)
-        case .invalidInput:
-            self.init(.calculationFailed, message: error.message, isPermanent: true)
+        case .filesMissing, .moshierFallback: self = .ephemerisUnavailable(message: error.message)
+        case .calculationFailed, .invalidInput: self = .calculationFailed(message: error.message)
         }
     }
 
-    /// The error as a job error, for `chart.failed` events and dead letters.
-    public var jobError: JobError { JobError(code: code.rawValue, message: message) }
+    /// The stable code `chart.failed` events carry.
+    public var code: String {
+        switch self {
+        case .invalidInput(let input): return input.code.rawValue
+        case .ephemerisUnavailable: return Self.ephemerisUnavailableCode
+        case .calculationFailed: return Self.calculationFailedCode
+        }
+    }
 
-    public var description: String { "\(code.rawValue): \(message)" }
+    /// The input's code when the input is at fault.
+    public var inputCode: ChartInputError.Code? {
+        if case .invalidInput(let input) = self { return input.code }
+        return nil
+    }
+
+    /// The offending input field as a path in the `chart.calculate` body (`profile.birthTime`);
+    /// `nil` when the input is not at fault.
+    public var field: String? {
+        if case .invalidInput(let input) = self { return input.field }
+        return nil
+    }
+
+    /// What went wrong, naming the field and the rule when the input is at fault.
+    public var message: String {
+        switch self {
+        case .invalidInput(let input): return input.message
+        case .ephemerisUnavailable(let message), .calculationFailed(let message): return message
+        }
+    }
+
+    /// Whether the same input would fail the same way again (dead-letter at once), as opposed to
+    /// a failure of the deployment that a retry after a fix could pass.
+    public var isPermanent: Bool {
+        if case .ephemerisUnavailable = self { return false }
+        return true
+    }
+
+    /// The error as a job error, for `chart.failed` events and dead letters.
+    public var jobError: JobError { JobError(code: code, message: message) }
+
+    public var description: String { "\(code): \(message)" }
 }

@@ -40,7 +40,7 @@ public struct ChartCalculateHandler: JobHandler {
         } catch {
             // Input at fault: dead-letter at once. The ephemeris missing or failing: an outage
             // of this worker's machine, retried (another worker may have its files).
-            if error.isPermanent { throw JobRejection(code: error.code.rawValue, message: error.message) }
+            if error.isPermanent { throw JobRejection(code: error.code, message: error.message) }
             throw error
         }
         // The hand-written writer: the same bytes as `JSONCoding.encoder`, several times faster.

@@ -14,6 +14,9 @@ public final class Worker: Sendable {
     public let name: String
     public let configuration: WorkerConfiguration
     public let metrics: WorkerMetrics
+    /// The worker's database pool: its commits, the outbox relay, its readiness check and the
+    /// reads handlers make outside commits all share it, and it closes when the worker stops.
+    public let pool: PostgresPool
     private let queues: [String]
     private let handlers: [AnyJobHandler]
     private let databaseSetup: DatabaseSetup?
@@ -38,7 +41,7 @@ public final class Worker: Sendable {
     ///   - handlers: the job handlers; the worker consumes exactly the queues that have one.
     ///   - databaseSetup: runs once after migrations, before consuming (e.g. a handler's own
     ///     tables or caches).
-    public init(
+    public convenience init(
         name: String,
         configuration: WorkerConfiguration,
         queues: [JobType],
@@ -46,11 +49,44 @@ public final class Worker: Sendable {
         databaseSetup: DatabaseSetup? = nil,
         logger: Logger
     ) {
+        self.init(
+            name: name,
+            configuration: configuration,
+            queues: queues,
+            databaseSetup: databaseSetup,
+            logger: logger,
+            makeHandlers: { _ in handlers }
+        )
+    }
+
+    /// A worker whose handlers are built with its own pool (handlers that read the database
+    /// outside their commit, e.g. in `prepare`).
+    /// - Parameter makeHandlers: builds the handlers from the worker's context.
+    /// - Throws: what `makeHandlers` throws.
+    public init<Failure: Error>(
+        name: String,
+        configuration: WorkerConfiguration,
+        queues: [JobType],
+        databaseSetup: DatabaseSetup? = nil,
+        logger: Logger,
+        makeHandlers: (WorkerContext) throws(Failure) -> [any JobHandler]
+    ) throws(Failure) {
+        // The pool connects lazily: making it here costs nothing until `run()`.
+        let pool = PostgresPool(
+            configuration: configuration.database,
+            options: .init(
+                maxConnections: configuration.databasePoolSize,
+                acquireTimeout: configuration.databaseAcquireTimeout
+            ),
+            logger: logger
+        )
+        self.pool = pool
         self.databaseSetup = databaseSetup
         self.name = name
         self.configuration = configuration
         self.queues = queues.map(\.rawValue)
-        self.handlers = handlers.map { AnyJobHandler($0) }
+        self.handlers = try makeHandlers(WorkerContext(configuration: configuration, pool: pool, logger: logger))
+            .map { AnyJobHandler($0) }
         self.logger = logger
         self.metrics = WorkerMetrics()
     }
@@ -79,14 +115,7 @@ public final class Worker: Sendable {
         logger[metadataKey: "worker"] = "\(name)"
         let deadline = ContinuousClock.now + startupTimeout
 
-        let pool = PostgresPool(
-            configuration: configuration.database,
-            options: .init(
-                maxConnections: configuration.databasePoolSize,
-                acquireTimeout: configuration.databaseAcquireTimeout
-            ),
-            logger: logger
-        )
+        let pool = self.pool
         do {
             try await Self.retryUntil(
                 deadline,
@@ -342,6 +371,16 @@ public final class Worker: Sendable {
             }
         }
     }
+}
+
+/// What a worker's handlers are built from.
+public struct WorkerContext: Sendable {
+    /// The worker's configuration, read from the environment.
+    public let configuration: WorkerConfiguration
+    /// The worker's own pool (see `Worker.pool`).
+    public let pool: PostgresPool
+    /// The worker's logger.
+    public let logger: Logger
 }
 
 /// Work a worker does on its database once at start-up, after migrations.

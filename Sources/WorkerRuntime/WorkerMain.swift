@@ -13,7 +13,7 @@ public enum WorkerMain {
         queues: [JobType],
         environment: [String: String] = ProcessInfo.processInfo.environment,
         databaseSetup: DatabaseSetup? = nil,
-        handlers: (WorkerConfiguration, Logger) throws -> [any JobHandler]
+        handlers: (WorkerContext) throws -> [any JobHandler]
     ) async -> Int32 {
         let configuration: WorkerConfiguration
         do {
@@ -40,13 +40,13 @@ public enum WorkerMain {
             )
         }
         do {
-            let worker = Worker(
+            let worker = try Worker(
                 name: name,
                 configuration: configuration,
                 queues: queues,
-                handlers: try handlers(configuration, logger),
                 databaseSetup: databaseSetup,
-                logger: logger
+                logger: logger,
+                makeHandlers: handlers
             )
             try await worker.run()
             return 0

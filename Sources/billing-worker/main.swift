@@ -13,7 +13,8 @@ let status = await WorkerMain.run(
     name: "billing-worker",
     defaultHTTPPort: 8083,
     queues: [.billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification]
-) { _, logger in
+) { context in
+    let logger = context.logger
     let billing = try BillingConfiguration.fromEnvironment(environment)
     logger.info(
         "billing configured",

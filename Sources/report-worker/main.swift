@@ -17,7 +17,8 @@ let status = await WorkerMain.run(
     defaultHTTPPort: 8082,
     defaultPrefetch: 32,
     queues: [.reportGenerate]
-) { configuration, logger in
+) { context in
+    let logger = context.logger
     let writer: BuiltInReportWriter
     do {
         writer = try BuiltInReportWriter()
@@ -38,16 +39,12 @@ let status = await WorkerMain.run(
         } catch {
             throw ConfigurationError(variable: "LLM_PRICE_*", problem: "\(error)")
         }
-        // Charts are read in the jobs' prepare step, outside the commit transactions.
-        let pool = PostgresPool(
-            configuration: configuration.database,
-            options: .init(maxConnections: 4, acquireTimeout: configuration.databaseAcquireTimeout),
-            logger: logger
-        )
         do {
+            // Charts are read in the jobs' prepare step, outside the commit transactions, on the
+            // worker's own pool.
             setup = .init(
                 writer: try LLMReportWriter(client: LLMClient(configuration: llm), model: llm.model, pricing: pricing),
-                pool: pool
+                pool: context.pool
             )
         } catch {
             throw ConfigurationError(variable: "(package resources)", problem: "\(error)")

@@ -16,7 +16,7 @@ let status = await WorkerMain.run(
     databaseSetup: { pool in
         try await pool.withConnection { try $0.executeScript(SampleJobHandler.createTableSQL) }
     },
-    handlers: { _, _ in
+    handlers: { _ in
         // SAMPLE_ALLOW_CRASH=1 lets a job ask the worker to crash (tests of poison messages).
         let allowCrash = ProcessInfo.processInfo.environment["SAMPLE_ALLOW_CRASH"] == "1"
         return [SampleJobHandler(queue: queue, allowCrash: allowCrash)]

@@ -20,7 +20,8 @@ let status = await WorkerMain.run(
     defaultHTTPPort: 8084,
     defaultPrefetch: 32,
     queues: [.storyGenerate, .storyIllustrate, .storyRead]
-) { configuration, logger in
+) { context in
+    let logger = context.logger
     // Read here, not from a top-level variable: this closure runs off the main actor.
     let environment = ProcessInfo.processInfo.environment
     func setting<T>(_ variable: String, _ load: () throws -> T) throws -> T {
@@ -64,12 +65,8 @@ let status = await WorkerMain.run(
     }
 
     // Child profiles (story.generate) and page states (story.illustrate) are read and written in
-    // the jobs' prepare step, outside the commit transactions.
-    let pool = PostgresPool(
-        configuration: configuration.database,
-        options: .init(maxConnections: 4, acquireTimeout: configuration.databaseAcquireTimeout),
-        logger: logger
-    )
+    // the jobs' prepare step, outside the commit transactions, on the worker's own pool.
+    let pool = context.pool
     logger.info(
         "story worker ready",
         metadata: [

@@ -198,7 +198,7 @@ private func chartError(_ birth: BirthData) async -> ChartError? {
 
     @Test func dstGapNeedsAPolicy() async throws {
         let error = await chartError(kyiv(date: "2021-03-28", time: "03:30"))
-        #expect(error?.code == .nonexistentLocalTime)
+        #expect(error?.inputCode == .nonexistentLocalTime)
         #expect(error?.field == "profile.birthTime")
         #expect(error?.isPermanent == true)
         #expect(error?.jobError.code == "nonexistent-local-time")
@@ -212,7 +212,7 @@ private func chartError(_ birth: BirthData) async -> ChartError? {
 
     @Test func dstOverlapNeedsAPolicy() async throws {
         let error = await chartError(kyiv(date: "2021-10-31", time: "03:30"))
-        #expect(error?.code == .ambiguousLocalTime)
+        #expect(error?.inputCode == .ambiguousLocalTime)
         let later = try await engine.chart(for: kyiv(date: "2021-10-31", time: "03:30", dstPolicy: .later))
         #expect(ISO8601.string(from: later.utc) == "2021-10-31T01:30:00Z")
         #expect(later.dstPolicyApplied == .later)
@@ -226,15 +226,18 @@ private func chartError(_ birth: BirthData) async -> ChartError? {
 
     @Test func validationErrorsKeepTheirCodes() async {
         let latitude = await chartError(kyiv(latitude: 95))
-        #expect(latitude?.code == .latitudeOutOfRange)
+        #expect(latitude?.inputCode == .latitudeOutOfRange)
         #expect(latitude?.field == "profile.latitude")
         #expect(latitude?.message == "profile.latitude: 95.0 is outside −90…90")
-        #expect(await chartError(kyiv(longitude: 181))?.code == .longitudeOutOfRange)
-        #expect(await chartError(kyiv(date: "1899-12-31"))?.code == .birthDateOutOfRange)
-        #expect(await chartError(kyiv(date: "2001-02-29"))?.code == .invalidBirthDate)
-        #expect(await chartError(kyiv(time: "24:00"))?.code == .invalidBirthTime)
-        #expect(await chartError(kyiv(timezone: "Mars/Olympus"))?.code == .unknownTimezone)
-        for code in ChartInputError.Code.allCases { #expect(ChartError.Code(rawValue: code.rawValue) != nil) }
+        #expect(await chartError(kyiv(longitude: 181))?.inputCode == .longitudeOutOfRange)
+        #expect(await chartError(kyiv(date: "1899-12-31"))?.inputCode == .birthDateOutOfRange)
+        #expect(await chartError(kyiv(date: "2001-02-29"))?.inputCode == .invalidBirthDate)
+        #expect(await chartError(kyiv(time: "24:00"))?.inputCode == .invalidBirthTime)
+        #expect(await chartError(kyiv(timezone: "Mars/Olympus"))?.inputCode == .unknownTimezone)
+        for code in ChartInputError.Code.allCases {
+            let error = ChartError.invalidInput(ChartInputError(code, field: "f", message: "m"))
+            #expect(error.code == code.rawValue && error.isPermanent)
+        }
     }
 
     @Test func rangeEndsCompute() async throws {
