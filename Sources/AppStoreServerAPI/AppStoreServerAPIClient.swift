@@ -131,17 +131,10 @@ public final class AppStoreServerAPIClient: Sendable {
 
     /// GETs `url` until a 200 (its body and the attempts made) or a final error.
     private func get(_ url: URL) async throws(AppStoreAPIError) -> (Data, Int) {
-        let policy = configuration.retryPolicy
-        let deadline = timing.now() + policy.deadline
-        var attempt = 0
-        var lastFailure: AppStoreAPIError?
-        while true {
-            let remaining = deadline - timing.now()
-            if let lastFailure, remaining <= .zero {
-                throw deadlineExceeded(after: lastFailure, attempts: attempt)
-            }
-            attempt += 1
-            let attemptTimeout = min(configuration.requestTimeout, remaining)
+        let clock = RetryClock(now: timing.now, sleep: timing.sleep, random: timing.random)
+        let (body, attempts) = try await RetryLoop.run(schedule: schedule, clock: clock) {
+            attempt,
+            timeout throws(AppStoreAPIError) in
             let token: String
             do {
                 token = try tokens.token()
@@ -157,74 +150,31 @@ public final class AppStoreServerAPIClient: Sendable {
             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
             request.setValue("application/json", forHTTPHeaderField: "Accept")
             request.setValue("astrosvitla-backend", forHTTPHeaderField: "User-Agent")
-
-            let outcome = await transport.send(request, timeout: attemptTimeout)
-            let failure: AppStoreAPIError
-            switch Self.classify(outcome, attempt: attempt) {
-            case .success(let body):
-                return (body, attempt)
-            case .final(let error):
-                if error.kind == .unauthorized { tokens.invalidate() }
-                throw error
-            case .retryable(let error):
-                failure = error
-            }
-            lastFailure = failure
-            if failure.kind == .cancelled { throw failure }
-            if failure.kind == .timeout && attemptTimeout < configuration.requestTimeout {
-                // The deadline, not the request timeout, cut this attempt short.
-                throw deadlineExceeded(after: failure, attempts: attempt)
-            }
-            guard attempt < policy.maxAttempts else { throw failure }
-
-            let delay = failure.retryAfter ?? backoff(afterAttempt: attempt)
-            if timing.now() + delay >= deadline {
-                throw deadlineExceeded(after: failure, attempts: attempt)
-            }
-            do {
-                try await timing.sleep(delay)
-            } catch {
-                throw AppStoreAPIError(
-                    kind: .cancelled,
-                    reason: "cancelled while waiting to retry; last: \(failure.reason)",
-                    httpStatus: failure.httpStatus,
-                    errorCode: failure.errorCode,
-                    errorMessage: failure.errorMessage,
-                    attempts: attempt,
-                    retryAfter: failure.retryAfter
-                )
-            }
+            let verdict = Self.classify(await transport.send(request, timeout: timeout), attempt: attempt)
+            if case .final(let error) = verdict, error.kind == .unauthorized { tokens.invalidate() }
+            return verdict
         }
+        return (body, attempts)
+    }
+
+    /// The retry policy and the request timeout, as `RetryLoop` takes them.
+    private var schedule: RetrySchedule {
+        let policy = configuration.retryPolicy
+        return RetrySchedule(
+            maxAttempts: policy.maxAttempts,
+            baseDelay: policy.baseDelay,
+            maxDelay: policy.maxDelay,
+            deadline: policy.deadline,
+            requestTimeout: configuration.requestTimeout
+        )
     }
 
     /// Full jitter: uniform in `0...min(maxDelay, baseDelay × 2^(attempt-1))`.
     func backoff(afterAttempt attempt: Int) -> Duration {
-        let policy = configuration.retryPolicy
-        let exponent = Double(min(attempt - 1, 30))
-        let ceiling = min(policy.maxDelay.seconds, policy.baseDelay.seconds * pow(2, exponent))
-        let draw = timing.random().clamped(to: 0...1)
-        return .seconds(double: ceiling * draw)
+        schedule.backoff(afterAttempt: attempt, random: timing.random())
     }
 
-    private func deadlineExceeded(after failure: AppStoreAPIError, attempts: Int) -> AppStoreAPIError {
-        AppStoreAPIError(
-            kind: .deadlineExceeded,
-            reason: "gave up within the \(configuration.retryPolicy.deadline) deadline; last: \(failure.reason)",
-            httpStatus: failure.httpStatus,
-            errorCode: failure.errorCode,
-            errorMessage: failure.errorMessage,
-            attempts: attempts,
-            retryAfter: failure.retryAfter
-        )
-    }
-
-    private enum Classification {
-        case success(Data)
-        case final(AppStoreAPIError)
-        case retryable(AppStoreAPIError)
-    }
-
-    private static func classify(_ outcome: TransportOutcome, attempt: Int) -> Classification {
+    private static func classify(_ outcome: TransportOutcome, attempt: Int) -> AttemptVerdict<AppStoreAPIError> {
         switch outcome {
         case .cancelled:
             return .retryable(AppStoreAPIError(kind: .cancelled, reason: "the call was cancelled", attempts: attempt))
@@ -292,5 +242,35 @@ struct AppleErrorBody: Decodable, Sendable {
             parsed.errorCode != nil || parsed.errorMessage != nil
         else { return nil }
         return parsed
+    }
+}
+
+extension AppStoreAPIError: RetriedFailure {
+    public var isCancellation: Bool { kind == .cancelled }
+
+    public var isExchangeTimeout: Bool { kind == .timeout }
+
+    public func cancelledWhileWaiting(attempts: Int) -> AppStoreAPIError {
+        AppStoreAPIError(
+            kind: .cancelled,
+            reason: "cancelled while waiting to retry; last: \(reason)",
+            httpStatus: httpStatus,
+            errorCode: errorCode,
+            errorMessage: errorMessage,
+            attempts: attempts,
+            retryAfter: retryAfter
+        )
+    }
+
+    public func deadlineExceeded(deadline: Duration, attempts: Int) -> AppStoreAPIError {
+        AppStoreAPIError(
+            kind: .deadlineExceeded,
+            reason: "gave up within the \(deadline) deadline; last: \(reason)",
+            httpStatus: httpStatus,
+            errorCode: errorCode,
+            errorMessage: errorMessage,
+            attempts: attempts,
+            retryAfter: retryAfter
+        )
     }
 }

@@ -254,18 +254,10 @@ struct RetryingSender: Sendable {
 
     /// POSTs `body` to `endpoint` until a 2xx (its body and the attempts made) or a final error.
     func post(_ body: Data, to endpoint: URL, contentType: String) async throws(LLMError) -> (Data, Int) {
-        let policy = retryPolicy.normalized
-        let requestTimeout = self.requestTimeout.clamped(to: .milliseconds(1)...(.seconds(3_600)))
-        let deadline = timing.now() + policy.deadline
-        var attempt = 0
-        var lastFailure: LLMError?
-        while true {
-            let remaining = deadline - timing.now()
-            if let lastFailure, remaining <= .zero {
-                throw deadlineExceeded(after: lastFailure, attempts: attempt)
-            }
-            attempt += 1
-            let attemptTimeout = min(requestTimeout, max(remaining, .milliseconds(1)))
+        let clock = RetryClock(now: timing.now, sleep: timing.sleep, random: timing.random)
+        let (answer, attempts) = try await RetryLoop.run(schedule: schedule, clock: clock) {
+            attempt,
+            timeout throws(LLMError) in
             var request = URLRequest(url: endpoint)
             request.httpMethod = "POST"
             request.httpBody = body
@@ -273,72 +265,35 @@ struct RetryingSender: Sendable {
             request.setValue(contentType, forHTTPHeaderField: "Content-Type")
             request.setValue("application/json", forHTTPHeaderField: "Accept")
             request.setValue("astrosvitla-backend", forHTTPHeaderField: "User-Agent")
-
-            let outcome = await transport.send(request, timeout: attemptTimeout)
-            let failure: LLMError
-            switch Self.classify(outcome, attempt: attempt, redact: redact) {
-            case .success(let answer):
-                return (answer, attempt)
-            case .final(let error):
-                throw error
-            case .retryable(let error):
-                failure = error
-            }
-            lastFailure = failure
-            if failure.kind == .cancelled { throw failure }
-            if failure.kind == .timeout && failure.httpStatus == nil && attemptTimeout < requestTimeout {
-                // The deadline, not the request timeout, cut this attempt short.
-                throw deadlineExceeded(after: failure, attempts: attempt)
-            }
-            guard attempt < policy.maxAttempts else { throw failure }
-
-            let delay = failure.retryAfter ?? backoff(afterAttempt: attempt)
-            if timing.now() + delay >= deadline {
-                throw deadlineExceeded(after: failure, attempts: attempt)
-            }
-            do {
-                try await timing.sleep(delay)
-            } catch {
-                var cancelled = failure
-                cancelled.kind = .cancelled
-                cancelled.isTransient = true
-                cancelled.reason = "cancelled while waiting to retry; last: \(failure.reason)"
-                throw cancelled
-            }
+            return Self.classify(await transport.send(request, timeout: timeout), attempt: attempt, redact: redact)
         }
+        return (answer, attempts)
+    }
+
+    /// The retry policy (forced into usable ranges) and the request timeout, as `RetryLoop` takes them.
+    var schedule: RetrySchedule {
+        let policy = retryPolicy.normalized
+        return RetrySchedule(
+            maxAttempts: policy.maxAttempts,
+            baseDelay: policy.baseDelay,
+            maxDelay: policy.maxDelay,
+            deadline: policy.deadline,
+            requestTimeout: requestTimeout
+        )
     }
 
     /// Full jitter: uniform in `0...min(maxDelay, baseDelay × 2^(attempt-1))`.
     func backoff(afterAttempt attempt: Int) -> Duration {
-        let policy = retryPolicy.normalized
-        let exponent = Double(min(max(attempt - 1, 0), 30))
-        let ceiling = min(policy.maxDelay.seconds, policy.baseDelay.seconds * pow(2, exponent))
-        let draw = timing.random().clamped(to: 0...1)
-        return .seconds(double: ceiling * draw)
-    }
-
-    private func deadlineExceeded(after failure: LLMError, attempts: Int) -> LLMError {
-        var error = failure
-        error.kind = .deadlineExceeded
-        error.isTransient = true
-        error.attempts = attempts
-        error.reason = "gave up within the \(retryPolicy.deadline) deadline; last: \(failure.reason)"
-        return error
+        schedule.backoff(afterAttempt: attempt, random: timing.random())
     }
 
     // MARK: - Classifying answers
-
-    private enum Classification {
-        case success(Data)
-        case final(LLMError)
-        case retryable(LLMError)
-    }
 
     private static func classify(
         _ outcome: TransportOutcome,
         attempt: Int,
         redact: (String) -> String
-    ) -> Classification {
+    ) -> AttemptVerdict<LLMError> {
         switch outcome {
         case .cancelled:
             return .retryable(LLMError(kind: .cancelled, reason: "the call was cancelled", attempts: attempt))
@@ -434,7 +389,28 @@ struct APIErrorBody: Sendable, Hashable {
     }
 }
 
-extension LLMError {
+extension LLMError: RetriedFailure {
+    public var isCancellation: Bool { kind == .cancelled }
+
+    public var isExchangeTimeout: Bool { kind == .timeout && httpStatus == nil }
+
+    public func cancelledWhileWaiting(attempts: Int) -> LLMError {
+        var cancelled = self
+        cancelled.kind = .cancelled
+        cancelled.isTransient = true
+        cancelled.reason = "cancelled while waiting to retry; last: \(reason)"
+        return cancelled
+    }
+
+    public func deadlineExceeded(deadline: Duration, attempts: Int) -> LLMError {
+        var error = self
+        error.kind = .deadlineExceeded
+        error.isTransient = true
+        error.attempts = attempts
+        error.reason = "gave up within the \(deadline) deadline; last: \(reason)"
+        return error
+    }
+
     /// A 2xx answer this client cannot read, with the API's error fields if the body has them.
     static func malformedAnswer(
         _ body: Data,
