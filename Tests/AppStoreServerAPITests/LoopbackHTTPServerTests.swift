@@ -155,16 +155,17 @@ struct LoopbackHTTPServerTests {
         let url = server.baseURL.appendingPathComponent("slow")
         let start = ContinuousClock.now
         let statuses = await withTaskGroup(of: Int.self) { group in
-            for _ in 0..<8 { group.addTask { await fetch(session, url).status } }
+            for _ in 0..<16 { group.addTask { await fetch(session, url).status } }
             var statuses: [Int] = []
             for await status in group { statuses.append(status) }
             return statuses
         }
         let seconds = elapsed(since: start)
-        #expect(statuses == Array(repeating: 200, count: 8))
-        // Eight handlers of 0.5 s each one after another would take 4 s.
+        #expect(statuses == Array(repeating: 200, count: 16))
+        // Sixteen handlers of 0.5 s one after another would take 8 s; the bound leaves room for a
+        // busy two-core machine (the unit tests run in parallel).
         #expect(seconds >= 0.49)
-        #expect(seconds < 2.5, "took \(seconds) s")
+        #expect(seconds < 5, "took \(seconds) s")
         #expect(server.connectionsAccepted >= 2)
     }
 
