@@ -1,18 +1,10 @@
 import AMQP
 import ArgumentParser
+import AstroCLISupport
 import AstroDomain
 import Foundation
 import Postgres
 import Synchronization
-
-struct Bench: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Measure throughput against the running servers and print the figures.",
-        subcommands: [
-            BenchAMQP.self, BenchPostgres.self, BenchE2E.self, BenchChart.self, BenchVerify.self, BenchStories.self,
-        ]
-    )
-}
 
 struct BenchAMQP: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -22,7 +14,7 @@ struct BenchAMQP: AsyncParsableCommand {
             Both sides use the same broker, a fresh durable queue, persistent messages of --size bytes,
             publishes in windows of --window unconfirmed messages (each window waits for its confirms),
             and a consumer with --prefetch that acknowledges every delivery on its own. The raw side is
-            the C program amqp-raw-bench built beside astroctl (or --raw-bench PATH). Rounds alternate
+            the C program amqp-raw-bench built beside astro-bench (or --raw-bench PATH). Rounds alternate
             Swift and C so background load affects both alike; the best round of each is compared.
             """
     )
@@ -32,7 +24,7 @@ struct BenchAMQP: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Consumer prefetch.") var prefetch = 100
     @Option(parsing: .unconditional, help: "Unconfirmed messages per publish window.") var window = 100
     @Option(parsing: .unconditional, help: "Rounds of each side.") var rounds = 3
-    @Option(help: "Path of the raw C benchmark (default: amqp-raw-bench beside astroctl).") var rawBench: String?
+    @Option(help: "Path of the raw C benchmark (default: amqp-raw-bench beside astro-bench).") var rawBench: String?
     @OptionGroup var connection: ConnectionOptions
 
     func validate() throws {

@@ -92,7 +92,7 @@ enum BillingBenchSeed {
         """
 }
 
-/// `astroctl bench verify`: signed-transaction verifications per second in this process.
+/// `astro-bench verify`: signed-transaction verifications per second in this process.
 struct BenchVerify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
@@ -103,7 +103,7 @@ struct BenchVerify: AsyncParsableCommand {
             rate, the first (cold) verification's time, and a cold rate with a new verifier per token
             (chain validation every time).
 
-            Example: astroctl bench verify --count 20000 --tasks 1 --tasks 2
+            Example: astro-bench verify --count 20000 --tasks 1 --tasks 2
             """
     )
 

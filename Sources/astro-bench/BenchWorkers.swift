@@ -1,6 +1,7 @@
+import AstroCLISupport
 import Foundation
 
-/// Worker processes the end-to-end benchmarks start beside astroctl.
+/// Worker processes the end-to-end benchmarks start beside astro-bench.
 enum BenchWorkers {
     /// The environment of benchmark workers: this process's, pointed at the same broker and
     /// database, quiet, not migrating (the benchmark did), with `prefetch` jobs in flight.

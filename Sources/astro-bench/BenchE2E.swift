@@ -1,5 +1,6 @@
 import AMQP
 import ArgumentParser
+import AstroCLISupport
 import AstroDomain
 import Foundation
 import LLMFake
@@ -18,7 +19,7 @@ struct BenchE2E: AsyncParsableCommand {
         abstract: "Jobs per second from publish to committed result, through real workers, broker and database.",
         discussion: """
             For each worker count in --workers, starts that many worker processes (the binaries beside
-            astroctl), publishes --count jobs with confirms, and times each job from its publish to the
+            astro-bench), publishes --count jobs with confirms, and times each job from its publish to the
             event its worker's transaction committed (chart.calculated, sample.done, …). Prints the
             throughput, p50/p95/p99 latency, and the workers' peak resident memory, with a progress bar
             on standard error while it runs. Needs a migrated database and the broker (astroctl migrate).
@@ -30,11 +31,11 @@ struct BenchE2E: AsyncParsableCommand {
             is --prefetch.
 
             Examples:
-              astroctl bench e2e --type chart --count 20000 --workers 1 --workers 2
-              astroctl bench e2e --type sample --count 5000
-              astroctl bench e2e --type report --count 2000 --workers 1
-              astroctl bench e2e --type report --count 640 --workers 1 --prefetch 32 --llm-delay 1.5
-              astroctl bench e2e --mix chart=80,report=20 --count 20000 --workers 1 --workers 2 --workers 4
+              astro-bench e2e --type chart --count 20000 --workers 1 --workers 2
+              astro-bench e2e --type sample --count 5000
+              astro-bench e2e --type report --count 2000 --workers 1
+              astro-bench e2e --type report --count 640 --workers 1 --prefetch 32 --llm-delay 1.5
+              astro-bench e2e --mix chart=80,report=20 --count 20000 --workers 1 --workers 2 --workers 4
             """
     )
 
@@ -133,7 +134,7 @@ struct BenchE2E: AsyncParsableCommand {
         let binary = BenchAMQP.sibling(workerBinary)
         for needed in [binary] + (type == .report ? [BenchAMQP.sibling("billing-worker")] : [])
         where !FileManager.default.isExecutableFile(atPath: needed) {
-            throw CommandFailure("\(needed) not found beside astroctl: build it first")
+            throw CommandFailure("\(needed) not found beside astro-bench: build it first")
         }
         try await connection.withPool { pool in
             _ = try await Migrator(migrations: try AstroSchema.migrations(), logger: logger).migrate(pool: pool)
@@ -372,7 +373,7 @@ struct BenchE2E: AsyncParsableCommand {
     private func runMix(_ mix: BenchMix, amqp: AMQPConfiguration, database: PostgresConfiguration) async throws {
         for name in ["chart-worker", "billing-worker", "report-worker"]
         where !FileManager.default.isExecutableFile(atPath: BenchAMQP.sibling(name)) {
-            throw CommandFailure("\(name) not found beside astroctl: build it first")
+            throw CommandFailure("\(name) not found beside astro-bench: build it first")
         }
         try await connection.withPool { pool in
             _ = try await Migrator(migrations: try AstroSchema.migrations(), logger: connection.logger).migrate(

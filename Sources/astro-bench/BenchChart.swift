@@ -1,4 +1,5 @@
 import ArgumentParser
+import AstroCLISupport
 import AstroDomain
 import ChartEngine
 import Ephemeris

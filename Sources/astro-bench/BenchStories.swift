@@ -1,5 +1,6 @@
 import AMQP
 import ArgumentParser
+import AstroCLISupport
 import AstroDomain
 import Foundation
 import LLMFake
@@ -9,22 +10,22 @@ import StoryService
 import Synchronization
 import WorkerRuntime
 
-/// `astroctl bench stories`: Magical Stories through real story-worker processes, broker and
+/// `astro-bench stories`: Magical Stories through real story-worker processes, broker and
 /// database — stories written per second, then pages illustrated per second.
 struct BenchStories: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stories",
         abstract: "Stories written per second and pages illustrated per second, end to end through story-workers.",
         discussion: """
-            Starts --workers story-worker processes (the binary beside astroctl), publishes --count
+            Starts --workers story-worker processes (the binary beside astro-bench), publishes --count
             story.generate jobs (built-in writer) and times each from its publish to story.generated;
             then publishes one story.illustrate per story and times each to story.illustrated, and
             counts the pages drawn per second. By default the built-in SVG illustrator draws; with
             --image-delay the workers draw through a local fake OpenAI-compatible images endpoint
             that answers after that many seconds (its concurrency is the workers' --prefetch).
 
-              astroctl bench stories --count 2000 --pages 5
-              astroctl bench stories --count 64 --pages 5 --prefetch 32 --image-delay 3
+              astro-bench stories --count 2000 --pages 5
+              astro-bench stories --count 64 --pages 5 --prefetch 32 --image-delay 3
             """
     )
 
@@ -60,7 +61,7 @@ struct BenchStories: AsyncParsableCommand {
     func run() async throws {
         let binary = BenchAMQP.sibling("story-worker")
         guard FileManager.default.isExecutableFile(atPath: binary) else {
-            throw CommandFailure("\(binary) not found beside astroctl: build it first")
+            throw CommandFailure("\(binary) not found beside astro-bench: build it first")
         }
         let logger = connection.logger
         let amqp = try connection.amqpConfiguration()
