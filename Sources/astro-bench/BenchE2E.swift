@@ -6,12 +6,7 @@ import Foundation
 import LLMFake
 import Postgres
 import Schema
-import Synchronization
 import WorkerRuntime
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 struct BenchE2E: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -131,8 +126,8 @@ struct BenchE2E: AsyncParsableCommand {
             try await runMix(try BenchMix(parsing: mix), amqp: amqp, database: database)
             return
         }
-        let binary = BenchAMQP.sibling(workerBinary)
-        for needed in [binary] + (type == .report ? [BenchAMQP.sibling("billing-worker")] : [])
+        let binary = BenchProcesses.sibling(workerBinary)
+        for needed in [binary] + (type == .report ? [BenchProcesses.sibling("billing-worker")] : [])
         where !FileManager.default.isExecutableFile(atPath: needed) {
             throw CommandFailure("\(needed) not found beside astro-bench: build it first")
         }
@@ -219,12 +214,12 @@ struct BenchE2E: AsyncParsableCommand {
         // --type report: the measured report-workers, then the billing-worker feeding them.
         let binaries =
             Array(repeating: binary, count: workerCount)
-            + (type == .report ? [BenchAMQP.sibling("billing-worker")] : [])
+            + (type == .report ? [BenchProcesses.sibling("billing-worker")] : [])
         for processBinary in binaries {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: processBinary)
             // A known port per worker, so its /metrics can be read at the end.
-            let port = try Self.freePort()
+            let port = try BenchWorkers.freePort()
             healthPorts.append(port)
             environment["HTTP_PORT"] = String(port)
             process.environment = environment
@@ -287,7 +282,7 @@ struct BenchE2E: AsyncParsableCommand {
         }
         let progress = Task {
             while !Task.isCancelled {
-                Self.drawProgress(done: times.finishedCount, total: count, since: times.firstPublish)
+                BenchProgress.draw(done: times.finishedCount, total: count, since: times.firstPublish)
                 try? await Task.sleep(for: .milliseconds(250))
             }
         }
@@ -334,10 +329,10 @@ struct BenchE2E: AsyncParsableCommand {
             guard let text = try? await runProcess("curl", ["-fsS", "http://127.0.0.1:\(port)/metrics"]) else {
                 continue
             }
-            batches += Self.metric("astro_commit_batches_total", in: text)
-            batchedJobs += Self.metric("astro_commit_batch_jobs_total", in: text)
+            batches += BenchWorkers.metric("astro_commit_batches_total", in: text)
+            batchedJobs += BenchWorkers.metric("astro_commit_batch_jobs_total", in: text)
         }
-        Self.drawProgress(done: times.finishedCount, total: count, since: times.firstPublish)
+        BenchProgress.draw(done: times.finishedCount, total: count, since: times.firstPublish)
         FileHandle.standardError.write(Data("\n".utf8))
         await consumer.close()
         collector.cancel()
@@ -372,7 +367,7 @@ struct BenchE2E: AsyncParsableCommand {
 
     private func runMix(_ mix: BenchMix, amqp: AMQPConfiguration, database: PostgresConfiguration) async throws {
         for name in ["chart-worker", "billing-worker", "report-worker"]
-        where !FileManager.default.isExecutableFile(atPath: BenchAMQP.sibling(name)) {
+        where !FileManager.default.isExecutableFile(atPath: BenchProcesses.sibling(name)) {
             throw CommandFailure("\(name) not found beside astro-bench: build it first")
         }
         try await connection.withPool { pool in
@@ -393,140 +388,6 @@ struct BenchE2E: AsyncParsableCommand {
         if summaries.count > 1 {
             print("summary:")
             for line in summaries { print(line) }
-        }
-    }
-
-    /// A port nobody listens on right now (bound once to port 0, then released).
-    static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw CommandFailure("socket() failed") }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
-                guard bind(descriptor, pointer, length) == 0 else { return -1 }
-                return getsockname(descriptor, pointer, &length)
-            }
-        }
-        guard bound == 0 else { throw CommandFailure("could not find a free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
-    /// The value of an unlabelled metric in Prometheus text.
-    static func metric(_ name: String, in text: String) -> Double {
-        for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
-            return Double(line.split(separator: " ").last ?? "") ?? 0
-        }
-        return 0
-    }
-
-    static func drawProgress(done: Int, total: Int, since start: ContinuousClock.Instant?) {
-        let width = 30
-        let filled = total == 0 ? width : min(width, done * width / total)
-        var rate = 0.0
-        if let start {
-            let elapsed = (ContinuousClock.now - start).benchSeconds
-            if elapsed > 0 { rate = Double(done) / elapsed }
-        }
-        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-        let line = String(format: "\r  [%@] %d/%d  %.0f jobs/s ", bar, done, total, rate)
-        FileHandle.standardError.write(Data(line.utf8))
-    }
-}
-
-/// Publish and finish times of every job of one measurement.
-final class BenchTimes: Sendable {
-    private struct State {
-        var published: [JobID: ContinuousClock.Instant] = [:]
-        var latencies: [Double] = []
-        var firstPublish: ContinuousClock.Instant?
-        var lastFinish: ContinuousClock.Instant?
-        var failed = 0
-        var seen: Set<JobID> = []
-    }
-    private let state: Mutex<State>
-
-    init(count: Int) {
-        var initial = State()
-        initial.published.reserveCapacity(count)
-        initial.latencies.reserveCapacity(count)
-        state = Mutex(initial)
-    }
-
-    func published(_ ids: [JobID], at instant: ContinuousClock.Instant) {
-        state.withLock { state in
-            if state.firstPublish == nil { state.firstPublish = instant }
-            for id in ids { state.published[id] = instant }
-        }
-    }
-
-    /// Records a finished job once; returns how many have finished.
-    func finish(_ id: JobID, at instant: ContinuousClock.Instant, failed: Bool) -> Int {
-        state.withLock { state in
-            guard let start = state.published[id], state.seen.insert(id).inserted else { return state.seen.count }
-            state.latencies.append((instant - start).benchSeconds)
-            state.lastFinish = instant
-            if failed { state.failed += 1 }
-            return state.seen.count
-        }
-    }
-
-    var finishedCount: Int { state.withLock { $0.seen.count } }
-    var firstPublish: ContinuousClock.Instant? { state.withLock { $0.firstPublish } }
-
-    struct Report {
-        var finished: Int
-        var failed: Int
-        var throughput: Double
-        var p50: Double
-        var p95: Double
-        var p99: Double
-    }
-
-    func report() -> Report {
-        state.withLock { state in
-            let sorted = state.latencies.sorted()
-            func percentile(_ p: Double) -> Double {
-                guard !sorted.isEmpty else { return 0 }
-                return sorted[min(sorted.count - 1, Int((p * Double(sorted.count)).rounded(.up)) - 1)]
-            }
-            var throughput = 0.0
-            if let first = state.firstPublish, let last = state.lastFinish {
-                throughput = Double(sorted.count) / max((last - first).benchSeconds, 1e-9)
-            }
-            return Report(
-                finished: sorted.count,
-                failed: state.failed,
-                throughput: throughput,
-                p50: percentile(0.50),
-                p95: percentile(0.95),
-                p99: percentile(0.99)
-            )
-        }
-    }
-}
-
-/// The peak resident memory of a set of processes, sampled from /proc.
-final class PeakMemory: Sendable {
-    private let pids: [Int32]
-    private let peak = Mutex(0)
-
-    init(pids: [Int32]) { self.pids = pids }
-
-    /// The largest VmRSS (kB) any of the processes had at a sample.
-    var peakKilobytes: Int { peak.withLock { $0 } }
-
-    func sample() {
-        for pid in pids {
-            guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { continue }
-            for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-                let kilobytes =
-                    Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0
-                peak.withLock { $0 = max($0, kilobytes) }
-            }
         }
     }
 }

@@ -91,7 +91,7 @@ extension BenchE2E {
         let binaries =
             Array(repeating: "chart-worker", count: chartWorkers)
             + (reportCount > 0 ? ["billing-worker", "report-worker"] : [])
-        let processes = try BenchWorkers.start(binaries.map(BenchAMQP.sibling), environment: environment)
+        let processes = try BenchWorkers.start(binaries.map(BenchProcesses.sibling), environment: environment)
         defer {
             for process in processes where process.isRunning { process.terminate() }
             for process in processes { process.waitUntilExit() }
@@ -146,7 +146,7 @@ extension BenchE2E {
         let firstPublish = ContinuousClock.now
         let progress = Task {
             while !Task.isCancelled {
-                Self.drawProgress(
+                BenchProgress.draw(
                     done: chartTimes.finishedCount + reportTimes.finishedCount,
                     total: total,
                     since: firstPublish
@@ -188,7 +188,11 @@ extension BenchE2E {
         }
         progress.cancel()
         sampler.cancel()
-        Self.drawProgress(done: chartTimes.finishedCount + reportTimes.finishedCount, total: count, since: firstPublish)
+        BenchProgress.draw(
+            done: chartTimes.finishedCount + reportTimes.finishedCount,
+            total: count,
+            since: firstPublish
+        )
         FileHandle.standardError.write(Data("\n".utf8))
         await consumer.close()
         collector.cancel()

@@ -59,7 +59,7 @@ struct BenchStories: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let binary = BenchAMQP.sibling("story-worker")
+        let binary = BenchProcesses.sibling("story-worker")
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             throw CommandFailure("\(binary) not found beside astro-bench: build it first")
         }
@@ -232,7 +232,7 @@ struct BenchStories: AsyncParsableCommand {
         }
         let progress = Task {
             while !Task.isCancelled {
-                BenchE2E.drawProgress(done: times.finishedCount, total: total, since: times.firstPublish)
+                BenchProgress.draw(done: times.finishedCount, total: total, since: times.firstPublish)
                 try? await Task.sleep(for: .milliseconds(250))
             }
         }
@@ -260,7 +260,7 @@ struct BenchStories: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(50))
         }
         progress.cancel()
-        BenchE2E.drawProgress(done: times.finishedCount, total: total, since: times.firstPublish)
+        BenchProgress.draw(done: times.finishedCount, total: total, since: times.firstPublish)
         FileHandle.standardError.write(Data("\n".utf8))
         await consumer.close()
         collector.cancel()

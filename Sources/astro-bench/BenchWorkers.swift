@@ -1,6 +1,10 @@
 import AstroCLISupport
 import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Worker processes the end-to-end benchmarks start beside astro-bench.
 enum BenchWorkers {
     /// The environment of benchmark workers: this process's, pointed at the same broker and
@@ -36,5 +40,32 @@ enum BenchWorkers {
             throw error
         }
         return processes
+    }
+
+    /// A port nobody listens on right now (bound once to port 0, then released).
+    static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw CommandFailure("socket() failed") }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
+                guard bind(descriptor, pointer, length) == 0 else { return -1 }
+                return getsockname(descriptor, pointer, &length)
+            }
+        }
+        guard bound == 0 else { throw CommandFailure("could not find a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// The value of an unlabelled metric in Prometheus text.
+    static func metric(_ name: String, in text: String) -> Double {
+        for line in text.split(separator: "\n") where line.hasPrefix(name + " ") {
+            return Double(line.split(separator: " ").last ?? "") ?? 0
+        }
+        return 0
     }
 }
