@@ -120,10 +120,11 @@ struct BenchE2E: AsyncParsableCommand {
 
     func run() async throws {
         let logger = connection.logger
-        let amqp = try connection.amqpConfiguration()
-        let database = try connection.databaseConfiguration()
+        // A URL that does not parse is a usage error before anything starts.
+        _ = try connection.amqpConfiguration()
+        _ = try connection.databaseConfiguration()
         if let mix {
-            try await runMix(try BenchMix(parsing: mix), amqp: amqp, database: database)
+            try await runMix(try BenchMix(parsing: mix))
             return
         }
         let binary = BenchProcesses.sibling(workerBinary)
@@ -143,7 +144,7 @@ struct BenchE2E: AsyncParsableCommand {
         }
         var summaries: [String] = []
         for workerCount in workers {
-            let result = try await measure(workers: workerCount, amqp: amqp, database: database, binary: binary)
+            let result = try await measure(workers: workerCount, binary: binary)
             summaries.append(result)
             print(result)
         }
@@ -153,242 +154,90 @@ struct BenchE2E: AsyncParsableCommand {
         }
     }
 
-    private func measure(
-        workers workerCount: Int,
-        amqp: AMQPConfiguration,
-        database: PostgresConfiguration,
-        binary: String
-    )
-        async throws -> String
-    {
-        let logger = connection.logger
-        let publisher = AMQPPublisher(configuration: amqp, logger: logger)
-        try await publisher.connect()
-        let retry = RetryPolicy(maxAttempts: 5, initialDelay: .seconds(1), maxDelay: .seconds(60))
-        // Consumption publishes report.generate: its queue must exist (nobody consumes it here).
-        let extraQueues = type.isBilling ? [JobType.reportGenerate.rawValue] : []
-        try await publisher.declare(WorkerTopology.topology(queues: [queue] + extraQueues, retry: retry))
-        _ = try await publisher.purgeQueue(queue)
-        _ = try await publisher.purgeQueue(workerQueue)
-        var generator = JobBodyGenerator(kind: type)
-        if type.isBilling {
-            let chartData = type == .report ? try await ReportBenchFixture.chartJSON() : "{}"
-            generator.reportRequesters = try await connection.withPool { pool in
-                try await BillingBenchSeed.seed(
-                    pool: pool,
-                    jobs: count,
-                    hotUser: type == .consumeHot,
-                    chartData: chartData
-                )
-            }
-        }
-        var llmFake: OpenAIFake?
-        if let llmDelay { llmFake = try await ReportBenchFixture.llmFake(delay: llmDelay) }
-        defer { llmFake?.stop() }
-
-        // Events of this run: a private queue bound to the done events.
-        let eventQueue = "bench.e2e.events.\(UUID().uuidString.prefix(8).lowercased())"
-        try await publisher.declare(
-            Topology(
-                queues: [QueueSpec(name: eventQueue, durable: false, exclusive: false, autoDelete: false)],
-                bindings: doneEvents.map {
-                    BindingSpec(queue: eventQueue, exchange: BrokerNames.eventsExchange, routingKey: $0)
+    /// One measurement of --type with `workerCount` workers, as the line it prints.
+    private func measure(workers workerCount: Int, binary: String) async throws -> String {
+        try await connection.withPublisher { publisher in
+            let retry = RetryPolicy(maxAttempts: 5, initialDelay: .seconds(1), maxDelay: .seconds(60))
+            // Consumption publishes report.generate: its queue must exist (nobody consumes it here).
+            let extraQueues = type.isBilling ? [JobType.reportGenerate.rawValue] : []
+            try await publisher.declare(WorkerTopology.topology(queues: [queue] + extraQueues, retry: retry))
+            _ = try await publisher.purgeQueue(queue)
+            _ = try await publisher.purgeQueue(workerQueue)
+            var generator = JobBodyGenerator(kind: type)
+            if type.isBilling {
+                let chartData = type == .report ? try await ReportBenchFixture.chartJSON() : "{}"
+                generator.reportRequesters = try await connection.withPool { pool in
+                    try await BillingBenchSeed.seed(
+                        pool: pool,
+                        jobs: count,
+                        hotUser: type == .consumeHot,
+                        chartData: chartData
+                    )
                 }
-            )
-        )
+            }
+            var llmFake: OpenAIFake?
+            if let llmDelay { llmFake = try await ReportBenchFixture.llmFake(delay: llmDelay) }
+            defer { llmFake?.stop() }
 
-        var environment = BenchWorkers.environment(connection: connection, prefetch: prefetch)
-        environment["SAMPLE_QUEUE"] = queue
-        if type.isBilling, environment["BILLING_ENVIRONMENT"] == nil { environment["BILLING_ENVIRONMENT"] = "Sandbox" }
-        if let llmFake {
-            environment["LLM_BASE_URL"] = llmFake.baseURL.absoluteString
-            environment["LLM_MODEL"] = "bench-fake"
-            environment["LLM_API_KEY"] = llmFake.apiKey
+            let environment = workerProcessEnvironment { environment in
+                environment["SAMPLE_QUEUE"] = queue
+                if type.isBilling, environment["BILLING_ENVIRONMENT"] == nil {
+                    environment["BILLING_ENVIRONMENT"] = "Sandbox"
+                }
+                if let llmFake {
+                    environment["LLM_BASE_URL"] = llmFake.baseURL.absoluteString
+                    environment["LLM_MODEL"] = "bench-fake"
+                    environment["LLM_API_KEY"] = llmFake.apiKey
+                }
+            }
+            let measurement = E2EMeasurement(
+                kinds: [.init(routingKey: queue, bodies: generator)],
+                kindOfJob: { _ in 0 },
+                count: count,
+                window: window,
+                rate: rate,
+                timeout: timeout,
+                doneEvents: doneEvents,
+                eventQueuePrefix: "bench.e2e.events",
+                // --type report: the measured report-workers, then the billing-worker feeding them.
+                workerBinaries: Array(repeating: binary, count: workerCount)
+                    + (type == .report ? [BenchProcesses.sibling("billing-worker")] : []),
+                workerEnvironment: environment,
+                requiredConsumers: [(workerQueue, workerCount), (queue, 1)],
+                workersDescription: "the \(workerBinary) processes"
+            )
+            let result = try await measurement.run(publisher: publisher, connection: connection)
+            for extra in extraQueues { _ = try? await publisher.purgeQueue(extra) }
+            let report = result.reports[0]
+            let llmNote = llmFake.map { "  LLM requests in flight at most \($0.maxConcurrentRequests)" } ?? ""
+            return String(
+                format:
+                    "%d worker%@: %7.1f jobs/s  p50 %6.1f ms  p95 %6.1f ms  p99 %6.1f ms  failed %d"
+                    + "  worker peak RSS %.1f MB  jobs per commit %.1f%@",
+                workerCount,
+                workerCount == 1 ? "" : "s",
+                report.throughput,
+                report.p50 * 1000,
+                report.p95 * 1000,
+                report.p99 * 1000,
+                report.failed,
+                Double(result.peakKilobytes) / 1024,
+                result.jobsPerCommit,
+                llmNote
+            )
         }
+    }
+
+    /// The workers' environment: the benchmark's (BenchWorkers.environment) with what `adjust`
+    /// sets for the job type, then --worker-env, which has the last word.
+    func workerProcessEnvironment(_ adjust: (inout [String: String]) -> Void) -> [String: String] {
+        var environment = BenchWorkers.environment(connection: connection, prefetch: prefetch)
+        adjust(&environment)
         for item in workerEnvironment {
             let parts = item.split(separator: "=", maxSplits: 1)
             environment[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
         }
-        var processes: [Process] = []
-        var healthPorts: [Int] = []
-        // --type report: the measured report-workers, then the billing-worker feeding them.
-        let binaries =
-            Array(repeating: binary, count: workerCount)
-            + (type == .report ? [BenchProcesses.sibling("billing-worker")] : [])
-        for processBinary in binaries {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: processBinary)
-            // A known port per worker, so its /metrics can be read at the end.
-            let port = try BenchWorkers.freePort()
-            healthPorts.append(port)
-            environment["HTTP_PORT"] = String(port)
-            process.environment = environment
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.standardError
-            try process.run()
-            processes.append(process)
-        }
-        defer {
-            for process in processes where process.isRunning { process.terminate() }
-        }
-        let started = ContinuousClock.now
-        while true {
-            let consuming = try await publisher.queueState(workerQueue).consumerCount
-            let feeding = try await publisher.queueState(queue).consumerCount
-            if consuming >= workerCount && feeding >= 1 { break }
-            guard ContinuousClock.now - started < .seconds(60) else {
-                throw CommandFailure("the \(workerBinary) processes did not start consuming within 60 s")
-            }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-
-        let times = BenchTimes(count: count)
-        let consumer = AMQPConsumer(
-            configuration: amqp,
-            topology: .empty,
-            queues: [eventQueue],
-            prefetch: 500,
-            logger: logger
-        )
-        try await consumer.start()
-        let collector = Task {
-            var unacknowledged = 0
-            for await delivery in consumer.deliveries {
-                let now = ContinuousClock.now
-                // One cumulative ack per 100 events (deliveries arrive in order on one channel):
-                // the measuring side should cost the broker as little as it can.
-                unacknowledged += 1
-                if unacknowledged >= 100 {
-                    try? await consumer.ack(delivery, multiple: true)
-                    unacknowledged = 0
-                }
-                // report-workers' events run under a derived job id and name the request's.
-                if let object = try? JSONValue.parse(delivery.body),
-                    let id = (object["requestJobId"] ?? object["jobId"])?.stringValue, let jobID = JobID(id)
-                {
-                    if times.finish(jobID, at: now, failed: object["error"] != nil) >= count {
-                        if unacknowledged > 0 { try? await consumer.ack(delivery, multiple: true) }
-                        break
-                    }
-                }
-            }
-        }
-        let peakMemory = PeakMemory(pids: processes.map(\.processIdentifier))
-        let sampler = Task {
-            while !Task.isCancelled {
-                peakMemory.sample()
-                try? await Task.sleep(for: .milliseconds(200))
-            }
-        }
-        let progress = Task {
-            while !Task.isCancelled {
-                BenchProgress.draw(done: times.finishedCount, total: count, since: times.firstPublish)
-                try? await Task.sleep(for: .milliseconds(250))
-            }
-        }
-
-        var published = 0
-        let publishStart = ContinuousClock.now
-        while published < count {
-            if let rate {
-                // Paced: the next batch leaves when the schedule says, not as fast as possible.
-                let due = publishStart + .seconds(Double(published) / Double(rate))
-                if due > ContinuousClock.now { try await Task.sleep(until: due) }
-            }
-            let size = min(window, count - published, rate.map { max(1, $0 / 20) } ?? window)
-            var messages: [OutgoingMessage] = []
-            var ids: [JobID] = []
-            for _ in 0..<size {
-                let id = JobID.random()
-                ids.append(id)
-                var properties = MessageProperties(contentType: "application/json")
-                properties.messageID = id.description
-                messages.append(
-                    OutgoingMessage(
-                        exchange: BrokerNames.jobsExchange,
-                        routingKey: queue,
-                        body: generator.body(jobID: id),
-                        properties: properties
-                    )
-                )
-            }
-            times.published(ids, at: ContinuousClock.now)
-            try await publisher.publish(messages, timeout: .seconds(60))
-            published += size
-        }
-
-        let deadline = ContinuousClock.now + .seconds(timeout)
-        while times.finishedCount < count, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        progress.cancel()
-        sampler.cancel()
-        var batches = 0.0
-        var batchedJobs = 0.0
-        for port in healthPorts {
-            guard let text = try? await runProcess("curl", ["-fsS", "http://127.0.0.1:\(port)/metrics"]) else {
-                continue
-            }
-            batches += BenchWorkers.metric("astro_commit_batches_total", in: text)
-            batchedJobs += BenchWorkers.metric("astro_commit_batch_jobs_total", in: text)
-        }
-        BenchProgress.draw(done: times.finishedCount, total: count, since: times.firstPublish)
-        FileHandle.standardError.write(Data("\n".utf8))
-        await consumer.close()
-        collector.cancel()
-        for process in processes where process.isRunning { process.terminate() }
-        for process in processes { process.waitUntilExit() }
-        try? await publisher.deleteQueue(eventQueue)
-        for extra in extraQueues { _ = try? await publisher.purgeQueue(extra) }
-        let llmConcurrency = llmFake?.maxConcurrentRequests
-        await publisher.close()
-
-        let report = times.report()
-        guard report.finished == count else {
-            throw CommandFailure("only \(report.finished) of \(count) jobs finished within \(timeout) s")
-        }
-        let llmNote = llmConcurrency.map { "  LLM requests in flight at most \($0)" } ?? ""
-        return String(
-            format:
-                "%d worker%@: %7.1f jobs/s  p50 %6.1f ms  p95 %6.1f ms  p99 %6.1f ms  failed %d  worker peak RSS %.1f MB"
-                + "  jobs per commit %.1f%@",
-            workerCount,
-            workerCount == 1 ? "" : "s",
-            report.throughput,
-            report.p50 * 1000,
-            report.p95 * 1000,
-            report.p99 * 1000,
-            report.failed,
-            Double(peakMemory.peakKilobytes) / 1024,
-            batches > 0 ? batchedJobs / batches : 0,
-            llmNote
-        )
-    }
-
-    private func runMix(_ mix: BenchMix, amqp: AMQPConfiguration, database: PostgresConfiguration) async throws {
-        for name in ["chart-worker", "billing-worker", "report-worker"]
-        where !FileManager.default.isExecutableFile(atPath: BenchProcesses.sibling(name)) {
-            throw CommandFailure("\(name) not found beside astro-bench: build it first")
-        }
-        try await connection.withPool { pool in
-            _ = try await Migrator(migrations: try AstroSchema.migrations(), logger: connection.logger).migrate(
-                pool: pool
-            )
-        }
-        print(
-            "bench e2e --mix chart=\(mix.chart),report=\(mix.report): \(count) jobs per measurement "
-                + "(\(mix.reports(of: count)) report requests), prefetch \(prefetch), publish window \(window)"
-        )
-        var summaries: [String] = []
-        for chartWorkers in workers {
-            let result = try await measureMix(mix, chartWorkers: chartWorkers, amqp: amqp, database: database)
-            summaries.append(result)
-            print(result)
-        }
-        if summaries.count > 1 {
-            print("summary:")
-            for line in summaries { print(line) }
-        }
+        return environment
     }
 }
 

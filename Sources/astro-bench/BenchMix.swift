@@ -4,6 +4,7 @@ import AstroCLISupport
 import AstroDomain
 import Foundation
 import Postgres
+import Schema
 import WorkerRuntime
 
 /// The job mix of `bench e2e --mix chart=80,report=20`: percentages of chart.calculate and
@@ -44,166 +45,84 @@ struct BenchMix: Sendable, Hashable {
 }
 
 extension BenchE2E {
+    /// `e2e --mix`: one measurement per --workers count, then a summary.
+    func runMix(_ mix: BenchMix) async throws {
+        for name in ["chart-worker", "billing-worker", "report-worker"]
+        where !FileManager.default.isExecutableFile(atPath: BenchProcesses.sibling(name)) {
+            throw CommandFailure("\(name) not found beside astro-bench: build it first")
+        }
+        try await connection.withPool { pool in
+            _ = try await Migrator(migrations: try AstroSchema.migrations(), logger: connection.logger).migrate(
+                pool: pool
+            )
+        }
+        print(
+            "bench e2e --mix chart=\(mix.chart),report=\(mix.report): \(count) jobs per measurement "
+                + "(\(mix.reports(of: count)) report requests), prefetch \(prefetch), publish window \(window)"
+        )
+        var summaries: [String] = []
+        for chartWorkers in workers {
+            let result = try await measureMix(mix, chartWorkers: chartWorkers)
+            summaries.append(result)
+            print(result)
+        }
+        if summaries.count > 1 {
+            print("summary:")
+            for line in summaries { print(line) }
+        }
+    }
+
     /// One measurement of a mix: `chartWorkers` chart-workers, one billing-worker and one
     /// report-worker; every job timed from its publish to its outcome event, per job type.
-    func measureMix(
-        _ mix: BenchMix,
-        chartWorkers: Int,
-        amqp: AMQPConfiguration,
-        database: PostgresConfiguration
-    ) async throws -> String {
-        let logger = connection.logger
-        let publisher = AMQPPublisher(configuration: amqp, logger: logger)
-        try await publisher.connect()
-        defer { Task { await publisher.close() } }
-        let retry = RetryPolicy(maxAttempts: 5, initialDelay: .seconds(1), maxDelay: .seconds(60))
-        try await publisher.declare(WorkerTopology.contract(retry: retry))
-        let queues = [JobType.chartCalculate, .reportRequest, .reportGenerate, .billingRefundCredit]
-        for queue in queues { _ = try await publisher.purgeQueue(queue.rawValue) }
+    private func measureMix(_ mix: BenchMix, chartWorkers: Int) async throws -> String {
+        try await connection.withPublisher { publisher in
+            let retry = RetryPolicy(maxAttempts: 5, initialDelay: .seconds(1), maxDelay: .seconds(60))
+            try await publisher.declare(WorkerTopology.contract(retry: retry))
+            let queues = [JobType.chartCalculate, .reportRequest, .reportGenerate, .billingRefundCredit]
+            for queue in queues { _ = try await publisher.purgeQueue(queue.rawValue) }
 
-        let reportCount = mix.reports(of: count)
-        var charts = JobBodyGenerator(kind: .chart)
-        var reports = JobBodyGenerator(kind: .report)
-        if reportCount > 0 {
-            let chartData = try await ReportBenchFixture.chartJSON()
-            reports.reportRequesters = try await connection.withPool { pool in
-                try await BillingBenchSeed.seed(pool: pool, jobs: reportCount, hotUser: false, chartData: chartData)
-            }
-        }
-
-        let eventQueue = "bench.mix.events.\(UUID().uuidString.prefix(8).lowercased())"
-        try await publisher.declare(
-            Topology(
-                queues: [QueueSpec(name: eventQueue, durable: false, exclusive: false, autoDelete: false)],
-                bindings: ["chart.calculated", "chart.failed", "report.completed", "report.failed"].map {
-                    BindingSpec(queue: eventQueue, exchange: BrokerNames.eventsExchange, routingKey: $0)
+            let reportCount = mix.reports(of: count)
+            var reports = JobBodyGenerator(kind: .report)
+            if reportCount > 0 {
+                let chartData = try await ReportBenchFixture.chartJSON()
+                reports.reportRequesters = try await connection.withPool { pool in
+                    try await BillingBenchSeed.seed(pool: pool, jobs: reportCount, hotUser: false, chartData: chartData)
                 }
+            }
+            let environment = workerProcessEnvironment { environment in
+                if environment["BILLING_ENVIRONMENT"] == nil { environment["BILLING_ENVIRONMENT"] = "Sandbox" }
+            }
+            let binaries =
+                Array(repeating: "chart-worker", count: chartWorkers)
+                + (reportCount > 0 ? ["billing-worker", "report-worker"] : [])
+            let measurement = E2EMeasurement(
+                kinds: [
+                    .init(routingKey: JobType.chartCalculate.rawValue, bodies: JobBodyGenerator(kind: .chart)),
+                    .init(routingKey: JobType.reportRequest.rawValue, bodies: reports),
+                ],
+                kindOfJob: { mix.isReport($0) ? 1 : 0 },
+                count: count,
+                window: window,
+                rate: rate,
+                timeout: timeout,
+                doneEvents: ["chart.calculated", "chart.failed", "report.completed", "report.failed"],
+                eventQueuePrefix: "bench.mix.events",
+                workerBinaries: binaries.map(BenchProcesses.sibling),
+                workerEnvironment: environment,
+                requiredConsumers: [(JobType.chartCalculate.rawValue, chartWorkers)]
+                    + (reportCount > 0
+                        ? [(JobType.reportRequest.rawValue, 1), (JobType.reportGenerate.rawValue, 1)] : []),
+                workersDescription: "the workers"
             )
-        )
-        defer { Task { try? await publisher.deleteQueue(eventQueue) } }
+            let result = try await measurement.run(publisher: publisher, connection: connection)
+            return Self.mixLines(chartWorkers: chartWorkers, count: count, result: result)
+        }
+    }
 
-        var environment = BenchWorkers.environment(connection: connection, prefetch: prefetch)
-        if environment["BILLING_ENVIRONMENT"] == nil { environment["BILLING_ENVIRONMENT"] = "Sandbox" }
-        for item in workerEnvironment {
-            let parts = item.split(separator: "=", maxSplits: 1)
-            environment[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
-        }
-        let binaries =
-            Array(repeating: "chart-worker", count: chartWorkers)
-            + (reportCount > 0 ? ["billing-worker", "report-worker"] : [])
-        let processes = try BenchWorkers.start(binaries.map(BenchProcesses.sibling), environment: environment)
-        defer {
-            for process in processes where process.isRunning { process.terminate() }
-            for process in processes { process.waitUntilExit() }
-        }
-        let started = ContinuousClock.now
-        while true {
-            let chartConsumers = try await publisher.queueState(JobType.chartCalculate.rawValue).consumerCount
-            let requestConsumers = try await publisher.queueState(JobType.reportRequest.rawValue).consumerCount
-            let generateConsumers = try await publisher.queueState(JobType.reportGenerate.rawValue).consumerCount
-            if chartConsumers >= chartWorkers, reportCount == 0 || (requestConsumers >= 1 && generateConsumers >= 1) {
-                break
-            }
-            guard ContinuousClock.now - started < .seconds(60) else {
-                throw CommandFailure("the workers did not start consuming within 60 s")
-            }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-
-        let chartTimes = BenchTimes(count: count - reportCount)
-        let reportTimes = BenchTimes(count: reportCount)
-        let consumer = AMQPConsumer(
-            configuration: amqp,
-            topology: .empty,
-            queues: [eventQueue],
-            prefetch: 500,
-            logger: logger
-        )
-        try await consumer.start()
-        let total = count
-        let collector = Task {
-            for await delivery in consumer.deliveries {
-                let now = ContinuousClock.now
-                try? await consumer.ack(delivery)
-                guard let object = try? JSONValue.parse(delivery.body) else { continue }
-                let failed = object["error"] != nil
-                // report-workers' events run under a derived job id and name the request's.
-                if delivery.routingKey.hasPrefix("chart."), let id = object["jobId"]?.stringValue.flatMap(JobID.init) {
-                    _ = chartTimes.finish(id, at: now, failed: failed)
-                } else if let id = (object["requestJobId"] ?? object["jobId"])?.stringValue.flatMap(JobID.init) {
-                    _ = reportTimes.finish(id, at: now, failed: failed)
-                }
-                if chartTimes.finishedCount + reportTimes.finishedCount >= total { break }
-            }
-        }
-        let peakMemory = PeakMemory(pids: processes.map(\.processIdentifier))
-        let sampler = Task {
-            while !Task.isCancelled {
-                peakMemory.sample()
-                try? await Task.sleep(for: .milliseconds(200))
-            }
-        }
-        let firstPublish = ContinuousClock.now
-        let progress = Task {
-            while !Task.isCancelled {
-                BenchProgress.draw(
-                    done: chartTimes.finishedCount + reportTimes.finishedCount,
-                    total: total,
-                    since: firstPublish
-                )
-                try? await Task.sleep(for: .milliseconds(250))
-            }
-        }
-
-        var published = 0
-        while published < count {
-            let size = min(window, count - published)
-            var messages: [OutgoingMessage] = []
-            var chartIDs: [JobID] = []
-            var reportIDs: [JobID] = []
-            for index in published..<(published + size) {
-                let id = JobID.random()
-                let isReport = mix.isReport(index)
-                if isReport { reportIDs.append(id) } else { chartIDs.append(id) }
-                var properties = MessageProperties(contentType: "application/json")
-                properties.messageID = id.description
-                messages.append(
-                    OutgoingMessage(
-                        exchange: BrokerNames.jobsExchange,
-                        routingKey: isReport ? JobType.reportRequest.rawValue : JobType.chartCalculate.rawValue,
-                        body: isReport ? reports.body(jobID: id) : charts.body(jobID: id),
-                        properties: properties
-                    )
-                )
-            }
-            let now = ContinuousClock.now
-            chartTimes.published(chartIDs, at: now)
-            reportTimes.published(reportIDs, at: now)
-            try await publisher.publish(messages, timeout: .seconds(60))
-            published += size
-        }
-        let deadline = ContinuousClock.now + .seconds(timeout)
-        while chartTimes.finishedCount + reportTimes.finishedCount < count, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        progress.cancel()
-        sampler.cancel()
-        BenchProgress.draw(
-            done: chartTimes.finishedCount + reportTimes.finishedCount,
-            total: count,
-            since: firstPublish
-        )
-        FileHandle.standardError.write(Data("\n".utf8))
-        await consumer.close()
-        collector.cancel()
-
-        let chart = chartTimes.report()
-        let report = reportTimes.report()
-        guard chart.finished + report.finished == count else {
-            throw CommandFailure(
-                "only \(chart.finished + report.finished) of \(count) jobs finished within \(timeout) s"
-            )
-        }
+    /// The figures of one mix measurement: overall, then per job type.
+    private static func mixLines(chartWorkers: Int, count: Int, result: E2EMeasurement.Result) -> String {
+        let chart = result.reports[0]
+        let report = result.reports[1]
         let elapsed = max(
             chart.finished > 0 ? Double(chart.finished) / max(chart.throughput, 1e-9) : 0,
             report.finished > 0 ? Double(report.finished) / max(report.throughput, 1e-9) : 0
@@ -225,7 +144,7 @@ extension BenchE2E {
             chartWorkers,
             chartWorkers == 1 ? "" : "s",
             Double(count) / max(elapsed, 1e-9),
-            Double(peakMemory.peakKilobytes) / 1024
+            Double(result.peakKilobytes) / 1024
         ) + line("chart", chart) + "\n" + line("report", report)
     }
 }

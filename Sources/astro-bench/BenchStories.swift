@@ -159,8 +159,7 @@ struct BenchStories: AsyncParsableCommand {
             )
         )
         print(String(format: "  story-worker peak RSS %.1f MB", Double(peakMemory.peakKilobytes) / 1024))
-        for process in processes where process.isRunning { process.terminate() }
-        for process in processes { process.waitUntilExit() }
+        BenchWorkers.stop(processes)
         await publisher.close()
     }
 
@@ -227,7 +226,8 @@ struct BenchStories: AsyncParsableCommand {
                 else { continue }
                 let drawn = object["generatedPages"]?.arrayValue?.count ?? 0
                 pagesDrawn.withLock { $0 += drawn }
-                if times.finish(jobID, at: now, failed: object["error"] != nil) >= total { break }
+                times.finish(jobID, at: now, failed: object["error"] != nil)
+                if times.finishedCount >= total { break }
             }
         }
         let progress = Task {

@@ -28,14 +28,17 @@ final class BenchTimes: Sendable {
         }
     }
 
-    /// Records a finished job once; returns how many have finished.
-    func finish(_ id: JobID, at instant: ContinuousClock.Instant, failed: Bool) -> Int {
+    /// Records a finished job once.
+    /// - Returns: whether it was recorded: false for a job this measurement did not publish (of
+    ///   another kind in a mix, or left over from an earlier run) or already finished.
+    @discardableResult
+    func finish(_ id: JobID, at instant: ContinuousClock.Instant, failed: Bool) -> Bool {
         state.withLock { state in
-            guard let start = state.published[id], state.seen.insert(id).inserted else { return state.seen.count }
+            guard let start = state.published[id], state.seen.insert(id).inserted else { return false }
             state.latencies.append((instant - start).benchSeconds)
             state.lastFinish = instant
             if failed { state.failed += 1 }
-            return state.seen.count
+            return true
         }
     }
 

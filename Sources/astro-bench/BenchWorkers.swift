@@ -24,12 +24,34 @@ enum BenchWorkers {
     /// Starts one process per path, output discarded, errors to this process's standard error.
     /// - Throws: when a binary cannot be started; those already started are terminated first.
     static func start(_ binaries: [String], environment: [String: String]) throws -> [Process] {
+        try start(binaries) { _ in environment }
+    }
+
+    /// Starts one process per path as `start` does, each with its health endpoint on a port of its
+    /// own, so that its /metrics can be read at the end of a measurement.
+    static func startWithHealthPorts(_ binaries: [String], environment: [String: String]) throws -> [BenchWorker] {
+        var ports: [Int] = []
+        let processes = try start(binaries) { _ in
+            // Found right before its worker starts, so that no other process takes it meanwhile.
+            let port = try freePort()
+            ports.append(port)
+            var own = environment
+            own["HTTP_PORT"] = String(port)
+            return own
+        }
+        return zip(processes, ports).map { BenchWorker(process: $0, healthPort: $1) }
+    }
+
+    private static func start(
+        _ binaries: [String],
+        environment: (Int) throws -> [String: String]
+    ) throws -> [Process] {
         var processes: [Process] = []
         do {
-            for binary in binaries {
+            for (index, binary) in binaries.enumerated() {
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: binary)
-                process.environment = environment
+                process.environment = try environment(index)
                 process.standardOutput = FileHandle.nullDevice
                 process.standardError = FileHandle.standardError
                 try process.run()
@@ -40,6 +62,26 @@ enum BenchWorkers {
             throw error
         }
         return processes
+    }
+
+    /// Terminates the processes still running and waits until every one has exited.
+    static func stop(_ processes: [Process]) {
+        for process in processes where process.isRunning { process.terminate() }
+        for process in processes { process.waitUntilExit() }
+    }
+
+    /// Jobs per database commit over the workers' lifetime, from their /metrics (0 when none
+    /// answered): how well the runtime batched its commits under the load.
+    static func jobsPerCommit(_ workers: [BenchWorker]) async -> Double {
+        var batches = 0.0
+        var batchedJobs = 0.0
+        for worker in workers {
+            guard let text = try? await runProcess("curl", ["-fsS", "http://127.0.0.1:\(worker.healthPort)/metrics"])
+            else { continue }
+            batches += metric("astro_commit_batches_total", in: text)
+            batchedJobs += metric("astro_commit_batch_jobs_total", in: text)
+        }
+        return batches > 0 ? batchedJobs / batches : 0
     }
 
     /// A port nobody listens on right now (bound once to port 0, then released).
@@ -68,4 +110,10 @@ enum BenchWorkers {
         }
         return 0
     }
+}
+
+/// A worker process a measurement started, and the port of its health and metrics endpoint.
+struct BenchWorker {
+    var process: Process
+    var healthPort: Int
 }
