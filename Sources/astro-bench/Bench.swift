@@ -10,11 +10,13 @@ struct BenchAMQP: AsyncParsableCommand {
         commandName: "amqp",
         abstract: "Publish-with-confirms and consume-with-ack rates of the AMQP module vs raw librabbitmq.",
         discussion: """
-            Both sides use the same broker, a fresh durable queue, persistent messages of --size bytes,
-            publishes in windows of --window unconfirmed messages (each window waits for its confirms),
-            and a consumer with --prefetch that acknowledges every delivery on its own. The raw side is
-            the C program amqp-raw-bench built beside astro-bench (or --raw-bench PATH). Rounds alternate
-            Swift and C so background load affects both alike; the best round of each is compared.
+            Both sides use the same broker, a fresh durable queue, persistent messages of \
+            --size bytes, publishes in windows of --window unconfirmed messages (each \
+            window waits for its confirms), and a consumer with --prefetch that \
+            acknowledges every delivery on its own. The raw side is the C program \
+            amqp-raw-bench built beside astro-bench (or --raw-bench PATH). Rounds \
+            alternate Swift and C so background load affects both alike; the best round \
+            of each is compared.
             """
     )
 
@@ -163,10 +165,11 @@ struct BenchPostgres: AsyncParsableCommand {
         commandName: "pg",
         abstract: "Single-row insert transactions per second through the pool, next to pgbench.",
         discussion: """
-            Each transaction is BEGIN; INSERT one row with bound parameters; COMMIT — through the
-            Postgres module's pool with N concurrent callers, then the same statements through
-            pgbench (-M extended, N clients) with a custom script. Durability is whatever the
-            server is configured with (keep fsync and synchronous_commit on for honest figures).
+            Each transaction is BEGIN; INSERT one row with bound parameters; COMMIT — \
+            through the Postgres module's pool with N concurrent callers, then the same \
+            statements through pgbench (-M extended, N clients) with a custom script. \
+            Durability is whatever the server is configured with (keep fsync and \
+            synchronous_commit on for honest figures).
             """
     )
 

@@ -13,24 +13,28 @@ struct BenchE2E: AsyncParsableCommand {
         commandName: "e2e",
         abstract: "Jobs per second from publish to committed result, through real workers, broker and database.",
         discussion: """
-            For each worker count in --workers, starts that many worker processes (the binaries beside
-            astro-bench), publishes --count jobs with confirms, and times each job from its publish to the
-            event its worker's transaction committed (chart.calculated, sample.done, …). Prints the
-            throughput, p50/p95/p99 latency, and the workers' peak resident memory, with a progress bar
-            on standard error while it runs. Needs a migrated database and the broker (astroctl migrate).
+            For each worker count in --workers, starts that many worker processes (the \
+            binaries beside astro-bench), publishes --count jobs with confirms, and times \
+            each job from its publish to the event its worker's transaction committed \
+            (chart.calculated, sample.done, …). Prints the throughput, p50/p95/p99 \
+            latency, and the workers' peak resident memory, with a progress bar on \
+            standard error while it runs. Needs a migrated database and the broker \
+            (astroctl migrate).
 
-            --type report is the paid journey: report.request through one billing-worker (spends a
-            seeded credit) and --workers report-workers (write and store the report), timed to
-            report.completed. With --llm-delay the report-workers write through a local fake
-            OpenAI-compatible endpoint that answers after that many seconds; their LLM concurrency
-            is --prefetch.
+            --type report is the paid journey: report.request through one billing-worker \
+            (spends a seeded credit) and --workers report-workers (write and store the \
+            report), timed to report.completed. With --llm-delay the report-workers write \
+            through a local fake OpenAI-compatible endpoint that answers after that many \
+            seconds; their LLM concurrency is --prefetch.
 
             Examples:
               astro-bench e2e --type chart --count 20000 --workers 1 --workers 2
               astro-bench e2e --type sample --count 5000
               astro-bench e2e --type report --count 2000 --workers 1
-              astro-bench e2e --type report --count 640 --workers 1 --prefetch 32 --llm-delay 1.5
-              astro-bench e2e --mix chart=80,report=20 --count 20000 --workers 1 --workers 2 --workers 4
+              astro-bench e2e --type report --count 640 --workers 1 --prefetch 32 \\
+                  --llm-delay 1.5
+              astro-bench e2e --mix chart=80,report=20 --count 20000 \\
+                  --workers 1 --workers 2 --workers 4
             """
     )
 

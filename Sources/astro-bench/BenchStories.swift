@@ -17,13 +17,15 @@ struct BenchStories: AsyncParsableCommand {
         commandName: "stories",
         abstract: "Stories written per second and pages illustrated per second, end to end through story-workers.",
         discussion: """
-            Starts --workers story-worker processes (the binary beside astro-bench), publishes --count
-            story.generate jobs (built-in writer) and times each from its publish to story.generated;
-            then publishes one story.illustrate per story and times each to story.illustrated, and
-            counts the pages drawn per second. By default the built-in SVG illustrator draws; with
-            --image-delay the workers draw through a local fake OpenAI-compatible images endpoint
-            that answers after that many seconds (its concurrency is the workers' --prefetch).
+            Starts --workers story-worker processes (the binary beside astro-bench), \
+            publishes --count story.generate jobs (built-in writer) and times each from \
+            its publish to story.generated; then publishes one story.illustrate per story \
+            and times each to story.illustrated, and counts the pages drawn per second. \
+            By default the built-in SVG illustrator draws; with --image-delay the workers \
+            draw through a local fake OpenAI-compatible images endpoint that answers \
+            after that many seconds (its concurrency is the workers' --prefetch).
 
+            Examples:
               astro-bench stories --count 2000 --pages 5
               astro-bench stories --count 64 --pages 5 --prefetch 32 --image-delay 3
             """

@@ -9,14 +9,16 @@ struct AstroCtl: AsyncParsableCommand {
         commandName: "astroctl",
         abstract: "Operate the AstroSvitla backend: schema, jobs, queues, charts, billing, reports, stories.",
         discussion: """
-            Connection settings come from the environment, like the workers' (AMQP_URL, DATABASE_URL),
-            or from --amqp-url / --database-url. Start a local stack with scripts/stack.sh.
+            Connection settings come from the environment, like the workers' (AMQP_URL, \
+            DATABASE_URL), or from --amqp-url / --database-url. Start a local stack with \
+            scripts/stack.sh. The load benchmarks are a program of their own, \
+            astro-bench.
 
             Examples:
-              astroctl migrate                               apply the schema and declare the topology
+              astroctl migrate        apply the schema and declare the topology
               echo '{"userId":"…","profile":{…}}' | astroctl publish chart.calculate
-              astroctl job 9b2f…                            what became of a job
-              astroctl queues                                depth and consumers of every queue
+              astroctl job 9b2f…      what became of a job
+              astroctl queues         depth and consumers of every queue
             """,
         subcommands: [
             Migrate.self, Publish.self, JobStatusCommand.self, Queues.self, ChartCommand.self, BillingCommand.self,
