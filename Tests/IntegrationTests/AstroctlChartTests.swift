@@ -67,8 +67,6 @@ struct AstroctlChartTests {
             "--quantity", "-1",
         ])
         #expect(negative.status == 2)
-        let bench = try await ProcessRunner.run(ProcessRunner.productPath("astro-bench"), ["chart", "--count", "0"])
-        #expect(bench.status == 2)
     }
 
     @Test func jsonIsTheContractsNatalChart() async throws {
