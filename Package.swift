@@ -12,6 +12,7 @@ let package = Package(
         .executable(name: "billing-worker", targets: ["billing-worker"]),
         .executable(name: "story-worker", targets: ["story-worker"]),
         .executable(name: "astroctl", targets: ["astroctl"]),
+        .executable(name: "astro-bench", targets: ["astro-bench"]),
         .executable(name: "amqp-raw-bench", targets: ["amqp-raw-bench"]),
         .executable(name: "sample-worker", targets: ["sample-worker"]),
         .library(name: "AMQP", targets: ["AMQP"]),
@@ -162,13 +163,32 @@ let package = Package(
             name: "billing-worker",
             dependencies: ["WorkerRuntime", "Billing", "StoreKitVerification", "AppStoreServerAPI"]
         ),
+        // What both command-line tools share: connection options, errors, the exit status of usage errors.
+        .target(
+            name: "AstroCLISupport",
+            dependencies: [
+                "AMQP", "Postgres", "WorkerRuntime",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The operator's tool: schema, jobs, queues, charts, billing, reports, stories, broker access.
         .executableTarget(
             name: "astroctl",
             dependencies: [
-                "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine", "Ephemeris",
-                "Billing", "StoreKitVerification", "Reports", "LLMClient", "LLMFake", "Stories",
-                "StoryIllustration", "StoryService",
+                "AstroCLISupport", "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine",
+                "Ephemeris", "Billing", "StoreKitVerification", "Reports", "Stories", "StoryService",
                 .product(name: "X509", package: "swift-certificates"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // The load benchmarks: they start workers, seed the ledger with raw SQL and fake the LLM and
+        // images endpoints, none of which belongs in the operator's tool.
+        .executableTarget(
+            name: "astro-bench",
+            dependencies: [
+                "AstroCLISupport", "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine",
+                "Ephemeris", "Billing", "StoreKitVerification", "Reports", "LLMClient", "LLMFake", "StoryService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -176,7 +196,7 @@ let package = Package(
         // A synthetic job on the real runtime, for integration tests and trying the runtime out.
         .target(name: "SampleJobs", dependencies: ["WorkerRuntime", "Postgres", "AstroDomain"]),
         .executableTarget(name: "sample-worker", dependencies: ["SampleJobs", "WorkerRuntime", "Postgres"]),
-        // The raw librabbitmq benchmark that `astroctl bench amqp` compares the Swift wrapper with.
+        // The raw librabbitmq benchmark that `astro-bench amqp` compares the Swift wrapper with.
         .executableTarget(name: "amqp-raw-bench", dependencies: ["CRabbitMQ"]),
         // Fuzzing (Fuzz/README.md): one entry function per target, callable from the libFuzzer driver and from
         // tests; the driver replays files in an ordinary build and fuzzes when built by scripts/fuzz.sh.

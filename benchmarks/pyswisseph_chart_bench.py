@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Python baseline for `astroctl bench chart`: complete natal charts per second with pyswisseph.
+"""The Python baseline for `astro-bench chart`: complete natal charts per second with pyswisseph.
 
 One "complete chart" is: the Sun..Pluto with SEFLG_SPEED (swe.calc_ut), Placidus houses (swe.houses_ex), sign and
 house of every planet, the five major aspects between all 45 planet pairs (orbs 8/8/7/7/6, applying or

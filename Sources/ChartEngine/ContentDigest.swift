@@ -5,7 +5,7 @@ import Foundation
 /// SHA-256 for digests and content-derived ids, through swift-crypto (BoringSSL, which uses the
 /// CPU's SHA extensions where there are any): the same digest on every platform, at a fifth of
 /// the cost of the portable Swift version this replaced (~1 µs per chart input of ~300 bytes,
-/// measured with `astroctl bench chart`).
+/// measured with `astro-bench chart`).
 enum SHA256 {
     /// The 32-byte digest of `bytes`.
     static func hash<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> [UInt8] {

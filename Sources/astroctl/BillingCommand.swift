@@ -1,5 +1,6 @@
 import AMQP
 import ArgumentParser
+import AstroCLISupport
 import AstroDomain
 import Billing
 import Foundation
@@ -84,7 +85,9 @@ struct BillingVerify: AsyncParsableCommand {
         discussion: """
             Prints a JSON verdict and exits 0 whatever it is:
               {"valid": true, "transactionId": "…", "productId": "…", "reason": null}
-              {"valid": false, "transactionId": null, "productId": null, "reason": "invalid-signature", …}
+              {"valid": false, "transactionId": null, "productId": null,
+               "reason": "invalid-signature", …}
+
             A notification is valid only if it and the transaction inside it both verify.
             """
     )
@@ -223,8 +226,9 @@ struct BillingDevPKI: AsyncParsableCommand {
         commandName: "dev-pki",
         abstract: "DEVELOPMENT ONLY: create a local root, intermediate and leaf with Apple's marker extensions.",
         discussion: """
-            Workers trust it only when told to (BILLING_TRUSTED_ROOTS=<dir>/root.der and a non-Production
-            BILLING_ENVIRONMENT). Nothing signed with it is accepted by a worker that trusts Apple's root.
+            Workers trust it only when told to (BILLING_TRUSTED_ROOTS=<dir>/root.der and \
+            a non-Production BILLING_ENVIRONMENT). Nothing signed with it is accepted by \
+            a worker that trusts Apple's root.
             """
     )
 
@@ -256,9 +260,12 @@ struct BillingDevSign: AsyncParsableCommand {
         abstract: "DEVELOPMENT ONLY: sign a test transaction (or notification) with a dev-pki folder.",
         discussion: """
             Prints the JWS. For a purchase:
-              astroctl billing dev-sign --pki ./pki --product com.astrosvitla.astroinsight.report.career --user <uuid>
+              astroctl billing dev-sign --pki ./pki --user <uuid> \\
+                  --product com.astrosvitla.astroinsight.report.career
+
             For a notification about an earlier transaction:
-              astroctl billing dev-sign --pki ./pki --notification REFUND --transaction-id 2000000000000001 --product …
+              astroctl billing dev-sign --pki ./pki --notification REFUND \\
+                  --transaction-id 2000000000000001 --product …
             """
     )
 
@@ -321,9 +328,15 @@ struct BillingPurchase: AsyncParsableCommand {
         commandName: "purchase",
         abstract: "Publish billing.verify-purchase for a signed transaction (stdin) or a dev-signed one, and wait.",
         discussion: """
-            astroctl billing purchase --user <uuid> --signed-transaction-file tx.jws
-            astroctl billing purchase --user <uuid> --dev-pki ./pki --product com.astrosvitla.report.credit.pack5
-            astroctl billing purchase --user <uuid> --transaction-id 2000000957300037   (the worker asks Apple)
+            The signed transaction comes from a file (--signed-transaction-file) or is \
+            signed here with a dev-pki folder (--dev-pki, development only); with only \
+            --transaction-id, the worker fetches it from Apple.
+
+            Examples:
+              astroctl billing purchase --user <uuid> --signed-transaction-file tx.jws
+              astroctl billing purchase --user <uuid> --dev-pki ./pki \\
+                  --product com.astrosvitla.report.credit.pack5
+              astroctl billing purchase --user <uuid> --transaction-id 2000000957300037
             """
     )
 

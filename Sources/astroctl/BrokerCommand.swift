@@ -16,16 +16,18 @@ struct BrokerDefinitions: AsyncParsableCommand {
         commandName: "definitions",
         abstract: "Print RabbitMQ definitions: one user per service, limited to what it publishes and consumes.",
         discussion: """
-            Load the output at the broker's boot (load_definitions in rabbitmq.conf) or import it
-            (rabbitmqctl import_definitions). Passwords come from RABBITMQ_USER and RABBITMQ_PASSWORD
-            (the administrator) and CHART_WORKER_AMQP_PASSWORD, BILLING_WORKER_AMQP_PASSWORD,
-            REPORT_WORKER_AMQP_PASSWORD, STORY_WORKER_AMQP_PASSWORD and CLIENT_AMQP_PASSWORD; a
-            service whose variable is unset is left out. With --template every password is a
-            ${VARIABLE} placeholder (deploy/rabbitmq/definitions.json is this template).
+            Load the output at the broker's boot (load_definitions in rabbitmq.conf) or \
+            import it (rabbitmqctl import_definitions). Passwords come from RABBITMQ_USER \
+            and RABBITMQ_PASSWORD (the administrator) and CHART_WORKER_AMQP_PASSWORD, \
+            BILLING_WORKER_AMQP_PASSWORD, REPORT_WORKER_AMQP_PASSWORD, \
+            STORY_WORKER_AMQP_PASSWORD and CLIENT_AMQP_PASSWORD; a service whose variable \
+            is unset is left out. With --template every password is a ${VARIABLE} \
+            placeholder (deploy/rabbitmq/definitions.json is this template).
 
-            The definitions also hold the work queues' delivery-limit policy: on quorum queues the
-            broker dead-letters a message returned unacknowledged \(BrokerAccess.brokerDeliveryLimit) times, a
-            backstop above the workers' own DELIVERY_LIMIT.
+            The definitions also hold the work queues' delivery-limit policy: on quorum \
+            queues the broker dead-letters a message returned unacknowledged \
+            \(BrokerAccess.brokerDeliveryLimit) times, a backstop above the workers' own \
+            DELIVERY_LIMIT.
             """
     )
 
@@ -85,8 +87,9 @@ struct BrokerKubernetes: AsyncParsableCommand {
         abstract:
             "Print the broker users and policy as RabbitMQ Messaging Topology Operator objects (User, Permission, TopicPermission, Policy).",
         discussion: """
-            deploy/k8s/overlays/production/rabbitmq-access.yaml is this output. Each user's credentials
-            come from the Secret astro-amqp-<user> (keys username and password).
+            deploy/k8s/overlays/production/rabbitmq-access.yaml is this output. Each \
+            user's credentials come from the Secret astro-amqp-<user> (keys username and \
+            password).
             """
     )
 

@@ -1,5 +1,6 @@
 import AMQP
 import ArgumentParser
+import AstroCLISupport
 import AstroDomain
 import ChartEngine
 import Ephemeris
@@ -13,20 +14,25 @@ struct ChartCommand: AsyncParsableCommand {
         commandName: "chart",
         abstract: "Compute a natal chart from birth data (offline), or publish a chart job.",
         discussion: """
-            Offline (no broker, no database): computes the chart here with the Swiss Ephemeris and prints
-            a table, or the NatalChart JSON of the contract with --json.
+            Offline (no broker, no database): computes the chart here with the Swiss \
+            Ephemeris and prints a table, or the NatalChart JSON of the contract with \
+            --json.
 
-              astroctl chart --date 1990-10-07 --time 15:00 --tz Europe/Kyiv --lat 50.4501 --lon 30.5234
-              astroctl chart … --house-system koch --points nodes,chiron,lilith --sidereal lahiri --json
+              astroctl chart --date 1990-10-07 --time 15:00 --tz Europe/Kyiv \\
+                  --lat 50.4501 --lon 30.5234
+              astroctl chart … --house-system koch --points nodes,chiron,lilith \\
+                  --sidereal lahiri --json
 
-            A local time that does not exist (DST gap) or happened twice (DST overlap) is refused unless
-            --dst-policy says which instant to take. Invalid input: exit status 2 and one line naming
-            the field and the rule.
+            A local time that does not exist (DST gap) or happened twice (DST overlap) is \
+            refused unless --dst-policy says which instant to take. Invalid input: exit \
+            status 2 and one line naming the field and the rule.
 
-            With --publish, the job goes to the chart-worker instead (chart.calculate), for --user; with
-            --wait it prints the stored chart once the worker has committed it:
+            With --publish, the job goes to the chart-worker instead (chart.calculate), \
+            for --user; with --wait it prints the stored chart once the worker has \
+            committed it:
 
-              astroctl chart --publish --user 4c1a… --wait --date … --time … --tz … --lat … --lon …
+              astroctl chart --publish --user 4c1a… --wait \\
+                  --date … --time … --tz … --lat … --lon …
             """
     )
 

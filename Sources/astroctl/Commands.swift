@@ -1,5 +1,6 @@
 import AMQP
 import ArgumentParser
+import AstroCLISupport
 import AstroDomain
 import Foundation
 import Postgres
@@ -10,19 +11,21 @@ struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Apply pending database migrations and declare the broker topology.",
         discussion: """
-            Safe to run any number of times, and from several processes at once: migrations run in
-            order inside transactions under an advisory lock and are recorded in schema_migrations;
-            exchanges, queues and bindings are declared idempotently. Workers migrate the database at
-            start-up too (MIGRATE_ON_START) and declare broker objects that are missing when their
-            broker user may; a worker on its own broker user may declare nothing, so the broker
-            topology must come from this command, run as the broker's administrator with the same
-            QUEUE_TYPE and RETRY_* settings as the workers.
+            Safe to run any number of times, and from several processes at once: \
+            migrations run in order inside transactions under an advisory lock and are \
+            recorded in schema_migrations; exchanges, queues and bindings are declared \
+            idempotently. Workers migrate the database at start-up too \
+            (MIGRATE_ON_START) and declare broker objects that are missing when their \
+            broker user may; a worker on its own broker user may declare nothing, so the \
+            broker topology must come from this command, run as the broker's \
+            administrator with the same QUEUE_TYPE and RETRY_* settings as the workers.
 
-            Each worker connects as its own database role (astro_chart_worker, astro_report_worker,
-            astro_billing_worker, astro_story_worker), which the migrations create without login. Set
-            CHART_WORKER_DB_PASSWORD, REPORT_WORKER_DB_PASSWORD, BILLING_WORKER_DB_PASSWORD and
-            STORY_WORKER_DB_PASSWORD and this command lets each role log in with that password (set
-            again on every run).
+            Each worker connects as its own database role (astro_chart_worker, \
+            astro_report_worker, astro_billing_worker, astro_story_worker), which the \
+            migrations create without login. Set CHART_WORKER_DB_PASSWORD, \
+            REPORT_WORKER_DB_PASSWORD, BILLING_WORKER_DB_PASSWORD and \
+            STORY_WORKER_DB_PASSWORD and this command lets each role log in with that \
+            password (set again on every run).
             """
     )
 
@@ -96,11 +99,12 @@ struct Publish: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Publish a job and print its jobId.",
         discussion: """
-            The JSON body comes from --file or standard input. A body without "jobId" gets a new one.
-            The job goes with the job type as routing key, persistent, to the astro.requests exchange
-            when a client may ask for it and to astro.jobs otherwise (report.generate,
-            billing.refund-credit: the administrator's or a worker's), and returns once the broker
-            confirmed it. Job types: \(JobType.all.map(\.rawValue).joined(separator: ", ")).
+            The JSON body comes from --file or standard input. A body without "jobId" \
+            gets a new one. The job goes with the job type as routing key, persistent, to \
+            the astro.requests exchange when a client may ask for it and to astro.jobs \
+            otherwise (report.generate, billing.refund-credit: the administrator's or a \
+            worker's), and returns once the broker confirmed it. Job types: \
+            \(JobType.all.map(\.rawValue).joined(separator: ", ")).
 
             Example:
               astroctl publish chart.calculate --file job.json

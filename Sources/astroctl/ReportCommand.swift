@@ -1,5 +1,6 @@
 import AMQP
 import ArgumentParser
+import AstroCLISupport
 import AstroDomain
 import Foundation
 import Postgres
@@ -23,9 +24,12 @@ struct ReportRequestCommand: AsyncParsableCommand {
         commandName: "request",
         abstract: "Publish report.request for a profile and, with --wait, print the report once it is stored.",
         discussion: """
-            astroctl report request --user <uuid> --profile <uuid> --area career --language uk --wait
-            Exit status 1 when the request fails (e.g. insufficient-credits) or the report could not be
-            written (the credit is then refunded).
+            Exit status 1 when the request fails (e.g. insufficient-credits) or the \
+            report could not be written (the credit is then refunded).
+
+            Example:
+              astroctl report request --user <uuid> --profile <uuid> --area career \\
+                  --language uk --wait
             """
     )
 
@@ -135,8 +139,10 @@ struct ReportPreview: AsyncParsableCommand {
         commandName: "preview",
         abstract: "Write a report offline with the built-in writer (no broker, no database).",
         discussion: """
-            astroctl chart --date 1990-10-07 --time 15:00 --tz Europe/Kyiv --lat 50.4501 --lon 30.5234 --json > chart.json
-            astroctl report preview --chart chart.json --area career --language uk
+            Example:
+              astroctl chart --date 1990-10-07 --time 15:00 --tz Europe/Kyiv \\
+                  --lat 50.4501 --lon 30.5234 --json > chart.json
+              astroctl report preview --chart chart.json --area career --language uk
             """
     )
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import AstroCLISupport
 import AstroDomain
 import Foundation
 import Stories
@@ -33,11 +34,15 @@ struct StoriesPreview: AsyncParsableCommand {
         commandName: "preview",
         abstract: "Write a story offline with the built-in writer (no broker, no database).",
         discussion: """
-            Themes: courage, friendship, kindness, curiosity, honesty, perseverance, sharing, feelings.
-            Age groups: 0 or preschool (3-5), 1 or elementary (6-8), 2 or preteen (9-10).
+            Themes: courage, friendship, kindness, curiosity, honesty, perseverance, \
+            sharing, feelings. Age groups: 0 or preschool (3-5), 1 or elementary (6-8), 2 \
+            or preteen (9-10).
 
-              astroctl stories preview --child Mia --hero "Felix the Fox" --theme courage --age 1
-              astroctl stories preview --child Оленка --hero "Лисичка Фрося" --theme kindness --age 0 --language uk
+            Examples:
+              astroctl stories preview --child Mia --hero "Felix the Fox" \\
+                  --theme courage --age 1
+              astroctl stories preview --child Оленка --hero "Лисичка Фрося" \\
+                  --theme kindness --age 0 --language uk
             """
     )
 

@@ -1,5 +1,6 @@
 import AMQP
 import ArgumentParser
+import AstroCLISupport
 import AstroDomain
 import Foundation
 import Postgres
@@ -11,10 +12,13 @@ struct StoriesGenerate: AsyncParsableCommand {
         commandName: "generate",
         abstract: "Publish story.generate and, with --wait, print the stored story.",
         discussion: """
-            astroctl stories generate --user <uuid> --child Mia --tz Europe/Kyiv --hero "Felix the Fox" \\
-                --theme courage --age 1 --language en --wait
-            The child is a profile of the user (--child-profile) or a name (--child), which gets a
-            profile in --tz the first time. Exit status 1 when the story could not be written.
+            The child is a profile of the user (--child-profile) or a name (--child), \
+            which gets a profile in --tz the first time. Exit status 1 when the story \
+            could not be written.
+
+            Example:
+              astroctl stories generate --user <uuid> --child Mia --tz Europe/Kyiv \\
+                  --hero "Felix the Fox" --theme courage --age 1 --language en --wait
             """
     )
 
@@ -81,9 +85,12 @@ struct StoriesIllustrate: AsyncParsableCommand {
         commandName: "illustrate",
         abstract: "Publish story.illustrate (all pages not yet drawn, or --page …) and, with --wait, show the result.",
         discussion: """
-            astroctl stories illustrate <story-uuid> --wait
-            astroctl stories illustrate <story-uuid> --page 3 --wait     (redraw one page, e.g. a failed one)
-            Exit status 1 when a page could not be illustrated.
+            With --page, only the pages named are (re)drawn, e.g. one that failed. Exit \
+            status 1 when a page could not be illustrated.
+
+            Examples:
+              astroctl stories illustrate <story-uuid> --wait
+              astroctl stories illustrate <story-uuid> --page 3 --wait
             """
     )
 
@@ -137,8 +144,11 @@ struct StoriesRead: AsyncParsableCommand {
         commandName: "read",
         abstract: "Publish story.read (a child read a story) and print the read count and achievements earned.",
         discussion: """
-            astroctl stories read <story-uuid> [--child <profile-uuid>] [--at 2026-11-23T19:30:00Z]
             The reader is the story's child unless --child says otherwise.
+
+            Example:
+              astroctl stories read <story-uuid> [--child <profile-uuid>] \\
+                  [--at 2026-11-23T19:30:00Z]
             """
     )
 
@@ -313,8 +323,11 @@ struct StoriesCollection: AsyncParsableCommand {
         commandName: "collection",
         abstract: "Create a story collection for a user (stories join it through generate --collection).",
         discussion: """
-            astroctl stories collection --user <uuid> --name "Brave Hearts" --category confidenceLeadership --age 1
             Prints the collection's id.
+
+            Example:
+              astroctl stories collection --user <uuid> --name "Brave Hearts" \\
+                  --category confidenceLeadership --age 1
             """
     )
 

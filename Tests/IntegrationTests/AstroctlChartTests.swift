@@ -67,7 +67,6 @@ struct AstroctlChartTests {
             "--quantity", "-1",
         ])
         #expect(negative.status == 2)
-        #expect(try await astroctl(["bench", "chart", "--count", "0"]).status == 2)
     }
 
     @Test func jsonIsTheContractsNatalChart() async throws {

@@ -1,5 +1,6 @@
 import AMQP
 import ArgumentParser
+import AstroCLISupport
 import AstroDomain
 import Foundation
 import LLMFake
@@ -9,22 +10,24 @@ import StoryService
 import Synchronization
 import WorkerRuntime
 
-/// `astroctl bench stories`: Magical Stories through real story-worker processes, broker and
+/// `astro-bench stories`: Magical Stories through real story-worker processes, broker and
 /// database — stories written per second, then pages illustrated per second.
 struct BenchStories: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stories",
         abstract: "Stories written per second and pages illustrated per second, end to end through story-workers.",
         discussion: """
-            Starts --workers story-worker processes (the binary beside astroctl), publishes --count
-            story.generate jobs (built-in writer) and times each from its publish to story.generated;
-            then publishes one story.illustrate per story and times each to story.illustrated, and
-            counts the pages drawn per second. By default the built-in SVG illustrator draws; with
-            --image-delay the workers draw through a local fake OpenAI-compatible images endpoint
-            that answers after that many seconds (its concurrency is the workers' --prefetch).
+            Starts --workers story-worker processes (the binary beside astro-bench), \
+            publishes --count story.generate jobs (built-in writer) and times each from \
+            its publish to story.generated; then publishes one story.illustrate per story \
+            and times each to story.illustrated, and counts the pages drawn per second. \
+            By default the built-in SVG illustrator draws; with --image-delay the workers \
+            draw through a local fake OpenAI-compatible images endpoint that answers \
+            after that many seconds (its concurrency is the workers' --prefetch).
 
-              astroctl bench stories --count 2000 --pages 5
-              astroctl bench stories --count 64 --pages 5 --prefetch 32 --image-delay 3
+            Examples:
+              astro-bench stories --count 2000 --pages 5
+              astro-bench stories --count 64 --pages 5 --prefetch 32 --image-delay 3
             """
     )
 
@@ -58,9 +61,9 @@ struct BenchStories: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let binary = BenchAMQP.sibling("story-worker")
+        let binary = BenchProcesses.sibling("story-worker")
         guard FileManager.default.isExecutableFile(atPath: binary) else {
-            throw CommandFailure("\(binary) not found beside astroctl: build it first")
+            throw CommandFailure("\(binary) not found beside astro-bench: build it first")
         }
         let logger = connection.logger
         let amqp = try connection.amqpConfiguration()
@@ -158,8 +161,7 @@ struct BenchStories: AsyncParsableCommand {
             )
         )
         print(String(format: "  story-worker peak RSS %.1f MB", Double(peakMemory.peakKilobytes) / 1024))
-        for process in processes where process.isRunning { process.terminate() }
-        for process in processes { process.waitUntilExit() }
+        BenchWorkers.stop(processes)
         await publisher.close()
     }
 
@@ -226,12 +228,13 @@ struct BenchStories: AsyncParsableCommand {
                 else { continue }
                 let drawn = object["generatedPages"]?.arrayValue?.count ?? 0
                 pagesDrawn.withLock { $0 += drawn }
-                if times.finish(jobID, at: now, failed: object["error"] != nil) >= total { break }
+                times.finish(jobID, at: now, failed: object["error"] != nil)
+                if times.finishedCount >= total { break }
             }
         }
         let progress = Task {
             while !Task.isCancelled {
-                BenchE2E.drawProgress(done: times.finishedCount, total: total, since: times.firstPublish)
+                BenchProgress.draw(done: times.finishedCount, total: total, since: times.firstPublish)
                 try? await Task.sleep(for: .milliseconds(250))
             }
         }
@@ -259,7 +262,7 @@ struct BenchStories: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(50))
         }
         progress.cancel()
-        BenchE2E.drawProgress(done: times.finishedCount, total: total, since: times.firstPublish)
+        BenchProgress.draw(done: times.finishedCount, total: total, since: times.firstPublish)
         FileHandle.standardError.write(Data("\n".utf8))
         await consumer.close()
         collector.cancel()

@@ -92,18 +92,19 @@ enum BillingBenchSeed {
         """
 }
 
-/// `astroctl bench verify`: signed-transaction verifications per second in this process.
+/// `astro-bench verify`: signed-transaction verifications per second in this process.
 struct BenchVerify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
         abstract: "StoreKit signed-transaction verifications per second in one process (development PKI).",
         discussion: """
-            Signs --count distinct transactions with a fresh development PKI (same chain, as Apple's
-            tokens from one leaf are), then verifies them all with --tasks concurrent tasks. Prints the
-            rate, the first (cold) verification's time, and a cold rate with a new verifier per token
-            (chain validation every time).
+            Signs --count distinct transactions with a fresh development PKI (same chain, \
+            as Apple's tokens from one leaf are), then verifies them all with --tasks \
+            concurrent tasks. Prints the rate, the first (cold) verification's time, and \
+            a cold rate with a new verifier per token (chain validation every time).
 
-            Example: astroctl bench verify --count 20000 --tasks 1 --tasks 2
+            Example:
+              astro-bench verify --count 20000 --tasks 1 --tasks 2
             """
     )
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import AstroCLISupport
 import AstroDomain
 import ChartEngine
 import Ephemeris
@@ -10,11 +11,13 @@ struct BenchChart: AsyncParsableCommand {
         commandName: "chart",
         abstract: "Complete natal charts per second in this process, next to pyswisseph in Python.",
         discussion: """
-            A complete chart: local time to UTC through the time-zone database, the ten planets with speed,
-            Placidus houses, signs and houses, the major aspects, and the NatalChart JSON encoding. Every
-            chart is for a different birth date, so libswe's cache of the last position never answers.
-            Measured on one thread, then on one thread per core; then the same complete chart in Python
-            with benchmarks/pyswisseph_chart_bench.py (pip install pyswisseph==2.10.3.2) for comparison.
+            A complete chart: local time to UTC through the time-zone database, the ten \
+            planets with speed, Placidus houses, signs and houses, the major aspects, and \
+            the NatalChart JSON encoding. Every chart is for a different birth date, so \
+            libswe's cache of the last position never answers. Measured on one thread, \
+            then on one thread per core; then the same complete chart in Python with \
+            benchmarks/pyswisseph_chart_bench.py (pip install pyswisseph==2.10.3.2) for \
+            comparison.
             """
     )
 

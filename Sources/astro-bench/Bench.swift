@@ -1,29 +1,22 @@
 import AMQP
 import ArgumentParser
+import AstroCLISupport
 import AstroDomain
 import Foundation
 import Postgres
-import Synchronization
-
-struct Bench: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Measure throughput against the running servers and print the figures.",
-        subcommands: [
-            BenchAMQP.self, BenchPostgres.self, BenchE2E.self, BenchChart.self, BenchVerify.self, BenchStories.self,
-        ]
-    )
-}
 
 struct BenchAMQP: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "amqp",
         abstract: "Publish-with-confirms and consume-with-ack rates of the AMQP module vs raw librabbitmq.",
         discussion: """
-            Both sides use the same broker, a fresh durable queue, persistent messages of --size bytes,
-            publishes in windows of --window unconfirmed messages (each window waits for its confirms),
-            and a consumer with --prefetch that acknowledges every delivery on its own. The raw side is
-            the C program amqp-raw-bench built beside astroctl (or --raw-bench PATH). Rounds alternate
-            Swift and C so background load affects both alike; the best round of each is compared.
+            Both sides use the same broker, a fresh durable queue, persistent messages of \
+            --size bytes, publishes in windows of --window unconfirmed messages (each \
+            window waits for its confirms), and a consumer with --prefetch that \
+            acknowledges every delivery on its own. The raw side is the C program \
+            amqp-raw-bench built beside astro-bench (or --raw-bench PATH). Rounds \
+            alternate Swift and C so background load affects both alike; the best round \
+            of each is compared.
             """
     )
 
@@ -32,7 +25,7 @@ struct BenchAMQP: AsyncParsableCommand {
     @Option(parsing: .unconditional, help: "Consumer prefetch.") var prefetch = 100
     @Option(parsing: .unconditional, help: "Unconfirmed messages per publish window.") var window = 100
     @Option(parsing: .unconditional, help: "Rounds of each side.") var rounds = 3
-    @Option(help: "Path of the raw C benchmark (default: amqp-raw-bench beside astroctl).") var rawBench: String?
+    @Option(help: "Path of the raw C benchmark (default: amqp-raw-bench beside astro-bench).") var rawBench: String?
     @OptionGroup var connection: ConnectionOptions
 
     func validate() throws {
@@ -44,7 +37,7 @@ struct BenchAMQP: AsyncParsableCommand {
     func run() async throws {
         let configuration = try connection.amqpConfiguration()
         let url = connection.resolvedAMQPURL
-        let rawPath = rawBench ?? Self.sibling("amqp-raw-bench")
+        let rawPath = rawBench ?? BenchProcesses.sibling("amqp-raw-bench")
         guard FileManager.default.isExecutableFile(atPath: rawPath) else {
             throw CommandFailure(
                 "raw benchmark not found at \(rawPath): build it with `swift build --product amqp-raw-bench`"
@@ -165,11 +158,6 @@ struct BenchAMQP: AsyncParsableCommand {
         else { throw CommandFailure("unexpected output from \(path): \(output)") }
         return (publish, consume)
     }
-
-    static func sibling(_ name: String) -> String {
-        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-            .appendingPathComponent(name).path
-    }
 }
 
 struct BenchPostgres: AsyncParsableCommand {
@@ -177,10 +165,11 @@ struct BenchPostgres: AsyncParsableCommand {
         commandName: "pg",
         abstract: "Single-row insert transactions per second through the pool, next to pgbench.",
         discussion: """
-            Each transaction is BEGIN; INSERT one row with bound parameters; COMMIT — through the
-            Postgres module's pool with N concurrent callers, then the same statements through
-            pgbench (-M extended, N clients) with a custom script. Durability is whatever the
-            server is configured with (keep fsync and synchronous_commit on for honest figures).
+            Each transaction is BEGIN; INSERT one row with bound parameters; COMMIT — \
+            through the Postgres module's pool with N concurrent callers, then the same \
+            statements through pgbench (-M extended, N clients) with a custom script. \
+            Durability is whatever the server is configured with (keep fsync and \
+            synchronous_commit on for honest figures).
             """
     )
 
@@ -305,56 +294,4 @@ struct BenchPostgres: AsyncParsableCommand {
         else { throw CommandFailure("unexpected pgbench output: \(output)") }
         return value
     }
-}
-
-extension Duration {
-    var benchSeconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}
-
-/// Runs a program to completion and returns its standard output; non-zero exit throws with its
-/// standard error. The waiting happens on a thread of its own, never on the concurrency pool.
-func runProcess(_ path: String, _ arguments: [String], environment: [String: String]? = nil) async throws -> String {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread {
-            continuation.resume(with: Result { try runProcessBlocking(path, arguments, environment: environment) })
-        }
-        thread.start()
-    }
-}
-
-private func runProcessBlocking(_ path: String, _ arguments: [String], environment: [String: String]?) throws -> String
-{
-    let process = Process()
-    if path.contains("/") {
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-    } else {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = [path] + arguments
-    }
-    if let environment { process.environment = environment }
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    // Standard error is drained on another thread so neither pipe can fill up and stall the child.
-    let errorText = Mutex(Data())
-    let errorsRead = DispatchSemaphore(value: 0)
-    let errorReader = Thread {
-        errorText.withLock { $0 = errors.fileHandleForReading.readDataToEndOfFile() }
-        errorsRead.signal()
-    }
-    errorReader.start()
-    let outData = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    errorsRead.wait()
-    guard process.terminationStatus == 0 else {
-        let message = String(decoding: errorText.withLock { $0 }, as: UTF8.self)
-        throw CommandFailure("\(path) failed (\(process.terminationStatus)): \(message)")
-    }
-    return String(decoding: outData, as: UTF8.self)
 }

@@ -1,3 +1,4 @@
+import AstroCLISupport
 import AstroDomain
 import ChartEngine
 import Ephemeris
