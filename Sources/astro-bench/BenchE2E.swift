@@ -18,8 +18,8 @@ struct BenchE2E: AsyncParsableCommand {
             each job from its publish to the event its worker's transaction committed \
             (chart.calculated, sample.done, …). Prints the throughput, p50/p95/p99 \
             latency, and the workers' peak resident memory, with a progress bar on \
-            standard error while it runs. Needs a migrated database and the broker \
-            (astroctl migrate).
+            standard error while it runs. Needs PostgreSQL and RabbitMQ running; it \
+            applies the schema migrations itself.
 
             --type report is the paid journey: report.request through one billing-worker \
             (spends a seeded credit) and --workers report-workers (write and store the \

@@ -326,7 +326,8 @@ struct BillingDevSign: AsyncParsableCommand {
 struct BillingPurchase: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "purchase",
-        abstract: "Publish billing.verify-purchase for a signed transaction (stdin) or a dev-signed one, and wait.",
+        abstract:
+            "Publish billing.verify-purchase for a signed transaction (from a file, by id, or dev-signed), and wait.",
         discussion: """
             The signed transaction comes from a file (--signed-transaction-file) or is \
             signed here with a dev-pki folder (--dev-pki, development only); with only \
