@@ -361,7 +361,7 @@ public struct ChartCalculateHandler: JobHandler {
             "chartId": .string(chartID.lowercasedText),
             "unchanged": .bool(unchanged),
         ]
-        let event = JobEvent(jobID: job.jobID, type: "chart.calculated", fields: fields)
+        let event = JobEvent(jobID: job.jobID, type: .chartCalculated, fields: fields)
         return JobOutcome(result: .object(fields), messages: [try .event(event)])
     }
 

@@ -119,7 +119,7 @@ public struct ReportGenerateHandler: JobHandler {
             fields["reportId"] = .string(try existing.decode(UUID.self, "id").uuidString.lowercased())
             fields["alreadyWritten"] = true
             var messages = [
-                try OutboxMessage.event(JobEvent(jobID: request.jobID, type: "report.completed", fields: fields))
+                try OutboxMessage.event(JobEvent(jobID: request.jobID, type: .reportCompleted, fields: fields))
             ]
             // Paid twice for one report (cannot happen through report.request): give this one back.
             if try existing.decode(UUID?.self, "credit_id") != request.creditID.uuid {
@@ -149,7 +149,7 @@ public struct ReportGenerateHandler: JobHandler {
                 status: .failed(error),
                 result: .object(fields),
                 messages: [
-                    try .event(JobEvent(jobID: request.jobID, type: "report.failed", fields: fields, error: error))
+                    try .event(JobEvent(jobID: request.jobID, type: .reportFailed, fields: fields, error: error))
                 ]
             )
         }
@@ -218,7 +218,7 @@ public struct ReportGenerateHandler: JobHandler {
         return JobOutcome(
             status: .succeeded,
             result: .object(fields),
-            messages: [try .event(JobEvent(jobID: request.jobID, type: "report.completed", fields: fields))]
+            messages: [try .event(JobEvent(jobID: request.jobID, type: .reportCompleted, fields: fields))]
         )
     }
 
@@ -288,7 +288,7 @@ public struct ReportGenerateHandler: JobHandler {
             result: .object(fields),
             messages: [
                 try refund(request, jobID: job.jobID, reason: error.code),
-                try .event(JobEvent(jobID: request.jobID, type: "report.failed", fields: fields, error: error)),
+                try .event(JobEvent(jobID: request.jobID, type: .reportFailed, fields: fields, error: error)),
             ]
         )
     }

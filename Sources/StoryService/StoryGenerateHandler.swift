@@ -214,7 +214,7 @@ public struct StoryGenerateHandler: JobHandler {
         return JobOutcome(
             status: .succeeded,
             result: .object(fields),
-            messages: [try .event(JobEvent(jobID: request.jobID, type: "story.generated", fields: fields))]
+            messages: [try .event(JobEvent(jobID: request.jobID, type: .storyGenerated, fields: fields))]
         )
     }
 

@@ -156,7 +156,7 @@ public struct StoryReadHandler: JobHandler {
                     try .event(
                         JobEvent(
                             jobID: JobID.derived(from: request.jobID, purpose: "achievement:\(status.ruleKey)"),
-                            type: "achievement.earned",
+                            type: .achievementEarned,
                             fields: achievement
                         )
                     )
@@ -167,7 +167,7 @@ public struct StoryReadHandler: JobHandler {
         } else {
             fields["alreadyRecorded"] = true
         }
-        messages.insert(try .event(JobEvent(jobID: request.jobID, type: "story.read-recorded", fields: fields)), at: 0)
+        messages.insert(try .event(JobEvent(jobID: request.jobID, type: .storyReadRecorded, fields: fields)), at: 0)
         return JobOutcome(status: .succeeded, result: .object(fields), messages: messages)
     }
 }

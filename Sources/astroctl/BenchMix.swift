@@ -74,8 +74,8 @@ extension BenchE2E {
         try await publisher.declare(
             Topology(
                 queues: [QueueSpec(name: eventQueue, durable: false, exclusive: false, autoDelete: false)],
-                bindings: ["chart.calculated", "chart.failed", "report.completed", "report.failed"].map {
-                    BindingSpec(queue: eventQueue, exchange: BrokerNames.eventsExchange, routingKey: $0)
+                bindings: [EventType.chartCalculated, .chartFailed, .reportCompleted, .reportFailed].map {
+                    BindingSpec(queue: eventQueue, exchange: BrokerNames.eventsExchange, routingKey: $0.rawValue)
                 }
             )
         )
