@@ -116,7 +116,7 @@ public struct ReportGenerateHandler: JobHandler {
             "SELECT id, credit_id FROM report_purchases WHERE profile_id = $1 AND area = $2 AND language = $3",
             [request.profileID.uuid, request.area.rawValue, request.language.rawValue]
         ).first {
-            fields["reportId"] = .string(try existing.decode(UUID.self, "id").uuidString.lowercased())
+            fields["reportId"] = .string(ReportID(try existing.decode(UUID.self, "id")).description)
             fields["alreadyWritten"] = true
             var messages = [
                 try OutboxMessage.event(JobEvent(jobID: request.jobID, type: .reportCompleted, fields: fields))
