@@ -203,7 +203,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "AMQP", "CRabbitMQ", "Postgres", "AstroDomain", "WorkerRuntime", "StoryService", "StoreKitVerification",
+                "AMQP", "CRabbitMQ", "Postgres", "AstroDomain", "WorkerRuntime", "StoreKitVerification",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

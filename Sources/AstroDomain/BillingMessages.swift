@@ -1,27 +1,5 @@
 import Foundation
 
-/// A life area a report speaks to (the seed's `ReportArea`).
-public enum ReportArea: String, Sendable, Codable, CaseIterable, Hashable {
-    case finances, career, relationships, health, general
-}
-
-/// The language a report is written in.
-public enum ReportLanguage: String, Sendable, Codable, CaseIterable, Hashable {
-    case en, uk
-}
-
-/// A consumable credit's identifier (`purchase_credits.id`).
-public struct CreditID: TypedID {
-    public let uuid: UUID
-    public init(_ uuid: UUID) { self.uuid = uuid }
-}
-
-/// A written report's identifier (`report_purchases.id`).
-public struct ReportID: TypedID {
-    public let uuid: UUID
-    public init(_ uuid: UUID) { self.uuid = uuid }
-}
-
 /// The body of `billing.verify-purchase`: a StoreKit 2 signed transaction, or only its id, in
 /// which case the billing-worker fetches the signed transaction from the App Store Server API.
 public struct VerifyPurchaseRequest: Sendable, Hashable, Codable {

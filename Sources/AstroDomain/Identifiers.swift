@@ -55,3 +55,47 @@ public struct ProfileID: TypedID {
     public let uuid: UUID
     public init(_ uuid: UUID) { self.uuid = uuid }
 }
+
+/// A stored natal chart (`birth_charts.id`; `chartId` of `chart.calculated`).
+public struct ChartID: TypedID {
+    public let uuid: UUID
+    public init(_ uuid: UUID) { self.uuid = uuid }
+}
+
+/// A consumable credit's identifier (`purchase_credits.id`).
+public struct CreditID: TypedID {
+    public let uuid: UUID
+    public init(_ uuid: UUID) { self.uuid = uuid }
+}
+
+/// A written report's identifier (`report_purchases.id`).
+public struct ReportID: TypedID {
+    public let uuid: UUID
+    public init(_ uuid: UUID) { self.uuid = uuid }
+}
+
+/// A Magical Stories story (`stories.stories.id`; `storyId` of the story jobs and events).
+public struct StoryID: TypedID {
+    public let uuid: UUID
+    public init(_ uuid: UUID) { self.uuid = uuid }
+}
+
+/// A child's profile in Magical Stories (`stories.child_profiles.id`; `childProfileId` on the
+/// wire). Not a `ProfileID`: a child profile is no birth profile, and the two live in different
+/// tables.
+public struct ChildID: TypedID {
+    public let uuid: UUID
+    public init(_ uuid: UUID) { self.uuid = uuid }
+}
+
+/// A user's collection of stories (`stories.collections.id`; `collectionId` on the wire).
+public struct CollectionID: TypedID {
+    public let uuid: UUID
+    public init(_ uuid: UUID) { self.uuid = uuid }
+}
+
+/// An achievement a child earned (`stories.achievements.id`; `achievementId` of `achievement.earned`).
+public struct AchievementID: TypedID {
+    public let uuid: UUID
+    public init(_ uuid: UUID) { self.uuid = uuid }
+}

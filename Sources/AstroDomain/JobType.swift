@@ -48,22 +48,16 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         // The contract names failures by the job's domain (`chart.failed`, `report.failed`);
         // the billing jobs keep their own full name so each stays distinguishable.
         switch self {
-        case .chartCalculate: return "chart.failed"
-        case .reportRequest, .reportGenerate: return "report.failed"
-        case .storyGenerate, .storyIllustrate, .storyRead: return "story.failed"
+        case .chartCalculate: return .chartFailed
+        case .billingVerifyPurchase: return .billingVerifyPurchaseFailed
+        case .reportRequest, .reportGenerate: return .reportFailed
+        case .billingRefundCredit: return .billingRefundCreditFailed
+        case .billingStoreNotification: return .billingStoreNotificationFailed
+        case .storyGenerate, .storyIllustrate, .storyRead: return .storyFailed
+        // A queue outside the contract (the sample worker's, a benchmark's) follows the rule.
         default: return EventType(rawValue: rawValue + ".failed")
         }
     }
-}
-
-/// The type of an event: the routing key on the `astro.events` topic exchange.
-public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible,
-    ExpressibleByStringLiteral
-{
-    public let rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
-    public init(stringLiteral value: String) { self.rawValue = value }
-    public var description: String { rawValue }
 }
 
 /// The lifecycle of a job as recorded in the `jobs` table.

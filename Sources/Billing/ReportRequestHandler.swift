@@ -50,7 +50,7 @@ public struct ReportRequestHandler: JobHandler {
                 status: .succeeded,
                 result: .object(fields),
                 messages: [
-                    try .event(JobEvent(jobID: request.jobID, type: "billing.credit-consumed", fields: fields)),
+                    try .event(JobEvent(jobID: request.jobID, type: .billingCreditConsumed, fields: fields)),
                     .job(.reportGenerate, body: try JSONCoding.encoder.encode(generate)),
                 ]
             )
@@ -60,7 +60,7 @@ public struct ReportRequestHandler: JobHandler {
             return JobOutcome(
                 status: .succeeded,
                 result: .object(fields),
-                messages: [try .event(JobEvent(jobID: request.jobID, type: "report.completed", fields: fields))]
+                messages: [try .event(JobEvent(jobID: request.jobID, type: .reportCompleted, fields: fields))]
             )
         case .inProgress(let creditID, let requestJobID):
             fields["creditId"] = .string(creditID.description)
@@ -79,7 +79,7 @@ public struct ReportRequestHandler: JobHandler {
                 status: .failed(error),
                 result: .object(fields),
                 messages: [
-                    try .event(JobEvent(jobID: request.jobID, type: "report.failed", fields: fields, error: error))
+                    try .event(JobEvent(jobID: request.jobID, type: .reportFailed, fields: fields, error: error))
                 ]
             )
         }
@@ -129,7 +129,7 @@ public struct RefundCreditHandler: JobHandler {
             return JobOutcome(
                 status: .succeeded,
                 result: .object(fields),
-                messages: [try .event(JobEvent(jobID: request.jobID, type: "billing.credit-refunded", fields: fields))]
+                messages: [try .event(JobEvent(jobID: request.jobID, type: .billingCreditRefunded, fields: fields))]
             )
         }
     }

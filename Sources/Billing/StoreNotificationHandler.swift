@@ -65,7 +65,7 @@ public struct StoreNotificationHandler: JobHandler {
         }
         var effect: NotificationEffect
         var consumption: ConsumptionInfo?
-        var event: EventType = "billing.notification-recorded"
+        var event: EventType = .billingNotificationRecorded
         switch (type, transactionID) {
         case ("REFUND", let id?), ("REVOKE", let id?):
             var reason = type
@@ -79,7 +79,7 @@ public struct StoreNotificationHandler: JobHandler {
                 jobID: jobID,
                 database: database
             )
-            if effect.action == "revoked" { event = "billing.credits-revoked" }
+            if effect.action == "revoked" { event = .billingCreditsRevoked }
         case ("REFUND_REVERSED", let id?):
             effect = try NotificationLedger.restore(
                 transactionID: id,
@@ -88,7 +88,7 @@ public struct StoreNotificationHandler: JobHandler {
                 jobID: jobID,
                 database: database
             )
-            if effect.action == "restored" { event = "billing.credits-restored" }
+            if effect.action == "restored" { event = .billingCreditsRestored }
         case ("CONSUMPTION_REQUEST", let id?):
             consumption = try NotificationLedger.consumptionInfo(
                 transactionID: id,
@@ -97,7 +97,7 @@ public struct StoreNotificationHandler: JobHandler {
                 database: database
             )
             effect = NotificationEffect(action: "consumption-info-recorded", transactionID: id)
-            event = "billing.consumption-requested"
+            event = .billingConsumptionRequested
         default:
             effect = NotificationEffect(action: "recorded", transactionID: transactionID)
         }

@@ -219,7 +219,7 @@ public struct VerifyPurchaseHandler: JobHandler {
             return JobOutcome(
                 status: .succeeded,
                 result: .object(fields),
-                messages: [try .event(JobEvent(jobID: request.jobID, type: "billing.credits-issued", fields: fields))]
+                messages: [try .event(JobEvent(jobID: request.jobID, type: .billingCreditsIssued, fields: fields))]
             )
         }
     }
@@ -236,7 +236,7 @@ public struct VerifyPurchaseHandler: JobHandler {
             result: .object(fields),
             messages: [
                 try .event(
-                    JobEvent(jobID: request.jobID, type: "billing.purchase-rejected", fields: fields, error: error)
+                    JobEvent(jobID: request.jobID, type: .billingPurchaseRejected, fields: fields, error: error)
                 )
             ]
         )

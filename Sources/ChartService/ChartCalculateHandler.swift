@@ -357,11 +357,11 @@ public struct ChartCalculateHandler: JobHandler {
     ) throws -> JobOutcome {
         let fields: [String: JSONValue] = [
             "userId": .string(request.userID.description),
-            "profileId": .string(profileID.lowercasedText),
-            "chartId": .string(chartID.lowercasedText),
+            "profileId": .string(ProfileID(profileID).description),
+            "chartId": .string(ChartID(chartID).description),
             "unchanged": .bool(unchanged),
         ]
-        let event = JobEvent(jobID: job.jobID, type: "chart.calculated", fields: fields)
+        let event = JobEvent(jobID: job.jobID, type: .chartCalculated, fields: fields)
         return JobOutcome(result: .object(fields), messages: [try .event(event)])
     }
 

@@ -1,6 +1,5 @@
 import AstroDomain
 import Foundation
-import StoryService
 
 #if DEBUG || ASTRO_FUZZING
 @testable import WorkerRuntime

@@ -116,10 +116,10 @@ public struct ReportGenerateHandler: JobHandler {
             "SELECT id, credit_id FROM report_purchases WHERE profile_id = $1 AND area = $2 AND language = $3",
             [request.profileID.uuid, request.area.rawValue, request.language.rawValue]
         ).first {
-            fields["reportId"] = .string(try existing.decode(UUID.self, "id").uuidString.lowercased())
+            fields["reportId"] = .string(ReportID(try existing.decode(UUID.self, "id")).description)
             fields["alreadyWritten"] = true
             var messages = [
-                try OutboxMessage.event(JobEvent(jobID: request.jobID, type: "report.completed", fields: fields))
+                try OutboxMessage.event(JobEvent(jobID: request.jobID, type: .reportCompleted, fields: fields))
             ]
             // Paid twice for one report (cannot happen through report.request): give this one back.
             if try existing.decode(UUID?.self, "credit_id") != request.creditID.uuid {
@@ -149,7 +149,7 @@ public struct ReportGenerateHandler: JobHandler {
                 status: .failed(error),
                 result: .object(fields),
                 messages: [
-                    try .event(JobEvent(jobID: request.jobID, type: "report.failed", fields: fields, error: error))
+                    try .event(JobEvent(jobID: request.jobID, type: .reportFailed, fields: fields, error: error))
                 ]
             )
         }
@@ -218,7 +218,7 @@ public struct ReportGenerateHandler: JobHandler {
         return JobOutcome(
             status: .succeeded,
             result: .object(fields),
-            messages: [try .event(JobEvent(jobID: request.jobID, type: "report.completed", fields: fields))]
+            messages: [try .event(JobEvent(jobID: request.jobID, type: .reportCompleted, fields: fields))]
         )
     }
 
@@ -288,7 +288,7 @@ public struct ReportGenerateHandler: JobHandler {
             result: .object(fields),
             messages: [
                 try refund(request, jobID: job.jobID, reason: error.code),
-                try .event(JobEvent(jobID: request.jobID, type: "report.failed", fields: fields, error: error)),
+                try .event(JobEvent(jobID: request.jobID, type: .reportFailed, fields: fields, error: error)),
             ]
         )
     }

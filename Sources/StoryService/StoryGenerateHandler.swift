@@ -58,7 +58,7 @@ public struct StoryGenerateHandler: JobHandler {
             let name = try await pool.withConnection { database in
                 try database.query(
                     "SELECT name FROM stories.child_profiles WHERE id = $1 AND user_id = $2",
-                    [profile, request.userID.uuid]
+                    [profile.uuid, request.userID.uuid]
                 ).first?.decode(String.self, "name")
             }
             guard let name else { throw Self.childNotFound(request) }
@@ -112,12 +112,12 @@ public struct StoryGenerateHandler: JobHandler {
         let storyID = request.storyID
         try database.execute("INSERT INTO users (id) VALUES ($1) ON CONFLICT (id) DO NOTHING", [request.userID.uuid])
 
-        let childID: UUID
+        let childID: ChildID
         if let profile = request.childProfileID {
             guard
                 try !database.query(
                     "SELECT 1 FROM stories.child_profiles WHERE id = $1 AND user_id = $2",
-                    [profile, request.userID.uuid]
+                    [profile.uuid, request.userID.uuid]
                 ).isEmpty
             else { throw Self.childNotFound(request) }
             childID = profile
@@ -141,18 +141,18 @@ public struct StoryGenerateHandler: JobHandler {
             else {
                 throw PostgresError(kind: .decoding, message: "child profile \(prepared.childName) vanished")
             }
-            childID = try row.decode(UUID.self, "id")
+            childID = ChildID(try row.decode(UUID.self, "id"))
         }
         if let collection = request.collectionID {
             guard
                 try !database.query(
                     "SELECT 1 FROM stories.collections WHERE id = $1 AND user_id = $2",
-                    [collection, request.userID.uuid]
+                    [collection.uuid, request.userID.uuid]
                 ).isEmpty
             else {
                 throw JobRejection(
                     code: "collection-not-found",
-                    message: "user \(request.userID) has no collection \(collection.uuidString.lowercased())"
+                    message: "user \(request.userID) has no collection \(collection)"
                 )
             }
         }
@@ -167,7 +167,8 @@ public struct StoryGenerateHandler: JobHandler {
             ON CONFLICT (id) DO NOTHING
             """,
             [
-                storyID, request.userID.uuid, childID, story.title, prepared.childName, prepared.ageGroup.rawValue,
+                storyID.uuid, request.userID.uuid, childID.uuid, story.title, prepared.childName,
+                prepared.ageGroup.rawValue,
                 request.theme, request.mainCharacter.trimmingCharacters(in: .whitespacesAndNewlines),
                 request.language.rawValue, story.writer, story.version, prepared.usage?.model,
                 prepared.usage?.promptTokens, prepared.usage?.completionTokens, prepared.usage?.costUSD,
@@ -182,7 +183,7 @@ public struct StoryGenerateHandler: JobHandler {
                 SELECT gen_random_uuid(), $1, p.number, p.text
                 FROM jsonb_array_elements_text($2::jsonb) WITH ORDINALITY AS p(text, number)
                 """,
-                [storyID, pages]
+                [storyID.uuid, pages]
             )
             if let collection = request.collectionID {
                 try database.execute(
@@ -191,16 +192,16 @@ public struct StoryGenerateHandler: JobHandler {
                     SELECT $1, $2, coalesce(max(position) + 1, 0) FROM stories.collection_stories
                     WHERE collection_id = $1
                     """,
-                    [collection, storyID]
+                    [collection.uuid, storyID.uuid]
                 )
                 // A new, unread story lowers the collection's completion.
-                try CollectionProgress.recompute(collections: [collection], database: database)
+                try CollectionProgress.recompute(collections: [collection.uuid], database: database)
             }
         }
         var fields: [String: JSONValue] = [
-            "storyId": .string(storyID.uuidString.lowercased()),
+            "storyId": .string(storyID.description),
             "userId": .string(request.userID.description),
-            "childProfileId": .string(childID.uuidString.lowercased()),
+            "childProfileId": .string(childID.description),
             "title": .string(story.title),
             "pageCount": .number(Double(story.pages.count)),
             "language": .string(request.language.rawValue),
@@ -209,12 +210,12 @@ public struct StoryGenerateHandler: JobHandler {
             "writer": .string(story.writer),
         ]
         if let collection = request.collectionID {
-            fields["collectionId"] = .string(collection.uuidString.lowercased())
+            fields["collectionId"] = .string(collection.description)
         }
         return JobOutcome(
             status: .succeeded,
             result: .object(fields),
-            messages: [try .event(JobEvent(jobID: request.jobID, type: "story.generated", fields: fields))]
+            messages: [try .event(JobEvent(jobID: request.jobID, type: .storyGenerated, fields: fields))]
         )
     }
 
@@ -222,7 +223,7 @@ public struct StoryGenerateHandler: JobHandler {
         JobRejection(
             code: "child-not-found",
             message:
-                "user \(request.userID) has no child profile \(request.childProfileID?.uuidString.lowercased() ?? "")"
+                "user \(request.userID) has no child profile \(request.childProfileID?.description ?? "")"
         )
     }
 }

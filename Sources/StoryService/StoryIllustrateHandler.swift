@@ -132,7 +132,7 @@ public struct StoryIllustrateHandler: JobHandler {
                 continue
             }
             let illustration = IllustrationRequest(
-                storyID: request.storyID,
+                storyID: request.storyID.uuid,
                 title: story.title,
                 theme: story.theme,
                 ageGroup: story.ageGroup,
@@ -150,7 +150,7 @@ public struct StoryIllustrateHandler: JobHandler {
             let outcome: Result<String, JobError>
             do {
                 let image = try await illustrator.illustrate(illustration)
-                outcome = .success(try storage.store(image, storyID: request.storyID, page: number))
+                outcome = .success(try storage.store(image, storyID: request.storyID.uuid, page: number))
             } catch let error as IllustrationError {
                 outcome = .failure(JobError(code: error.code, message: error.message))
             } catch let error as IllustrationStorageError {
@@ -165,7 +165,7 @@ public struct StoryIllustrateHandler: JobHandler {
                 logger.warning(
                     "page not illustrated",
                     metadata: [
-                        "story_id": "\(request.storyID)", "page": "\(number)", "code": "\(error.code)",
+                        "story_id": "\(request.storyID.uuid)", "page": "\(number)", "code": "\(error.code)",
                         "reason": "\(error.message)",
                     ]
                 )
@@ -180,7 +180,7 @@ public struct StoryIllustrateHandler: JobHandler {
     public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
         let request = prepared.request
         let fields: [String: JSONValue] = [
-            "storyId": .string(request.storyID.uuidString.lowercased()),
+            "storyId": .string(request.storyID.description),
             "illustrator": .string(illustrator.name),
             "generatedPages": .array(prepared.generated.map { .number(Double($0)) }),
             "failedPages": .array(
@@ -203,7 +203,7 @@ public struct StoryIllustrateHandler: JobHandler {
                 message: "\(reasons). Retry with story.illustrate pages [\(pages)]"
             )
         }
-        let event = JobEvent(jobID: request.jobID, type: "story.illustrated", fields: fields, error: error)
+        let event = JobEvent(jobID: request.jobID, type: .storyIllustrated, fields: fields, error: error)
         return JobOutcome(
             status: error.map { .failed($0) } ?? .succeeded,
             result: .object(fields),
@@ -212,7 +212,7 @@ public struct StoryIllustrateHandler: JobHandler {
     }
 
     /// The story and its pages, if it belongs to `userID` (another user's story is "not found").
-    private func load(_ storyID: UUID, userID: UserID) async throws -> StoryFacts {
+    private func load(_ storyID: StoryID, userID: UserID) async throws -> StoryFacts {
         let facts = try await pool.withConnection { database -> StoryFacts? in
             guard
                 let row = try database.query(
@@ -220,7 +220,7 @@ public struct StoryIllustrateHandler: JobHandler {
                     SELECT title, theme, age_group, language, main_character, child_name
                     FROM stories.stories WHERE id = $1 AND user_id = $2
                     """,
-                    [storyID, userID.uuid]
+                    [storyID.uuid, userID.uuid]
                 ).first
             else { return nil }
             let pages = try database.query(
@@ -228,7 +228,7 @@ public struct StoryIllustrateHandler: JobHandler {
                 SELECT page_number, text, illustration_status, illustration_path FROM stories.pages
                 WHERE story_id = $1 ORDER BY page_number
                 """,
-                [storyID]
+                [storyID.uuid]
             ).map { page throws(PostgresError) in
                 StoredPage(
                     number: try page.decode(Int.self, "page_number"),
@@ -248,7 +248,7 @@ public struct StoryIllustrateHandler: JobHandler {
             )
         }
         guard let facts else {
-            throw JobRejection(code: "story-not-found", message: "no story \(storyID.uuidString.lowercased())")
+            throw JobRejection(code: "story-not-found", message: "no story \(storyID)")
         }
         return facts
     }
@@ -279,7 +279,7 @@ public struct StoryIllustrateHandler: JobHandler {
                     OR (illustration_status = 'generating'
                         AND (illustration_job = $3 OR updated_at < now() - make_interval(secs => $5))))
                 """,
-                [request.storyID, page, request.jobID.uuid, force, lease]
+                [request.storyID.uuid, page, request.jobID.uuid, force, lease]
             )
             if claimed == 1 { return .claimed }
             let drawn = try !database.query(
@@ -287,7 +287,7 @@ public struct StoryIllustrateHandler: JobHandler {
                 SELECT 1 FROM stories.pages WHERE story_id = $1 AND page_number = $2
                     AND illustration_status = 'generated' AND illustration_job = $3
                 """,
-                [request.storyID, page, request.jobID.uuid]
+                [request.storyID.uuid, page, request.jobID.uuid]
             ).isEmpty
             return drawn ? .drawnByThisJob : .notThisJobs
         }
@@ -310,7 +310,7 @@ public struct StoryIllustrateHandler: JobHandler {
                 WHERE story_id = $1 AND page_number = $2 AND illustration_job = $3
                     AND illustration_status = 'generating'
                 """,
-                [request.storyID, page, request.jobID.uuid, status, path, error?.description, name]
+                [request.storyID.uuid, page, request.jobID.uuid, status, path, error?.description, name]
             )
         }
     }

@@ -36,33 +36,35 @@ public struct StoryReadHandler: JobHandler {
                 """
                 SELECT user_id, child_profile_id, theme, language FROM stories.stories WHERE id = $1
                 """,
-                [request.storyID]
+                [request.storyID.uuid]
             ).first
         else {
-            throw JobRejection(code: "story-not-found", message: "no story \(request.storyID.uuidString.lowercased())")
+            throw JobRejection(code: "story-not-found", message: "no story \(request.storyID)")
         }
         let owner = try story.decode(UUID.self, "user_id")
         // Another user's story reads as no story at all: a job cannot count readings, or earn
         // achievements, on a family's stories it does not own.
         guard owner == request.userID.uuid else {
-            throw JobRejection(code: "story-not-found", message: "no story \(request.storyID.uuidString.lowercased())")
+            throw JobRejection(code: "story-not-found", message: "no story \(request.storyID)")
         }
-        guard let child = try request.childProfileID ?? story.decode(UUID?.self, "child_profile_id") else {
+        guard
+            let child = try request.childProfileID ?? story.decode(UUID?.self, "child_profile_id").map({ ChildID($0) })
+        else {
             throw JobRejection(
                 code: "child-required",
                 message: "the story has no child profile: give childProfileId"
             )
         }
-        try database.execute("SELECT pg_advisory_xact_lock(stories.child_lock_key($1))", [child])
+        try database.execute("SELECT pg_advisory_xact_lock(stories.child_lock_key($1))", [child.uuid])
         guard
             let profile = try database.query(
                 "SELECT timezone FROM stories.child_profiles WHERE id = $1 AND user_id = $2",
-                [child, owner]
+                [child.uuid, owner]
             ).first
         else {
             throw JobRejection(
                 code: "child-not-found",
-                message: "the story's parent has no child profile \(child.uuidString.lowercased())"
+                message: "the story's parent has no child profile \(child)"
             )
         }
         let at = request.at ?? job.receivedAt
@@ -71,11 +73,11 @@ public struct StoryReadHandler: JobHandler {
             INSERT INTO stories.story_reads (story_id, child_profile_id, read_at, job_id) VALUES ($1, $2, $3, $4)
             ON CONFLICT (job_id) DO NOTHING
             """,
-            [request.storyID, child, at, request.jobID.uuid]
+            [request.storyID.uuid, child.uuid, at, request.jobID.uuid]
         )
         var fields: [String: JSONValue] = [
-            "storyId": .string(request.storyID.uuidString.lowercased()),
-            "childProfileId": .string(child.uuidString.lowercased()),
+            "storyId": .string(request.storyID.description),
+            "childProfileId": .string(child.description),
             "readAt": .string(ISO8601.string(from: at)),
         ]
         var messages: [OutboxMessage] = []
@@ -86,12 +88,12 @@ public struct StoryReadHandler: JobHandler {
                     last_read_at = greatest(coalesce(last_read_at, $2), $2)
                 WHERE id = $1 RETURNING read_count
                 """,
-                [request.storyID, at]
+                [request.storyID.uuid, at]
             )
             fields["readCount"] = .number(Double(try counts.first?.decode(Int.self, "read_count") ?? 0))
             let collections = try database.query(
                 "SELECT collection_id FROM stories.collection_stories WHERE story_id = $1 ORDER BY collection_id",
-                [request.storyID]
+                [request.storyID.uuid]
             ).map { row throws(PostgresError) in try row.decode(UUID.self, "collection_id") }
             let complete = try CollectionProgress.recompute(collections: collections, database: database)
 
@@ -101,7 +103,7 @@ public struct StoryReadHandler: JobHandler {
                 JOIN stories.stories s ON s.id = r.story_id
                 WHERE r.child_profile_id = $1 ORDER BY r.read_at, r.id
                 """,
-                [child]
+                [child.uuid]
             ).map { row throws(PostgresError) in
                 ReadingRecord(
                     storyID: try row.decode(UUID.self, "story_id"),
@@ -134,18 +136,18 @@ public struct StoryReadHandler: JobHandler {
                     RETURNING id, earned_at
                     """,
                     [
-                        child, status.ruleKey, status.name, status.description, status.type, status.earned, at,
+                        child.uuid, status.ruleKey, status.name, status.description, status.type, status.earned, at,
                         status.icon, status.earned ? 1.0 : min(max(status.progress, 0), 1),
                         // A completed collection is earned by the reading that completed it: this one.
-                        status.earned ? status.storyID ?? request.storyID : nil,
+                        status.earned ? status.storyID ?? request.storyID.uuid : nil,
                     ]
                 )
                 guard status.earned, let row = rows.first, try row.decode(Date?.self, "earned_at") != nil else {
                     continue
                 }
                 let achievement: [String: JSONValue] = [
-                    "achievementId": .string(try row.decode(UUID.self, "id").uuidString.lowercased()),
-                    "childProfileId": .string(child.uuidString.lowercased()),
+                    "achievementId": .string(AchievementID(try row.decode(UUID.self, "id")).description),
+                    "childProfileId": .string(child.description),
                     "ruleKey": .string(status.ruleKey),
                     "type": .string(status.type),
                     "name": .string(status.name),
@@ -156,18 +158,18 @@ public struct StoryReadHandler: JobHandler {
                     try .event(
                         JobEvent(
                             jobID: JobID.derived(from: request.jobID, purpose: "achievement:\(status.ruleKey)"),
-                            type: "achievement.earned",
+                            type: .achievementEarned,
                             fields: achievement
                         )
                     )
                 )
             }
             fields["achievementsEarned"] = .array(earned)
-            fields["collectionsCompleted"] = .array(complete.map { .string($0.0.uuidString.lowercased()) })
+            fields["collectionsCompleted"] = .array(complete.map { .string(CollectionID($0.0).description) })
         } else {
             fields["alreadyRecorded"] = true
         }
-        messages.insert(try .event(JobEvent(jobID: request.jobID, type: "story.read-recorded", fields: fields)), at: 0)
+        messages.insert(try .event(JobEvent(jobID: request.jobID, type: .storyReadRecorded, fields: fields)), at: 0)
         return JobOutcome(status: .succeeded, result: .object(fields), messages: messages)
     }
 }

@@ -760,14 +760,3 @@ struct JobHead: Sendable {
         return .success(JobHead(jobID: jobID, userID: fields.userId.flatMap(UUID.init(text:))))
     }
 }
-
-/// Log metadata keys, defined once.
-public enum LogKey {
-    public static let jobID = "job.id"
-    public static let jobType = "job.type"
-    public static let queue = "amqp.queue"
-    public static let attempt = "job.attempt"
-    public static let status = "job.status"
-    public static let reason = "error.message"
-    public static let reasonCode = "error.code"
-}

@@ -1,3 +1,4 @@
+import AMQP
 import AstroDomain
 import Foundation
 import Logging
@@ -71,4 +72,16 @@ public struct JSONLogHandler: LogHandler {
         case .dictionary(let values): return values.mapValues(plain)
         }
     }
+}
+
+/// The runtime's log metadata keys, added to the package's one `LogKey` (defined in AMQP with the
+/// broker wrapper's keys; the queue a job came from is its `LogKey.queue`, `amqp.queue`).
+extension LogKey {
+    package static let jobID = "job.id"
+    package static let jobType = "job.type"
+    /// The attempt of a job: 1 on the first delivery.
+    package static let attempt = "job.attempt"
+    package static let status = "job.status"
+    package static let reason = "error.message"
+    package static let reasonCode = "error.code"
 }

@@ -1,3 +1,4 @@
+import AMQP
 import AstroDomain
 import Foundation
 import Logging

@@ -113,12 +113,12 @@ struct BenchE2E: AsyncParsableCommand {
     }
     /// The queue the measured workers consume (report-workers: report.generate).
     private var workerQueue: String { type == .report ? JobType.reportGenerate.rawValue : queue }
-    private var doneEvents: [String] {
+    private var doneEvents: [EventType] {
         switch type {
-        case .chart: ["chart.calculated", "chart.failed"]
-        case .sample: ["sample.done", "bench.sample.failed"]
-        case .consume, .consumeHot: ["billing.credit-consumed", "report.failed"]
-        case .report: ["report.completed", "report.failed"]
+        case .chart: [.chartCalculated, .chartFailed]
+        case .sample: ["sample.done", "bench.sample.failed"]  // the sample worker's: outside the contract
+        case .consume, .consumeHot: [.billingCreditConsumed, .reportFailed]
+        case .report: [.reportCompleted, .reportFailed]
         }
     }
 

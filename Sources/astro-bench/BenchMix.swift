@@ -105,7 +105,7 @@ extension BenchE2E {
                 window: window,
                 rate: rate,
                 timeout: timeout,
-                doneEvents: ["chart.calculated", "chart.failed", "report.completed", "report.failed"],
+                doneEvents: [.chartCalculated, .chartFailed, .reportCompleted, .reportFailed],
                 eventQueuePrefix: "bench.mix.events",
                 workerBinaries: binaries.map(BenchProcesses.sibling),
                 workerEnvironment: environment,

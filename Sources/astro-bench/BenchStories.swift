@@ -131,9 +131,9 @@ struct BenchStories: AsyncParsableCommand {
             )
         }
         let written = try await phase(
-            "story.generate",
+            JobType.storyGenerate.rawValue,
             jobs: try generateRequests.map { ($0.jobID, try JSONCoding.encoder.encode($0)) },
-            done: ["story.generated", "story.failed"],
+            done: [.storyGenerated, .storyFailed],
             publisher: publisher,
             amqp: amqp
         )
@@ -144,9 +144,9 @@ struct BenchStories: AsyncParsableCommand {
             StoryIllustrateRequest(jobID: .random(), userID: $0.userID, storyID: $0.storyID)
         }
         let illustrated = try await phase(
-            "story.illustrate",
+            JobType.storyIllustrate.rawValue,
             jobs: try illustrateRequests.map { ($0.jobID, try JSONCoding.encoder.encode($0)) },
-            done: ["story.illustrated", "story.failed"],
+            done: [.storyIllustrated, .storyFailed],
             publisher: publisher,
             amqp: amqp
         )
@@ -195,7 +195,7 @@ struct BenchStories: AsyncParsableCommand {
     private func phase(
         _ queue: String,
         jobs: [(JobID, Data)],
-        done: [String],
+        done: [EventType],
         publisher: AMQPPublisher,
         amqp: AMQPConfiguration
     ) async throws -> PhaseResult {
@@ -204,7 +204,7 @@ struct BenchStories: AsyncParsableCommand {
             Topology(
                 queues: [QueueSpec(name: eventQueue, durable: false, exclusive: false, autoDelete: false)],
                 bindings: done.map {
-                    BindingSpec(queue: eventQueue, exchange: BrokerNames.eventsExchange, routingKey: $0)
+                    BindingSpec(queue: eventQueue, exchange: BrokerNames.eventsExchange, routingKey: $0.rawValue)
                 }
             )
         )

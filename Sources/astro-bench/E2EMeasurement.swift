@@ -34,7 +34,7 @@ struct E2EMeasurement {
     /// Seconds to wait for the outcomes once everything is published.
     var timeout: Int
     /// The events that end a job, successes and failures, of every kind.
-    var doneEvents: [String]
+    var doneEvents: [EventType]
     /// The private event queue's name starts with this (a random suffix follows).
     var eventQueuePrefix: String
     var workerBinaries: [String]
@@ -56,7 +56,7 @@ struct E2EMeasurement {
             Topology(
                 queues: [QueueSpec(name: eventQueue, durable: false, exclusive: false, autoDelete: false)],
                 bindings: doneEvents.map {
-                    BindingSpec(queue: eventQueue, exchange: BrokerNames.eventsExchange, routingKey: $0)
+                    BindingSpec(queue: eventQueue, exchange: BrokerNames.eventsExchange, routingKey: $0.rawValue)
                 }
             )
         )

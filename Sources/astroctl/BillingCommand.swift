@@ -400,11 +400,11 @@ struct BillingPurchase: AsyncParsableCommand {
         let event = try await EventWaiter.publishAndWait(
             message,
             jobID: jobID,
-            events: ["billing.credits-issued", "billing.purchase-rejected", "billing.verify-purchase.failed"],
+            events: [.billingCreditsIssued, .billingPurchaseRejected, .billingVerifyPurchaseFailed],
             timeout: .seconds(timeout),
             connection: connection
         )
         print(String(decoding: try JSONCoding.encoder.encode(event), as: UTF8.self))
-        if event["type"]?.stringValue != "billing.credits-issued" { throw ExitCode(1) }
+        if event["type"]?.stringValue != EventType.billingCreditsIssued.rawValue { throw ExitCode(1) }
     }
 }

@@ -156,7 +156,7 @@ struct ChartCommand: AsyncParsableCommand {
         let event = try await EventWaiter.publishAndWait(
             message,
             jobID: jobID,
-            events: ["chart.calculated", "chart.failed"],
+            events: [.chartCalculated, .chartFailed],
             timeout: .seconds(timeout),
             connection: connection
         )
@@ -226,7 +226,7 @@ enum EventWaiter {
     static func publishAndWait(
         _ message: OutgoingMessage,
         jobID: JobID,
-        events: [String],
+        events: [EventType],
         timeout: Duration,
         connection: ConnectionOptions
     ) async throws -> JSONValue {
@@ -239,7 +239,9 @@ enum EventWaiter {
         try await publisher.declare(
             Topology(
                 queues: [QueueSpec(name: queue, durable: false, autoDelete: true, messageTTL: .seconds(600))],
-                bindings: events.map { BindingSpec(queue: queue, exchange: BrokerNames.eventsExchange, routingKey: $0) }
+                bindings: events.map {
+                    BindingSpec(queue: queue, exchange: BrokerNames.eventsExchange, routingKey: $0.rawValue)
+                }
             )
         )
         let consumer = AMQPConsumer(

@@ -48,7 +48,7 @@ struct StoriesGenerate: AsyncParsableCommand {
         let request = StoryGenerateRequest(
             jobID: .random(),
             userID: userID,
-            childProfileID: try childProfile.map { try JobCommands.uuid($0, option: "--child-profile") },
+            childProfileID: try childProfile.map { ChildID(try JobCommands.uuid($0, option: "--child-profile")) },
             childName: child,
             timeZone: tz,
             ageGroup: age.rawValue,
@@ -56,7 +56,7 @@ struct StoriesGenerate: AsyncParsableCommand {
             mainCharacter: hero,
             language: language,
             pageCount: pages,
-            collectionID: try collection.map { try JobCommands.uuid($0, option: "--collection") }
+            collectionID: try collection.map { CollectionID(try JobCommands.uuid($0, option: "--collection")) }
         )
         try await JobCommands.publish(.storyGenerate, jobID: request.jobID, body: request, connection: connection)
         guard wait else {
@@ -74,7 +74,9 @@ struct StoriesGenerate: AsyncParsableCommand {
             guard finished.status == "succeeded" else {
                 throw CommandFailure("the story was not written: \(finished.error?.description ?? finished.status)")
             }
-            return try await pool.withConnection { try StoriesShow.render(request.storyID, database: $0, text: true) }
+            return try await pool.withConnection {
+                try StoriesShow.render(request.storyID.uuid, database: $0, text: true)
+            }
         }
         print(Terminal.safe(text))
     }
@@ -112,7 +114,7 @@ struct StoriesIllustrate: AsyncParsableCommand {
         let request = StoryIllustrateRequest(
             jobID: .random(),
             userID: owner,
-            storyID: storyID,
+            storyID: StoryID(storyID),
             pages: pages.isEmpty ? nil : pages,
             force: force ? true : nil
         )
@@ -173,8 +175,8 @@ struct StoriesRead: AsyncParsableCommand {
         let request = StoryReadRequest(
             jobID: .random(),
             userID: owner,
-            storyID: storyID,
-            childProfileID: try child.map { try JobCommands.uuid($0, option: "--child") },
+            storyID: StoryID(storyID),
+            childProfileID: try child.map { ChildID(try JobCommands.uuid($0, option: "--child")) },
             at: when
         )
         try await JobCommands.publish(.storyRead, jobID: request.jobID, body: request, connection: connection)

@@ -36,6 +36,29 @@ import Testing
         #expect(JobType(rawValue: "sample.work").failedEvent == "sample.work.failed")
     }
 
+    /// The constants are the wire's names: a renamed constant must not rename an event.
+    @Test func eventTypesKeepTheirWireNames() {
+        #expect(
+            EventType.all.map(\.rawValue) == [
+                "chart.calculated", "chart.failed",
+                "billing.credits-issued", "billing.purchase-rejected", "billing.verify-purchase.failed",
+                "billing.credit-consumed", "report.completed", "report.failed",
+                "billing.credit-refunded", "billing.refund-credit.failed",
+                "billing.notification-recorded", "billing.credits-revoked", "billing.credits-restored",
+                "billing.consumption-requested", "billing.store-notification.failed",
+                "story.generated", "story.illustrated", "story.read-recorded", "achievement.earned", "story.failed",
+            ]
+        )
+        #expect(Set(EventType.all).count == EventType.all.count)
+    }
+
+    /// Every failure a contract job can publish is one of the contract's event types.
+    @Test func everyFailedEventIsAContractEvent() {
+        for type in JobType.all { #expect(EventType.all.contains(type.failedEvent), "\(type)") }
+        #expect(JobType.billingRefundCredit.failedEvent == .billingRefundCreditFailed)
+        #expect(JobType.billingStoreNotification.failedEvent == .billingStoreNotificationFailed)
+    }
+
     @Test func terminalStatuses() {
         #expect(JobStatus.allCases.filter(\.isTerminal) == [.succeeded, .failed, .dead])
         #expect(BrokerNames.deadLetterQueue(of: "chart.calculate") == "chart.calculate.dead")

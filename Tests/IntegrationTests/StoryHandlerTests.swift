@@ -53,7 +53,7 @@ struct StoryHandlerTests {
         hero: String = "Felix the Fox",
         language: ReportLanguage = .en,
         pages: Int? = nil,
-        collection: UUID? = nil
+        collection: CollectionID? = nil
     ) async throws -> (StoryGenerateRequest, JobOutcome) {
         let request = StoryGenerateRequest(
             jobID: .random(),
@@ -82,7 +82,7 @@ struct StoryHandlerTests {
     }
 
     func pages(
-        _ story: UUID
+        _ story: StoryID
     ) async throws -> [(number: Int, text: String, status: String, path: String?, attempts: Int)] {
         try await pool.withConnection { database in
             try database.query(
@@ -90,7 +90,7 @@ struct StoryHandlerTests {
                 SELECT page_number, text, illustration_status, illustration_path, illustration_attempts
                 FROM stories.pages WHERE story_id = $1 ORDER BY page_number
                 """,
-                [story]
+                [story.uuid]
             ).map { row in
                 (
                     try row.decode(Int.self, "page_number"), try row.decode(String.self, "text"),
@@ -107,7 +107,7 @@ struct StoryHandlerTests {
         let (request, outcome) = try await story(timeZone: "Europe/Kyiv")
         #expect(outcome.status == .succeeded)
         #expect(outcome.messages.map(\.routingKey) == ["story.generated"])
-        #expect(outcome.result?["storyId"]?.stringValue == request.storyID.uuidString.lowercased())
+        #expect(outcome.result?["storyId"]?.stringValue == request.storyID.description)
         let stored = try await pages(request.storyID)
         // Age group 1's default length, every page waiting for its picture.
         #expect(stored.map(\.number) == Array(1...7))
@@ -119,7 +119,7 @@ struct StoryHandlerTests {
                 SELECT c.name, c.timezone, s.child_name, s.writer FROM stories.stories s
                 JOIN stories.child_profiles c ON c.id = s.child_profile_id WHERE s.id = $1
                 """,
-                [request.storyID]
+                [request.storyID.uuid]
             ).first
         }
         #expect(try profile?.decode(String.self, "timezone") == "Europe/Kyiv")
@@ -134,7 +134,7 @@ struct StoryHandlerTests {
         let profiles = try await pool.withConnection { database in
             try database.query(
                 "SELECT count(DISTINCT child_profile_id)::int AS n FROM stories.stories WHERE id IN ($1, $2)",
-                [request.storyID, second.storyID]
+                [request.storyID.uuid, second.storyID.uuid]
             ).first?.decode(Int.self, "n")
         }
         #expect(profiles == 1)
@@ -189,11 +189,11 @@ struct StoryHandlerTests {
             await rejection(
                 request {
                     $0.childName = nil
-                    $0.childProfileID = UUID()
+                    $0.childProfileID = .random()
                 }
             ) == "child-not-found"
         )
-        #expect(await rejection(request { $0.collectionID = UUID() }) == "collection-not-found")
+        #expect(await rejection(request { $0.collectionID = .random() }) == "collection-not-found")
         // Nothing was stored for the user.
         let stories = try await pool.withConnection { database in
             try database.query("SELECT count(*)::int AS n FROM stories.stories WHERE user_id = $1", [user.uuid])
@@ -230,7 +230,7 @@ struct StoryHandlerTests {
             #expect(
                 path
                     == IllustrationStorage.relativePath(
-                        storyID: generated.storyID,
+                        storyID: generated.storyID.uuid,
                         page: page.number,
                         fileExtension: "svg"
                     )
@@ -256,7 +256,7 @@ struct StoryHandlerTests {
                 UPDATE stories.pages SET illustration_status = 'generating', illustration_job = $2
                 WHERE story_id = $1 AND page_number = 2
                 """,
-                [generated.storyID, other]
+                [generated.storyID.uuid, other]
             )
         }
         let handler = StoryIllustrateHandler(
@@ -274,7 +274,7 @@ struct StoryHandlerTests {
         _ = try await pool.withConnection { database in
             try database.execute(
                 "UPDATE stories.pages SET updated_at = now() - interval '2 minutes' WHERE story_id = $1 AND page_number = 2",
-                [generated.storyID]
+                [generated.storyID.uuid]
             )
         }
         let second = StoryIllustrateRequest(jobID: .random(), userID: generated.userID, storyID: generated.storyID)
@@ -291,7 +291,7 @@ struct StoryHandlerTests {
             storage: try IllustrationStorage(root: Self.storageRoot()),
             logger: RuntimeTestEnvironment.logger
         )
-        for (pages, storyID) in [([4], generated.storyID), ([1, 1], generated.storyID), ([1], UUID())] {
+        for (pages, storyID) in [([4], generated.storyID), ([1, 1], generated.storyID), ([1], StoryID.random())] {
             let request = StoryIllustrateRequest(
                 jobID: .random(),
                 userID: generated.userID,
@@ -373,7 +373,7 @@ struct StoryHandlerTests {
         _ = try await pool.withConnection { database in
             try database.execute(
                 "DELETE FROM stories.pages WHERE story_id = $1 AND page_number = 2",
-                [generated.storyID]
+                [generated.storyID.uuid]
             )
         }
         let handler = StoryIllustrateHandler(
@@ -398,7 +398,7 @@ struct StoryHandlerTests {
 
     // MARK: - story.read
 
-    func readStory(_ story: UUID, at: String, jobID: JobID = .random()) async throws -> JobOutcome {
+    func readStory(_ story: StoryID, at: String, jobID: JobID = .random()) async throws -> JobOutcome {
         let request = StoryReadRequest(
             jobID: jobID,
             userID: try await owner(of: story),
@@ -408,15 +408,15 @@ struct StoryHandlerTests {
         return try await run(read, request, type: .storyRead, jobID: jobID)
     }
 
-    func owner(of story: UUID) async throws -> UserID {
+    func owner(of story: StoryID) async throws -> UserID {
         let owner = try await pool.withConnection { database in
-            try database.query("SELECT user_id FROM stories.stories WHERE id = $1", [story]).first?
+            try database.query("SELECT user_id FROM stories.stories WHERE id = $1", [story.uuid]).first?
                 .decode(UUID.self, "user_id")
         }
         return UserID(try #require(owner))
     }
 
-    func achievements(of story: UUID) async throws -> [String: Bool] {
+    func achievements(of story: StoryID) async throws -> [String: Bool] {
         try await pool.withConnection { database in
             var earned: [String: Bool] = [:]
             for row in try database.query(
@@ -424,7 +424,7 @@ struct StoryHandlerTests {
                 SELECT a.rule_key, a.earned_at IS NOT NULL AS earned FROM stories.achievements a
                 JOIN stories.stories s ON s.child_profile_id = a.child_profile_id WHERE s.id = $1
                 """,
-                [story]
+                [story.uuid]
             ) {
                 earned[try row.decode(String.self, "rule_key")] = try row.decode(Bool.self, "earned")
             }
@@ -439,7 +439,7 @@ struct StoryHandlerTests {
         var earned: [String: [String: Bool]] = [:]
         for zone in ["UTC", "Europe/Kyiv"] {
             let user = UserID.random()
-            var stories: [UUID] = []
+            var stories: [StoryID] = []
             for theme in ["courage", "kindness", "honesty"] {
                 let (request, _) = try await story(user: user, timeZone: zone, theme: theme)
                 stories.append(request.storyID)
@@ -477,13 +477,13 @@ struct StoryHandlerTests {
                         AND a.rule_key = 'first-story') AS earned_by
                 FROM stories.stories s WHERE s.id = $1
                 """,
-                [request.storyID]
+                [request.storyID.uuid]
             ).first
         }
         #expect(try stored?.decode(Int.self, "read_count") == 2)
         #expect(try stored?.decode(Date.self, "last_read_at") == ISO8601.date(from: "2026-11-21T18:00:00Z"))
         #expect(try stored?.decode(Int.self, "first_story") == 1)
-        #expect(try stored?.decode(UUID?.self, "earned_by") == request.storyID)
+        #expect(try stored?.decode(UUID?.self, "earned_by") == request.storyID.uuid)
     }
 
     @Test func readingEveryStoryOfACollectionCompletesIt() async throws {
@@ -499,8 +499,8 @@ struct StoryHandlerTests {
                 [collection, user.uuid]
             )
         }
-        let (first, _) = try await story(user: user, collection: collection)
-        let (second, _) = try await story(user: user, theme: "perseverance", collection: collection)
+        let (first, _) = try await story(user: user, collection: CollectionID(collection))
+        let (second, _) = try await story(user: user, theme: "perseverance", collection: CollectionID(collection))
         func progress() async throws -> Double? {
             try await pool.withConnection { database in
                 try database.query("SELECT completion_progress FROM stories.collections WHERE id = $1", [collection])
@@ -525,7 +525,7 @@ struct StoryHandlerTests {
     }
 
     @Test func aReadingOfAnUnknownStoryOrChildIsRejected() async throws {
-        let missing = StoryReadRequest(jobID: .random(), userID: .random(), storyID: UUID())
+        let missing = StoryReadRequest(jobID: .random(), userID: .random(), storyID: .random())
         await #expect(throws: JobRejection.self) {
             _ = try await run(read, missing, type: .storyRead, jobID: missing.jobID)
         }
@@ -534,7 +534,7 @@ struct StoryHandlerTests {
             jobID: .random(),
             userID: request.userID,
             storyID: request.storyID,
-            childProfileID: UUID()
+            childProfileID: .random()
         )
         await #expect(throws: JobRejection.self) {
             _ = try await run(read, stranger, type: .storyRead, jobID: stranger.jobID)
@@ -549,7 +549,7 @@ struct StoryHandlerTests {
         }
         #expect(try await pages(request.storyID).count == 7)
         let reads = try await pool.withConnection { database in
-            try database.query("SELECT read_count FROM stories.stories WHERE id = $1", [request.storyID]).first?
+            try database.query("SELECT read_count FROM stories.stories WHERE id = $1", [request.storyID.uuid]).first?
                 .decode(Int.self, "read_count")
         }
         #expect(reads == 0)

@@ -312,7 +312,9 @@ final class ConsumerLoop {
         nextReconnectAt = deadline(after: delay)
         logger.info(
             "AMQP consumer reconnecting",
-            metadata: [LogKey.attempt: "\(reconnectAttempt)", LogKey.delayMilliseconds: "\(delay.wholeMilliseconds)"]
+            metadata: [
+                LogKey.reconnectAttempt: "\(reconnectAttempt)", LogKey.delayMilliseconds: "\(delay.wholeMilliseconds)",
+            ]
         )
         shared.eventContinuation.yield(.reconnecting(attempt: reconnectAttempt, delay: delay))
     }

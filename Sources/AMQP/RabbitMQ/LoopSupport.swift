@@ -2,19 +2,24 @@ import CRabbitMQ
 import Foundation
 import Logging
 
-/// The metadata keys this module logs with, defined once.
-enum LogKey {
-    static let url = "amqp.url"
-    static let role = "amqp.role"
-    static let generation = "amqp.generation"
-    static let queue = "amqp.queue"
-    static let queues = "amqp.queues"
-    static let error = "amqp.error"
-    static let attempt = "amqp.attempt"
-    static let delayMilliseconds = "amqp.delay_ms"
-    static let replyCode = "amqp.reply_code"
-    static let count = "amqp.count"
-    static let heartbeat = "amqp.heartbeat_s"
+/// The log metadata keys of the whole package, one type: this module's own (`amqp.*`) here, the
+/// worker runtime's (`job.*`, `error.*`) in an extension in WorkerRuntime, which imports this
+/// module anyway. The broker wrapper stays a leaf (no dependency on the runtime or on a shared
+/// target) and never names the runtime's keys, yet both log the queue under the same `amqp.queue`.
+/// `package`, not `public`: the keys are this package's log schema, not part of the wrapper's API.
+package enum LogKey {
+    package static let url = "amqp.url"
+    package static let role = "amqp.role"
+    package static let generation = "amqp.generation"
+    package static let queue = "amqp.queue"
+    package static let queues = "amqp.queues"
+    package static let error = "amqp.error"
+    /// The number of a connection attempt (the runtime's `attempt` is a job's).
+    package static let reconnectAttempt = "amqp.attempt"
+    package static let delayMilliseconds = "amqp.delay_ms"
+    package static let replyCode = "amqp.reply_code"
+    package static let count = "amqp.count"
+    package static let heartbeat = "amqp.heartbeat_s"
 }
 
 /// Monotonic time in nanoseconds (CLOCK_MONOTONIC; cheap, through the vDSO).

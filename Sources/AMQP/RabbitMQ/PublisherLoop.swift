@@ -528,7 +528,7 @@ final class PublisherLoop {
         logger.info(
             "AMQP publisher reconnecting",
             metadata: [
-                LogKey.attempt: "\(reconnectAttempt)",
+                LogKey.reconnectAttempt: "\(reconnectAttempt)",
                 LogKey.delayMilliseconds: "\(delay.wholeMilliseconds)",
                 LogKey.error: "\(lastError?.description ?? "")",
             ]

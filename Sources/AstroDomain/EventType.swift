@@ -1,0 +1,82 @@
+/// The type of an event: the routing key on the `astro.events` topic exchange.
+///
+/// Every event type of the contract is a constant here, and `all` lists them, so a publisher, a
+/// listener (astroctl waiting for an outcome) and CONTRACT.md cannot disagree on a name.
+public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible,
+    ExpressibleByStringLiteral
+{
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(stringLiteral value: String) { self.rawValue = value }
+    public var description: String { rawValue }
+
+    // chart.calculate
+
+    /// A chart was computed and stored, with its profile (`userId`, `profileId`, `chartId`, `unchanged`).
+    public static let chartCalculated: EventType = "chart.calculated"
+    /// A `chart.calculate` job could not be done (`error`).
+    public static let chartFailed: EventType = "chart.failed"
+
+    // billing.verify-purchase
+
+    /// A verified purchase granted its credits, or had granted them already (`alreadyProcessed`).
+    public static let billingCreditsIssued: EventType = "billing.credits-issued"
+    /// A purchase was refused: not verified, not this user's, revoked… (`error`).
+    public static let billingPurchaseRejected: EventType = "billing.purchase-rejected"
+    /// A `billing.verify-purchase` job could not be done (invalid body, out of retries).
+    public static let billingVerifyPurchaseFailed: EventType = "billing.verify-purchase.failed"
+
+    // report.request and report.generate
+
+    /// A credit was spent on a report; `report.generate` is queued (`reportJobId`).
+    public static let billingCreditConsumed: EventType = "billing.credit-consumed"
+    /// A report is stored (`reportId`), or already was.
+    public static let reportCompleted: EventType = "report.completed"
+    /// No report: no credit to spend, or it could not be written (`error`; a spent credit is refunded).
+    public static let reportFailed: EventType = "report.failed"
+
+    // billing.refund-credit
+
+    /// A consumed credit was given back.
+    public static let billingCreditRefunded: EventType = "billing.credit-refunded"
+    /// A `billing.refund-credit` job could not be done.
+    public static let billingRefundCreditFailed: EventType = "billing.refund-credit.failed"
+
+    // billing.store-notification
+
+    /// An App Store notification was recorded without changing credits.
+    public static let billingNotificationRecorded: EventType = "billing.notification-recorded"
+    /// `REFUND`/`REVOKE`: the purchase's unspent credits were revoked (spent ones became debts).
+    public static let billingCreditsRevoked: EventType = "billing.credits-revoked"
+    /// `REFUND_REVERSED`: revoked credits were restored.
+    public static let billingCreditsRestored: EventType = "billing.credits-restored"
+    /// `CONSUMPTION_REQUEST`: Apple asked for consumption information; it was recorded.
+    public static let billingConsumptionRequested: EventType = "billing.consumption-requested"
+    /// A `billing.store-notification` job could not be done.
+    public static let billingStoreNotificationFailed: EventType = "billing.store-notification.failed"
+
+    // story.generate, story.illustrate and story.read
+
+    /// A story was written and stored with its pages.
+    public static let storyGenerated: EventType = "story.generated"
+    /// A `story.illustrate` job ended: the pages drawn, failed, skipped and unchanged (`error`
+    /// when a page failed).
+    public static let storyIllustrated: EventType = "story.illustrated"
+    /// A reading was recorded, with the new counts and the achievements it earned.
+    public static let storyReadRecorded: EventType = "story.read-recorded"
+    /// A child earned an achievement (one event per achievement, once per child and rule).
+    public static let achievementEarned: EventType = "achievement.earned"
+    /// A story job could not be done (`error`).
+    public static let storyFailed: EventType = "story.failed"
+
+    /// Every event type of the contract, in the order of CONTRACT.md (by the job that publishes it).
+    public static let all: [EventType] = [
+        .chartCalculated, .chartFailed,
+        .billingCreditsIssued, .billingPurchaseRejected, .billingVerifyPurchaseFailed,
+        .billingCreditConsumed, .reportCompleted, .reportFailed,
+        .billingCreditRefunded, .billingRefundCreditFailed,
+        .billingNotificationRecorded, .billingCreditsRevoked, .billingCreditsRestored, .billingConsumptionRequested,
+        .billingStoreNotificationFailed,
+        .storyGenerated, .storyIllustrated, .storyReadRecorded, .achievementEarned, .storyFailed,
+    ]
+}
