@@ -15,7 +15,7 @@ public final class Worker: Sendable {
     public let configuration: WorkerConfiguration
     public let metrics: WorkerMetrics
     private let queues: [String]
-    private let handlers: [AnyJobHandler]
+    private let handlers: [AnyJobHandler<PostgresConnection>]
     private let databaseSetup: DatabaseSetup?
     private let logger: Logger
     private let readiness = ReadinessState()
@@ -138,9 +138,10 @@ public final class Worker: Sendable {
             throw error
         }
 
+        let store = PostgresJobStorage(pool: pool)
         let signal = WakeSignal()
         let relay = OutboxRelay(
-            pool: pool,
+            store: store,
             publisher: publisher,
             signal: signal,
             batchSize: configuration.outboxBatchSize,
@@ -149,7 +150,7 @@ public final class Worker: Sendable {
             logger: logger
         )
         let consumed = handlers.map(\.jobType.rawValue)
-        var consumerService: ConsumerService?
+        var consumerService: ConsumerService<AMQPConsumer, PostgresJobStorage, AMQPPublisher>?
         var consumer: AMQPConsumer?
         if !consumed.isEmpty {
             var consumerConfiguration = configuration.amqp
@@ -164,7 +165,7 @@ public final class Worker: Sendable {
             consumer = amqpConsumer
             let processor = JobProcessor(
                 handlers: handlers,
-                pool: pool,
+                store: store,
                 publisher: publisher,
                 retry: configuration.retryPolicy,
                 metrics: metrics,

@@ -87,7 +87,7 @@ import Glibc
             deliveryTag: 1,
             generation: 1
         )
-        let copy = JobProcessor.copiedProperties(of: original)
+        let copy = DeliveryCopies.properties(of: original)
         #expect(copy.headers.keys.sorted() == [BrokerNames.Header.attempt])
         #expect(copy.contentType == "application/json")
         #expect(copy.messageID == "m-1")
@@ -121,7 +121,7 @@ import Glibc
             deliveryTag: 1,
             generation: 1
         )
-        let copy = JobProcessor.copiedProperties(of: original)
+        let copy = DeliveryCopies.properties(of: original)
         for value in [
             copy.contentType, copy.contentEncoding, copy.correlationID, copy.replyTo, copy.messageID, copy.type,
             copy.appID,
