@@ -127,8 +127,8 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
     /// the jobs' order), then the jobs' statuses and all their outbox messages are recorded in
     /// one statement each — the same rows `commitOne` writes, in a few statements per batch
     /// instead of a few per job.
-    /// - Throws: `JobRejection` (`job-id-reused`); what a handler or the store throws. The
-    ///   transaction then rolls back.
+    /// - Throws: `JobStoreError` when the store's claim leaves a job unanswered; `JobRejection`
+    ///   (`job-id-reused`); what a handler or the store throws. The transaction then rolls back.
     static func commitShared(
         _ work: [PreparedJob<Store.Transaction>],
         claimFor: Duration?,
@@ -170,7 +170,7 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
             run.removeAll(keepingCapacity: true)
         }
         for (index, item) in work.enumerated() {
-            switch claims[item.job.jobID] ?? .alreadyFinished(.succeeded) {
+            switch try Store.claim(of: item.job.jobID, in: claims) {
             case .alreadyFinished(let status):
                 // Another delivery finished it: nothing to write, so the run goes on.
                 results[index] = .duplicate(status)

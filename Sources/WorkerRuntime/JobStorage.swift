@@ -182,12 +182,54 @@ package struct PendingOutboxMessage: Sendable {
     }
 }
 
+/// A job store broke its contract. Classified at the source: see `isTransient`.
+package struct JobStoreError: Error, Sendable, Hashable, RetryClassifiedError, CustomStringConvertible {
+    package enum Code: String, Sendable, Hashable {
+        /// `claim` returned no answer for a job it was asked to claim.
+        case claimMissing = "job-claim-missing"
+    }
+
+    package var code: Code
+    package var jobID: JobID
+
+    package init(code: Code, jobID: JobID) {
+        self.code = code
+        self.jobID = jobID
+    }
+
+    package var failureCode: String { code.rawValue }
+
+    /// A missing claim says nothing about the message: the store's answer was incomplete, the job's
+    /// transaction rolls back with nothing written and the handler's commit has not run. A retry
+    /// claims again from scratch, and the attempts are bounded (MAX_ATTEMPTS), so a store that keeps
+    /// failing still ends with the job dead-lettered and its failed event published. Neither a
+    /// rejection (a valid job dead-lettered for the store's fault) nor a success (a job acknowledged
+    /// that never ran) is true.
+    package var isTransient: Bool { true }
+
+    package var description: String {
+        switch code {
+        case .claimMissing: "the job store returned no claim for job \(jobID); nothing was written"
+        }
+    }
+}
+
 extension JobStorage {
     /// Claims one job's row.
+    /// - Throws: `JobStoreError` (`job-claim-missing`, transient) when the store answers nothing
+    ///   for the job; the store's errors.
     /// - Important: call inside the job's transaction.
     func claim(jobID: JobID, kind: JobType, attempt: Int, in transaction: Transaction) throws -> JobClaim {
-        try claim([JobClaimRequest(jobID: jobID, kind: kind, attempt: attempt)], in: transaction)[jobID]
-            ?? .kindMismatch(existing: JobClaim.anotherService)
+        let claims = try claim([JobClaimRequest(jobID: jobID, kind: kind, attempt: attempt)], in: transaction)
+        return try Self.claim(of: jobID, in: claims)
+    }
+
+    /// The claim of one job in a `claim` answer.
+    /// - Throws: `JobStoreError` (`job-claim-missing`) when the answer has none: the job's row
+    ///   state is unknown, and taking it for finished would acknowledge a job that never ran.
+    static func claim(of jobID: JobID, in claims: [JobID: JobClaim]) throws(JobStoreError) -> JobClaim {
+        guard let claim = claims[jobID] else { throw JobStoreError(code: .claimMissing, jobID: jobID) }
+        return claim
     }
 
     /// The status of a job finished before, when a delivery of a job of `kind` is a duplicate.

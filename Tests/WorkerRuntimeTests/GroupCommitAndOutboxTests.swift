@@ -105,6 +105,64 @@ import WorkerRuntimeTestKit
         #expect(runtime.store.job(jobID(of: delivery))?.status == .queued)
     }
 
+    @Test func aJobTheStoresClaimLeavesUnansweredIsRetriedNotTakenForFinished() async throws {
+        let runtime = InMemoryRuntime(handlers: [handler.handler], retry: testRetryPolicy)
+        let delivery = TestDeliveries.job(TestHandler.jobType, fields: ["events": 1])
+        let id = jobID(of: delivery)
+        runtime.store.omitFromClaims(id)
+
+        await runtime.process(delivery)
+
+        // Before, the missing answer counted as "finished, succeeded": acknowledged as a
+        // duplicate, never run. Now the transaction rolls back and the job is retried.
+        #expect(runtime.acknowledger.settlements == [.ack(deliveryTag: delivery.deliveryTag)])
+        #expect(handler.commits(of: id) == 0)
+        let copy = try #require(runtime.publisher.published(to: BrokerNames.retryExchange).first)
+        #expect(copy.header(BrokerNames.Header.reasonCode) == "job-claim-missing")
+        #expect(copy.header(BrokerNames.Header.attempt) == "1")
+        let row = try #require(runtime.store.job(id))
+        #expect(row.status == .queued)
+        #expect(row.error?.code == "job-claim-missing")
+        #expect(runtime.store.outbox.isEmpty)
+        #expect(runtime.metrics.render().contains("outcome=\"retried\""))
+        #expect(!runtime.metrics.render().contains("outcome=\"duplicate\""))
+
+        // A store that keeps failing so still ends the job visibly: dead after the last attempt.
+        var next = TestDeliveries.redelivery(ofRetry: copy, queue: queue)
+        await runtime.process(next)
+        next = TestDeliveries.redelivery(
+            ofRetry: try #require(runtime.publisher.published(to: BrokerNames.retryExchange).last),
+            queue: queue
+        )
+        await runtime.process(next)
+        #expect(runtime.store.job(id)?.status == .dead)
+        #expect(runtime.store.job(id)?.error?.code == "retries-exhausted")
+        #expect(
+            runtime.store.outbox(of: id).map(\.message.routingKey).contains(TestHandler.jobType.failedEvent.rawValue)
+        )
+    }
+
+    @Test func aJobLeftOutOfABatchsClaimDoesNotTakeItsNeighboursDown() async throws {
+        let runtime = InMemoryRuntime(handlers: [handler.handler], retry: testRetryPolicy)
+        let first = TestDeliveries.job(TestHandler.jobType)
+        let batch = (0..<3).map { _ in TestDeliveries.job(TestHandler.jobType, fields: ["events": 1]) }
+        let lost = jobID(of: batch[1])
+        runtime.store.omitFromClaims(lost)
+
+        try await commitBehindOne(runtime, first: first, others: batch)
+
+        #expect(runtime.acknowledger.settlements.count == 4)
+        #expect(runtime.store.claims.count == 5)
+        for neighbour in [batch[0], batch[2]] {
+            #expect(runtime.store.job(jobID(of: neighbour))?.status == .succeeded)
+            #expect(runtime.store.outbox(of: jobID(of: neighbour)).count == 1)
+        }
+        #expect(handler.commits(of: lost) == 0)
+        #expect(runtime.store.job(lost)?.status == .queued)
+        let copy = try #require(runtime.publisher.published(to: BrokerNames.retryExchange).first)
+        #expect(copy.body == batch[1].body)
+    }
+
     func jobID(of delivery: Delivery) -> JobID {
         let object = try? JSONDecoder().decode([String: JSONValue].self, from: delivery.body)
         return object?["jobId"]?.stringValue.flatMap(JobID.init) ?? JobID.random()

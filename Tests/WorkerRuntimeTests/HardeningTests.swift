@@ -200,6 +200,16 @@ import Glibc
         let long = FailureClassifier.classify(JobRejection(code: "c", message: String(repeating: "x", count: 10_000)))
         #expect(long.jobError.message.count <= FailureClassifier.maximumMessageLength + 1)
     }
+
+    @Test func aClaimTheStoreLeftUnansweredIsTransient() {
+        let jobID = JobID.random()
+        let error = JobStoreError(code: .claimMissing, jobID: jobID)
+        #expect(
+            FailureClassifier.classify(error)
+                == .transient(JobError(code: "job-claim-missing", message: "\(error)"))
+        )
+        #expect("\(error)".contains(jobID.description))
+    }
 }
 
 @Suite struct HealthRequestTests {
