@@ -26,20 +26,20 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
     private let maxBatch: Int
     private let maxCommitters: Int
     private let state = Mutex(State())
-    private let metrics: WorkerMetrics?
-    private let outboxSignal: WakeSignal?
+    private let metrics: WorkerMetrics
+    private let outboxSignal: WakeSignal
 
     /// - Parameters:
     ///   - maxBatch: jobs per transaction at most.
     ///   - maxCommitters: transactions under way at once (each holds a database connection).
-    ///   - outboxSignal: the relay's; committed outbox rows are handed to it already claimed.
-    ///     Without one, rows are left for a relay to claim.
+    ///   - outboxSignal: the relay's; the rows a shared transaction commits to the outbox are
+    ///     handed to it already claimed.
     init(
         store: Store,
         maxBatch: Int,
         maxCommitters: Int,
-        metrics: WorkerMetrics? = nil,
-        outboxSignal: WakeSignal? = nil
+        metrics: WorkerMetrics,
+        outboxSignal: WakeSignal
     ) {
         self.store = store
         self.metrics = metrics
@@ -85,8 +85,8 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
         // A jobId twice in one batch (a redelivery racing the first delivery) must see the first
         // one finished before it claims, so such a batch records each job as it goes.
         let distinct = Set(work.map(\.job.jobID)).count == batch.count
-        // Rows are claimed at insert only when this process's relay will be handed them.
-        let claimFor = outboxSignal == nil ? nil : OutboxRelayLease.standard
+        // Rows are claimed at insert for this process's relay, which is handed them.
+        let claimFor = OutboxRelayLease.standard
         let store = self.store
         do {
             let (results, pending) = try await store.withTransaction { transaction in
@@ -99,8 +99,8 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
                 return (results, [PendingOutboxMessage]())
             }
             // Committed: the relay may publish them now (the jobs' processors wake it).
-            outboxSignal?.handOff(pending)
-            metrics?.recordCommitBatch(jobs: batch.count)
+            outboxSignal.handOff(pending)
+            metrics.recordCommitBatch(jobs: batch.count)
             for (item, result) in zip(batch, results) { item.continuation.resume(returning: result) }
         } catch {
             guard batch.count > 1 else {
@@ -131,7 +131,7 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
     ///   (`job-id-reused`); what a handler or the store throws. The transaction then rolls back.
     static func commitShared(
         _ work: [PreparedJob<Store.Transaction>],
-        claimFor: Duration?,
+        claimFor: Duration,
         store: Store,
         transaction: Store.Transaction
     ) throws -> (results: [JobCommitResult], pending: [PendingOutboxMessage]) {

@@ -32,9 +32,6 @@ package final class ConsumerService<Consumer: DeliverySource, Store: JobStorage,
         self.logger = logger
     }
 
-    /// Jobs being processed right now.
-    var inFlight: Int { tracker.count }
-
     /// Consumes until a graceful shutdown has drained the in-flight jobs and closed the consumer.
     /// - Throws: the consumer's start error when no retry can mend it (credentials, a missing
     ///   queue, a closed consumer).
