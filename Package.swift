@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "AstroDomain", targets: ["AstroDomain"]),
         .library(name: "Ephemeris", targets: ["Ephemeris"]),
         .library(name: "WorkerRuntime", targets: ["WorkerRuntime"]),
+        .library(name: "WorkerRuntimeTestKit", targets: ["WorkerRuntimeTestKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
@@ -74,6 +75,13 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
+        ),
+
+        // In-memory job store, publisher, consumer and acknowledger: the runtime's processor, group
+        // commit, outbox relay and consumer service run against them without servers.
+        .target(
+            name: "WorkerRuntimeTestKit",
+            dependencies: ["WorkerRuntime", "AMQP", "AstroDomain", .product(name: "Logging", package: "swift-log")]
         ),
 
         // The chart-worker's job: validate, compute, store profile and chart.
@@ -223,7 +231,15 @@ let package = Package(
             dependencies: ["ChartEngine", "Ephemeris", "AstroDomain"],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "WorkerRuntimeTests", dependencies: ["WorkerRuntime", "AMQP", "Postgres", "AstroDomain"]),
+        .testTarget(
+            name: "WorkerRuntimeTests",
+            dependencies: [
+                "WorkerRuntime", "WorkerRuntimeTestKit", "AMQP", "Postgres", "AstroDomain",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
+            ]
+        ),
         .testTarget(
             name: "StoreKitVerificationTests",
             dependencies: ["StoreKitVerification", .product(name: "Crypto", package: "swift-crypto")],

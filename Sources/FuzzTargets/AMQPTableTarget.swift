@@ -13,7 +13,7 @@ import Foundation
 /// property flags). What decodes is copied into Swift (`FieldTableDecoder.table`/`.properties`) and every
 /// header value is read as the runtime reads its counters (`DeliveryHeaders.count`). Invariants:
 /// - the properties a worker puts on a retry or dead letter of such a delivery
-///   (`JobProcessor.copiedProperties`) encode (`ScratchPool.basicProperties`, `amqp_encode_properties`)
+///   (`DeliveryCopies.properties`) encode (`ScratchPool.basicProperties`, `amqp_encode_properties`)
 ///   and decode to the same values: otherwise the message can be neither retried nor dead-lettered;
 /// - the decoded table and properties, published again as they are, decode to the same values — unless
 ///   a short string (a table key, a property) no longer fits its 255 bytes, which happens when invalid
@@ -60,7 +60,7 @@ enum AMQPTableTarget {
                 deliveryTag: 1,
                 generation: 1
             )
-            let retry = JobProcessor.copiedProperties(of: delivery)
+            let retry = DeliveryCopies.properties(of: delivery)
             let retryCopy = roundTrip(
                 retry,
                 capacity: capacity,

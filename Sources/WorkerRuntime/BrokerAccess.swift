@@ -130,11 +130,6 @@ public enum BrokerAccess {
     /// A pattern no name matches, for "none at all" (RabbitMQ patterns are PCRE).
     public static let nothing = "^(?!)$"
 
-    /// The topic exchanges whose routing keys topic permissions limit.
-    public static let topicExchanges = [
-        BrokerNames.jobsExchange, BrokerNames.requestsExchange, BrokerNames.retryExchange, BrokerNames.eventsExchange,
-    ]
-
     static func escaped(_ name: String) -> String {
         var result = ""
         for character in name {

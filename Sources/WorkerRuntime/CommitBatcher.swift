@@ -1,6 +1,5 @@
 import AstroDomain
 import Foundation
-import Postgres
 import Synchronization
 
 /// Commits prepared jobs in shared transactions: group commit.
@@ -11,13 +10,10 @@ import Synchronization
 /// and go in together, so under load a flush serves many jobs, while a lone job still commits
 /// at once (no artificial delay). If a shared transaction fails, each of its jobs is committed
 /// again on its own, so one job's constraint violation or rejection never fails its neighbours.
-final class CommitBatcher: Sendable {
+final class CommitBatcher<Store: JobStorage>: Sendable {
     /// One job waiting for its commit.
     struct Item: Sendable {
-        var job: JobEnvelope
-        var handler: AnyJobHandler
-        var prepared: any Sendable
-        var userID: UUID?
+        var work: PreparedJob<Store.Transaction>
         var continuation: CheckedContinuation<JobCommitResult, any Error>
     }
 
@@ -26,26 +22,26 @@ final class CommitBatcher: Sendable {
         var committers = 0
     }
 
-    private let pool: PostgresPool
+    private let store: Store
     private let maxBatch: Int
     private let maxCommitters: Int
     private let state = Mutex(State())
-    private let metrics: WorkerMetrics?
-    private let outboxSignal: WakeSignal?
+    private let metrics: WorkerMetrics
+    private let outboxSignal: WakeSignal
 
     /// - Parameters:
     ///   - maxBatch: jobs per transaction at most.
     ///   - maxCommitters: transactions under way at once (each holds a database connection).
-    ///   - outboxSignal: the relay's; committed outbox rows are handed to it already claimed.
-    ///     Without one, rows are left for a relay to claim.
+    ///   - outboxSignal: the relay's; the rows a shared transaction commits to the outbox are
+    ///     handed to it already claimed.
     init(
-        pool: PostgresPool,
+        store: Store,
         maxBatch: Int,
         maxCommitters: Int,
-        metrics: WorkerMetrics? = nil,
-        outboxSignal: WakeSignal? = nil
+        metrics: WorkerMetrics,
+        outboxSignal: WakeSignal
     ) {
-        self.pool = pool
+        self.store = store
         self.metrics = metrics
         self.outboxSignal = outboxSignal
         self.maxBatch = max(1, maxBatch)
@@ -55,16 +51,9 @@ final class CommitBatcher: Sendable {
     /// Commits the job (its handler's writes, its `jobs` row, its outbox messages) and returns
     /// what the transaction found.
     /// - Throws: the job's own error: `JobRejection` from its handler, or a database error.
-    func commit(
-        job: JobEnvelope,
-        handler: AnyJobHandler,
-        prepared: any Sendable,
-        userID: UUID?
-    ) async throws
-        -> JobCommitResult
-    {
+    func commit(_ work: PreparedJob<Store.Transaction>) async throws -> JobCommitResult {
         try await withCheckedThrowingContinuation { continuation in
-            let item = Item(job: job, handler: handler, prepared: prepared, userID: userID, continuation: continuation)
+            let item = Item(work: work, continuation: continuation)
             let startCommitter = state.withLock { state -> Bool in
                 state.queue.append(item)
                 guard state.committers < maxCommitters else { return false }
@@ -92,31 +81,26 @@ final class CommitBatcher: Sendable {
     }
 
     private func commitBatch(_ batch: [Item]) async {
-        let work = batch.map { ($0.job, $0.handler, $0.prepared, $0.userID) }
+        let work = batch.map(\.work)
         // A jobId twice in one batch (a redelivery racing the first delivery) must see the first
         // one finished before it claims, so such a batch records each job as it goes.
-        let distinct = Set(batch.map(\.job.jobID)).count == batch.count
-        // Rows are claimed at insert only when this process's relay will be handed them.
-        let claimFor = outboxSignal == nil ? nil : OutboxRelay.defaultLease
+        let distinct = Set(work.map(\.job.jobID)).count == batch.count
+        // Rows are claimed at insert for this process's relay, which is handed them.
+        let claimFor = OutboxRelayLease.standard
+        let store = self.store
         do {
-            let (results, pending) = try await pool.withTransaction { database in
+            let (results, pending) = try await store.withTransaction { transaction in
                 if distinct {
-                    return try Self.commitShared(work, claimFor: claimFor, database: database)
+                    return try Self.commitShared(work, claimFor: claimFor, store: store, transaction: transaction)
                 }
-                let results = try work.map { job, handler, prepared, userID in
-                    try Self.commitOne(
-                        job: job,
-                        handler: handler,
-                        prepared: prepared,
-                        userID: userID,
-                        database: database
-                    )
+                let results = try work.map { job in
+                    try Self.commitOne(job, store: store, transaction: transaction)
                 }
-                return (results, [JobStore.PendingMessage]())
+                return (results, [PendingOutboxMessage]())
             }
             // Committed: the relay may publish them now (the jobs' processors wake it).
-            outboxSignal?.handOff(pending)
-            metrics?.recordCommitBatch(jobs: batch.count)
+            outboxSignal.handOff(pending)
+            metrics.recordCommitBatch(jobs: batch.count)
             for (item, result) in zip(batch, results) { item.continuation.resume(returning: result) }
         } catch {
             guard batch.count > 1 else {
@@ -125,16 +109,10 @@ final class CommitBatcher: Sendable {
             }
             // Find the culprit by committing each job alone; the others succeed as usual.
             for item in batch {
-                let (job, handler, prepared, userID) = (item.job, item.handler, item.prepared, item.userID)
+                let job = item.work
                 do {
-                    let result = try await pool.withTransaction { database in
-                        try Self.commitOne(
-                            job: job,
-                            handler: handler,
-                            prepared: prepared,
-                            userID: userID,
-                            database: database
-                        )
+                    let result = try await store.withTransaction { transaction in
+                        try Self.commitOne(job, store: store, transaction: transaction)
                     }
                     item.continuation.resume(returning: result)
                 } catch {
@@ -149,38 +127,41 @@ final class CommitBatcher: Sendable {
     /// the jobs' order), then the jobs' statuses and all their outbox messages are recorded in
     /// one statement each — the same rows `commitOne` writes, in a few statements per batch
     /// instead of a few per job.
+    /// - Throws: `JobStoreError` when the store's claim leaves a job unanswered; `JobRejection`
+    ///   (`job-id-reused`); what a handler or the store throws. The transaction then rolls back.
     static func commitShared(
-        _ work: [(JobEnvelope, AnyJobHandler, any Sendable, UUID?)],
-        claimFor: Duration?,
-        database: PostgresConnection
-    ) throws -> (results: [JobCommitResult], pending: [JobStore.PendingMessage]) {
+        _ work: [PreparedJob<Store.Transaction>],
+        claimFor: Duration,
+        store: Store,
+        transaction: Store.Transaction
+    ) throws -> (results: [JobCommitResult], pending: [PendingOutboxMessage]) {
         var results = [JobCommitResult?](repeating: nil, count: work.count)
-        var finished: [JobStore.Finish] = []
+        var finished: [JobFinish] = []
         var messages: [(message: OutboxMessage, jobID: JobID?)] = []
-        let claims = try JobStore.claim(
-            work.map { job, _, _, _ in (jobID: job.jobID, kind: job.type, attempt: job.attempt) },
-            database: database
+        let claims = try store.claim(
+            work.map { JobClaimRequest(jobID: $0.job.jobID, kind: $0.job.type, attempt: $0.job.attempt) },
+            in: transaction
         )
         // Claimed jobs of one type waiting to be written together: positions in `work`.
         var run: [Int] = []
         func writeRun() throws {
             guard let first = run.first else { return }
-            let outcomes = try work[first].1.commitBatch(
-                run.map { (prepared: work[$0].2, job: work[$0].0) },
-                database
+            let outcomes = try work[first].handler.commitBatch(
+                run.map { (prepared: work[$0].prepared, job: work[$0].job) },
+                transaction
             )
             for (index, outcome) in zip(run, outcomes) {
-                let (job, _, _, userID) = work[index]
+                let job = work[index].job
                 let (status, error) = recorded(outcome)
                 finished.append(
-                    JobStore.Finish(
-                        id: job.jobID.uuid,
-                        kind: job.type.rawValue,
-                        status: status.rawValue,
+                    JobFinish(
+                        jobID: job.jobID,
+                        kind: job.type,
+                        status: status,
                         attempts: job.attempt,
                         result: outcome.result,
                         error: error,
-                        userID: userID
+                        userID: work[index].userID
                     )
                 )
                 messages += outcome.messages.map { (message: $0, jobID: job.jobID) }
@@ -188,87 +169,61 @@ final class CommitBatcher: Sendable {
             }
             run.removeAll(keepingCapacity: true)
         }
-        for (index, (job, handler, _, _)) in work.enumerated() {
-            switch claims[job.jobID] ?? .alreadyFinished(.succeeded) {
+        for (index, item) in work.enumerated() {
+            switch try Store.claim(of: item.job.jobID, in: claims) {
             case .alreadyFinished(let status):
                 // Another delivery finished it: nothing to write, so the run goes on.
                 results[index] = .duplicate(status)
             case .kindMismatch(let existing):
-                throw Self.reused(job, existing: existing)
+                throw Self.reused(item.job, existing: existing)
             case .claimed:
                 // A different job type ends the run: jobs keep their order across types.
-                if let last = run.last, work[last].1.jobType != handler.jobType { try writeRun() }
+                if let last = run.last, work[last].handler.jobType != item.handler.jobType { try writeRun() }
                 run.append(index)
             }
         }
         try writeRun()
-        try JobStore.finish(finished, database: database)
-        let pending = try JobStore.enqueueClaimed(messages, lease: claimFor, database: database)
+        _ = try store.finish(finished, in: transaction)
+        let pending = try store.enqueue(messages, lease: claimFor, in: transaction)
         return (results.map { $0! }, pending)
     }
 
     /// One job's part of a transaction: claim its row, run the handler's writes, record its
     /// status and queue its messages.
+    /// - Throws: as `commitShared`.
     static func commitOne(
-        job: JobEnvelope,
-        handler: AnyJobHandler,
-        prepared: any Sendable,
-        userID: UUID?,
-        database: PostgresConnection
+        _ work: PreparedJob<Store.Transaction>,
+        store: Store,
+        transaction: Store.Transaction
     ) throws -> JobCommitResult {
-        let claim = try JobStore.claim(jobID: job.jobID, kind: job.type, attempt: job.attempt, database: database)
+        let job = work.job
+        let claim = try store.claim(jobID: job.jobID, kind: job.type, attempt: job.attempt, in: transaction)
         let outcome: JobOutcome
         let status: JobStatus
         let error: JobError?
-        switch try run(claim, job, handler, prepared, database) {
-        case .finishedBefore(let finished): return .duplicate(finished)
-        case .ran(let ranOutcome, let ranStatus, let ranError):
-            (outcome, status, error) = (ranOutcome, ranStatus, ranError)
-        }
-        try JobStore.finish(
-            jobID: job.jobID,
-            kind: job.type,
-            status: status,
-            attempts: job.attempt,
-            result: outcome.result,
-            error: error,
-            userID: userID,
-            database: database
-        )
-        try JobStore.enqueue(outcome.messages, jobID: job.jobID, database: database)
-        return .committed(status, messageCount: outcome.messages.count)
-    }
-}
-
-extension CommitBatcher {
-    /// What `run` did with a job.
-    enum Ran {
-        /// Another delivery had finished it (with this status): the handler did not run.
-        case finishedBefore(JobStatus)
-        /// The handler ran: its outcome, and the status and error to record.
-        case ran(JobOutcome, JobStatus, JobError?)
-    }
-
-    /// Runs the handler of a job given its claim.
-    /// - Throws: `JobRejection` (`job-id-reused`) when its id was used for another job type;
-    ///   whatever the handler throws.
-    static func run(
-        _ claim: JobStore.Claim,
-        _ job: JobEnvelope,
-        _ handler: AnyJobHandler,
-        _ prepared: any Sendable,
-        _ database: PostgresConnection
-    ) throws -> Ran {
         switch claim {
-        case .alreadyFinished(let status):
-            return .finishedBefore(status)
+        case .alreadyFinished(let finished):
+            return .duplicate(finished)
         case .kindMismatch(let existing):
             throw reused(job, existing: existing)
         case .claimed:
-            let outcome = try handler.commit(prepared, job, database)
-            let (status, error) = recorded(outcome)
-            return .ran(outcome, status, error)
+            outcome = try work.handler.commit(work.prepared, job, transaction)
+            (status, error) = recorded(outcome)
         }
+        try store.finish(
+            JobFinish(
+                jobID: job.jobID,
+                kind: job.type,
+                status: status,
+                attempts: job.attempt,
+                result: outcome.result,
+                error: error,
+                userID: work.userID
+            ),
+            in: transaction
+        )
+        try store.enqueue(outcome.messages, jobID: job.jobID, in: transaction)
+        return .committed(status, messageCount: outcome.messages.count)
     }
 
     /// The status and error to record for a handler's outcome.
@@ -285,8 +240,24 @@ extension CommitBatcher {
     }
 }
 
+/// A job whose handler prepared it, waiting for its transaction.
+package struct PreparedJob<Transaction>: Sendable {
+    package var job: JobEnvelope
+    package var handler: AnyJobHandler<Transaction>
+    /// What `handler`'s prepare returned for `job`.
+    package var prepared: any Sendable
+    package var userID: UUID?
+
+    package init(job: JobEnvelope, handler: AnyJobHandler<Transaction>, prepared: any Sendable, userID: UUID?) {
+        self.job = job
+        self.handler = handler
+        self.prepared = prepared
+        self.userID = userID
+    }
+}
+
 /// What a job's transaction found.
-enum JobCommitResult: Sendable {
+package enum JobCommitResult: Sendable, Hashable {
     /// Another delivery had already finished the job; nothing was written.
     case duplicate(JobStatus)
     /// Written with this status and this many outbox messages.

@@ -9,24 +9,33 @@ import Synchronization
 /// Graceful shutdown (SIGTERM/SIGINT): stop consuming (basic.cancel), let in-flight jobs finish
 /// within the drain deadline, then close the connection; deliveries not acknowledged by then go
 /// back to their queues for another worker.
-final class ConsumerService: Service, Sendable {
-    private let consumer: AMQPConsumer
-    private let processor: JobProcessor
+package final class ConsumerService<Consumer: DeliverySource, Store: JobStorage, Publisher: MessagePublisher>:
+    Service, Sendable
+{
+    private let consumer: Consumer
+    private let processor: JobProcessor<Store, Publisher>
     private let drainTimeout: Duration
     private let logger: Logger
     private let tracker = InFlightTracker()
 
-    init(consumer: AMQPConsumer, processor: JobProcessor, drainTimeout: Duration, logger: Logger) {
+    /// - Parameter drainTimeout: how long in-flight jobs may run on after a graceful shutdown
+    ///   began; past it they are cancelled unacknowledged (the broker hands them out again).
+    package init(
+        consumer: Consumer,
+        processor: JobProcessor<Store, Publisher>,
+        drainTimeout: Duration,
+        logger: Logger
+    ) {
         self.consumer = consumer
         self.processor = processor
         self.drainTimeout = drainTimeout
         self.logger = logger
     }
 
-    /// Jobs being processed right now.
-    var inFlight: Int { tracker.count }
-
-    func run() async throws {
+    /// Consumes until a graceful shutdown has drained the in-flight jobs and closed the consumer.
+    /// - Throws: the consumer's start error when no retry can mend it (credentials, a missing
+    ///   queue, a closed consumer).
+    package func run() async throws {
         guard try await startConsuming() else {
             logger.info("shutdown requested before the consumer could start")
             return

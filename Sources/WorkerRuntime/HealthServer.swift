@@ -286,15 +286,6 @@ public final class HealthServer: Service, Sendable {
         router(path) ?? Response(status: 404, body: "not found: try /healthz, /readyz or /metrics\n")
     }
 
-    /// The response to a raw request (tests).
-    func respond(to request: String) -> Response {
-        switch HealthRequest.parse(Array(request.utf8)) {
-        case .request(_, let path): respond(path: path)
-        case .invalid(let status, let reason): Response(status: status, body: reason + "\n")
-        case .incomplete: Response(status: 400, body: "incomplete request\n")
-        }
-    }
-
     static func encode(_ response: Response, head: Bool) -> [UInt8] {
         let text =
             "HTTP/1.1 \(response.status) \(reason(response.status))\r\n"

@@ -6,13 +6,52 @@ import Postgres
 import UUIDText
 
 /// A handler with its prepared value's type erased, so one consumer can serve several job types.
-struct AnyJobHandler: Sendable {
-    let jobType: JobType
+///
+/// `Transaction` is what its commit writes through: the job store's (`JobStorage.Transaction`),
+/// `PostgresConnection` for every `JobHandler`.
+package struct AnyJobHandler<Transaction>: Sendable {
+    package let jobType: JobType
     let prepare: @Sendable (JobEnvelope) async throws -> any Sendable
-    let commit: @Sendable (any Sendable, JobEnvelope, PostgresConnection) throws -> JobOutcome
-    let commitBatch: @Sendable ([(prepared: any Sendable, job: JobEnvelope)], PostgresConnection) throws -> [JobOutcome]
+    let commit: @Sendable (any Sendable, JobEnvelope, Transaction) throws -> JobOutcome
+    let commitBatch: @Sendable ([(prepared: any Sendable, job: JobEnvelope)], Transaction) throws -> [JobOutcome]
     let compensation: @Sendable (JobEnvelope, JobError) -> [OutboxMessage]
 
+    /// A handler from closures, for a store whose transaction is not a `PostgresConnection` (an
+    /// in-memory store's test handlers). A batch is committed one job after another.
+    /// - Parameters:
+    ///   - prepare: as `JobHandler.prepare`.
+    ///   - commit: as `JobHandler.commit`, given what `prepare` returned for the job.
+    ///   - compensation: as `JobHandler.compensation(for:error:)`.
+    package init<Prepared: Sendable>(
+        jobType: JobType,
+        prepare: @escaping @Sendable (JobEnvelope) async throws -> Prepared,
+        commit: @escaping @Sendable (Prepared, JobEnvelope, Transaction) throws -> JobOutcome,
+        compensation: @escaping @Sendable (JobEnvelope, JobError) -> [OutboxMessage] = { _, _ in [] }
+    ) {
+        self.jobType = jobType
+        self.prepare = { job in try await prepare(job) }
+        self.compensation = compensation
+        @Sendable func commitOne(
+            _ prepared: any Sendable,
+            _ job: JobEnvelope,
+            _ transaction: Transaction
+        ) throws
+            -> JobOutcome
+        {
+            guard let prepared = prepared as? Prepared else {
+                preconditionFailure("prepared value of a \(jobType) handler has the wrong type")
+            }
+            return try commit(prepared, job, transaction)
+        }
+        self.commit = commitOne
+        self.commitBatch = { batch, transaction in
+            try batch.map { try commitOne($0.prepared, $0.job, transaction) }
+        }
+    }
+}
+
+extension AnyJobHandler where Transaction == PostgresConnection {
+    /// A `JobHandler`, whose commit writes through the job's PostgreSQL transaction.
     init<Handler: JobHandler>(_ handler: Handler) {
         jobType = handler.jobType
         prepare = { job in try await handler.prepare(job) }
@@ -51,14 +90,18 @@ struct BatchOutcomeMismatch: Error, CustomStringConvertible {
 }
 
 /// How one delivery is settled with the broker.
-protocol DeliveryAcknowledger: Sendable {
+package protocol DeliveryAcknowledger: Sendable {
+    /// Acknowledges the delivery: its message is done.
+    /// - Throws: `AMQPError` (`.staleDelivery` when it came on an earlier connection, `.closed`).
     func ack(_ delivery: Delivery) async throws(AMQPError)
+    /// Returns the delivery to its queue (`requeue`) or has the broker dead-letter it.
+    /// - Throws: as `ack`.
     func nack(_ delivery: Delivery, requeue: Bool) async throws(AMQPError)
 }
 
 extension AMQPConsumer: DeliveryAcknowledger {
-    func ack(_ delivery: Delivery) async throws(AMQPError) { try await ack(delivery, multiple: false) }
-    func nack(_ delivery: Delivery, requeue: Bool) async throws(AMQPError) {
+    package func ack(_ delivery: Delivery) async throws(AMQPError) { try await ack(delivery, multiple: false) }
+    package func nack(_ delivery: Delivery, requeue: Bool) async throws(AMQPError) {
         try await nack(delivery, multiple: false, requeue: requeue)
     }
 }
@@ -69,24 +112,33 @@ extension AMQPConsumer: DeliveryAcknowledger {
 /// Ordering guarantees: a delivery is acknowledged only after what it decided is durable —
 /// the job's transaction committed (its events are then in the outbox), or its retry copy or
 /// dead letter was confirmed by the broker.
-final class JobProcessor: Sendable {
-    private let handlers: [String: AnyJobHandler]
-    private let pool: PostgresPool
-    private let publisher: AMQPPublisher
+///
+/// The database and the broker come in through `JobStorage` and `MessagePublisher`: in a worker
+/// they are PostgreSQL and RabbitMQ (`PostgresJobStorage`, `AMQPPublisher`); the
+/// `WorkerRuntimeTestKit` has in-memory ones.
+package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>: Sendable {
+    private let handlers: [String: AnyJobHandler<Store.Transaction>]
+    private let store: Store
+    private let publisher: Publisher
     private let retry: RetryPolicy
     private let metrics: WorkerMetrics
     private let logger: Logger
     private let outboxSignal: WakeSignal
-    private let batcher: CommitBatcher
+    private let batcher: CommitBatcher<Store>
     private let deliveryLimit: Int
 
-    /// - Parameter deliveryLimit: deliveries of one message without an outcome after which it
-    ///   is dead-lettered with `delivery-limit` instead of run again (a message that crashes
-    ///   its worker each time).
-    init(
-        handlers: [AnyJobHandler],
-        pool: PostgresPool,
-        publisher: AMQPPublisher,
+    /// - Parameters:
+    ///   - handlers: one per queue consumed (a queue's name is its job type).
+    ///   - outboxSignal: the relay's: committed outbox rows are handed to it, and it is woken.
+    ///   - commitBatchSize: jobs per shared transaction at most (group commit).
+    ///   - committers: shared transactions under way at once.
+    ///   - deliveryLimit: deliveries of one message without an outcome after which it is
+    ///     dead-lettered with `delivery-limit` instead of run again (a message that crashes its
+    ///     worker each time).
+    package init(
+        handlers: [AnyJobHandler<Store.Transaction>],
+        store: Store,
+        publisher: Publisher,
         retry: RetryPolicy,
         metrics: WorkerMetrics,
         logger: Logger,
@@ -97,14 +149,14 @@ final class JobProcessor: Sendable {
     ) {
         self.deliveryLimit = max(1, deliveryLimit)
         self.batcher = CommitBatcher(
-            pool: pool,
+            store: store,
             maxBatch: commitBatchSize,
             maxCommitters: committers,
             metrics: metrics,
             outboxSignal: outboxSignal
         )
         self.handlers = Dictionary(handlers.map { ($0.jobType.rawValue, $0) }, uniquingKeysWith: { first, _ in first })
-        self.pool = pool
+        self.store = store
         self.publisher = publisher
         self.retry = retry
         self.metrics = metrics
@@ -114,7 +166,7 @@ final class JobProcessor: Sendable {
 
     /// Processes one delivery and settles it with the broker. Never throws: every failure is
     /// sorted into an outcome, so a worker never crashes on a message.
-    func process(_ delivery: Delivery, acknowledger: some DeliveryAcknowledger) async {
+    package func process(_ delivery: Delivery, acknowledger: some DeliveryAcknowledger) async {
         let started = ContinuousClock.now
         let queue = delivery.queue
         var logger = self.logger
@@ -188,9 +240,7 @@ final class JobProcessor: Sendable {
             //    duplicate all the same, the job's transaction finds the finished row and writes
             //    nothing.)
             if delivery.redelivered || attempt > 1,
-                let status = try await pool.withConnection({
-                    try JobStore.finishedBefore(head.jobID, kind: handler.jobType, database: $0)
-                })
+                let status = try await finishedBefore(head.jobID, kind: handler.jobType)
             {
                 logger.debug("job already finished; duplicate acknowledged", metadata: [LogKey.status: "\(status)"])
                 metrics.recordJob(queue: queue, outcome: .duplicate)
@@ -203,7 +253,9 @@ final class JobProcessor: Sendable {
 
             // 4. The work, the job's row and its outbox messages: one transaction, shared with
             //    other jobs ready at the same moment (group commit).
-            let result = try await batcher.commit(job: job, handler: handler, prepared: prepared, userID: head.userID)
+            let result = try await batcher.commit(
+                PreparedJob(job: job, handler: handler, prepared: prepared, userID: head.userID)
+            )
             switch result {
             case .duplicate(let status):
                 logger.debug(
@@ -315,10 +367,10 @@ final class JobProcessor: Sendable {
     private func countDelivery(_ delivery: Delivery, logger: Logger) async -> Int {
         // A redelivered message was delivered at least once before.
         let least = delivery.redelivered ? 2 : 1
-        let (queue, body) = (delivery.queue, delivery.body)
+        let (store, queue, body) = (self.store, delivery.queue, delivery.body)
         do {
-            return try await pool.withConnection { database in
-                try JobStore.countDelivery(queue: queue, body: body, atLeast: least, database: database)
+            return try await store.withConnection { transaction in
+                try store.countDelivery(queue: queue, body: body, atLeast: least, in: transaction)
             }
         } catch {
             logger.debug("delivery not counted", metadata: [LogKey.reason: "\(error)"])
@@ -345,9 +397,7 @@ final class JobProcessor: Sendable {
         // A message whose job is already finished is a duplicate (a redelivery whose
         // acknowledgement was lost, or a copy reusing a finished job's id): nothing to quarantine.
         if let head, let handler = handlers[delivery.queue],
-            let status = try? await pool.withConnection({
-                try JobStore.finishedBefore(head.jobID, kind: handler.jobType, database: $0)
-            })
+            let status = try? await finishedBefore(head.jobID, kind: handler.jobType)
         {
             logger.info(
                 "job already finished; over-delivered duplicate acknowledged",
@@ -475,7 +525,7 @@ final class JobProcessor: Sendable {
 
         let delay = retry.jitteredDelay(afterAttempt: job.attempt, random: Double.random(in: 0..<1))
         let step = retry.step(afterAttempt: job.attempt)
-        var properties = Self.copiedProperties(of: delivery)
+        var properties = DeliveryCopies.properties(of: delivery)
         properties.headers[BrokerNames.Header.attempt] = .int(Int64(job.attempt))
         properties.headers[BrokerNames.Header.reasonCode] = .string(failure.code)
         properties.headers[BrokerNames.Header.reasonMessage] = .string(String(failure.message.prefix(500)))
@@ -511,13 +561,18 @@ final class JobProcessor: Sendable {
         metrics.recordJob(queue: delivery.queue, outcome: .retried)
         metrics.recordRetry(queue: delivery.queue)
         // Best effort: `astroctl job` shows the attempt; the retry does not depend on it.
-        let jobID = job.jobID
-        let type = job.type
-        let attempt = job.attempt
-        _ = try? await pool.withConnection { database in
-            try JobStore.recordAttempt(jobID: jobID, kind: type, attempt: attempt, error: failure, database: database)
+        let (store, jobID, type, attempt) = (self.store, job.jobID, job.type, job.attempt)
+        _ = try? await store.withConnection { transaction in
+            try store.recordAttempt(jobID: jobID, kind: type, attempt: attempt, error: failure, in: transaction)
         }
         await settle(delivery, acknowledger: acknowledger, logger: logger)
+    }
+
+    /// Whether a job of `kind` finished before (a duplicate delivery): its status if so.
+    /// - Throws: the store's errors.
+    private func finishedBefore(_ jobID: JobID, kind: JobType) async throws -> JobStatus? {
+        let store = self.store
+        return try await store.withConnection { try store.finishedBefore(jobID, kind: kind, in: $0) }
     }
 
     /// What `recordDeadJob` wrote.
@@ -544,33 +599,34 @@ final class JobProcessor: Sendable {
         let event = try OutboxMessage.event(JobEvent(jobID: job.jobID, type: job.type.failedEvent, error: error))
         let deadLetter =
             sendDeadLetter
-            ? [Self.deadLetter(of: delivery, code: error.code, message: error.message, attempt: job.attempt)] : []
+            ? [DeliveryCopies.deadLetter(of: delivery, code: error.code, message: error.message, attempt: job.attempt)]
+            : []
         // What the handler undoes for a job that will never succeed (a refund), committed with the
         // dead row so it can be neither lost nor sent twice.
         let compensation = handlers[delivery.queue]?.compensation(job, error) ?? []
-        let jobID = job.jobID
-        let type = job.type
-        let attempt = job.attempt
-        return try await pool.withTransaction { database in
-            let written = try JobStore.finish(
-                jobID: jobID,
-                kind: type,
-                status: .dead,
-                attempts: attempt,
-                result: nil,
-                error: error,
-                userID: userID,
-                database: database
+        let (store, jobID, type, attempt) = (self.store, job.jobID, job.type, job.attempt)
+        return try await store.withTransaction { transaction in
+            let written = try store.finish(
+                JobFinish(
+                    jobID: jobID,
+                    kind: type,
+                    status: .dead,
+                    attempts: attempt,
+                    result: nil,
+                    error: error,
+                    userID: userID
+                ),
+                in: transaction
             )
             if written {
-                try JobStore.enqueue(compensation + deadLetter + [event], jobID: jobID, database: database)
+                try store.enqueue(compensation + deadLetter + [event], jobID: jobID, in: transaction)
                 return .recorded
             }
-            switch try JobStore.unclaimed(jobID, kind: type, database: database) {
+            switch try store.unclaimed(jobID, kind: type, in: transaction) {
             case .alreadyFinished(let status):
                 return .finishedBefore(status)
             case .kindMismatch, .claimed:
-                try JobStore.enqueue(deadLetter, jobID: jobID, database: database)
+                try store.enqueue(deadLetter, jobID: jobID, in: transaction)
                 return .reusedID
             }
         }
@@ -581,9 +637,9 @@ final class JobProcessor: Sendable {
     /// message's deliveries is taken back (best effort).
     private func giveBack(_ delivery: Delivery, after pause: Duration, acknowledger: some DeliveryAcknowledger) async {
         if delivery.redelivered {
-            let (queue, body) = (delivery.queue, delivery.body)
-            _ = try? await pool.withConnection { database in
-                try JobStore.uncountDelivery(queue: queue, body: body, database: database)
+            let (store, queue, body) = (self.store, delivery.queue, delivery.body)
+            _ = try? await store.withConnection { transaction in
+                try store.uncountDelivery(queue: queue, body: body, in: transaction)
             }
         }
         try? await Task.sleep(for: pause)
@@ -600,13 +656,13 @@ final class JobProcessor: Sendable {
     ) async
         -> Bool
     {
-        let deadLetter = Self.deadLetter(
+        let deadLetter = DeliveryCopies.deadLetter(
             of: delivery,
             code: rejection.code,
             message: rejection.message,
             attempt: attempt
         )
-        var properties = Self.copiedProperties(of: delivery)
+        var properties = DeliveryCopies.properties(of: delivery)
         for (key, value) in deadLetter.headers { properties.headers[key] = .string(value) }
         let message = OutgoingMessage(
             exchange: deadLetter.exchange,
@@ -624,13 +680,33 @@ final class JobProcessor: Sendable {
         }
     }
 
+    /// Acknowledges after the outcome is durable. A delivery from a connection that has since
+    /// dropped cannot be acknowledged; the broker redelivers it and the idempotency check
+    /// settles it then, so that is not an error.
+    private func settle(_ delivery: Delivery, acknowledger: some DeliveryAcknowledger, logger: Logger) async {
+        do {
+            try await acknowledger.ack(delivery)
+        } catch  where error.kind == .staleDelivery || error.kind == .closed {
+            logger.info("delivery outlived its connection; the redelivery will be recognised as done")
+        } catch {
+            logger.warning(
+                "acknowledgement failed; the message will be redelivered",
+                metadata: [LogKey.reason: "\(error)"]
+            )
+        }
+    }
+
+}
+
+/// The copies of a delivery the runtime publishes itself: retry copies and dead letters.
+enum DeliveryCopies {
     /// The properties a retry copy or dead letter of a delivery carries: the identifying ones
     /// (content type and encoding, message, correlation and app ids, type, reply-to) and the
     /// runtime's own `x-astro-*` headers, persistent. Everything else a publisher set stays
     /// behind: `CC`/`BCC` headers would make the broker route the worker's copy to queues of the
     /// publisher's choosing, and a sender's timestamp or header tables could make the copy
     /// impossible to encode.
-    static func copiedProperties(of delivery: Delivery) -> MessageProperties {
+    static func properties(of delivery: Delivery) -> MessageProperties {
         let original = delivery.properties
         var headers: AMQPTable = [:]
         for key in [BrokerNames.Header.attempt, BrokerNames.Header.originalQueue] {
@@ -674,23 +750,6 @@ final class JobProcessor: Sendable {
             mandatory: true
         )
     }
-
-    /// Acknowledges after the outcome is durable. A delivery from a connection that has since
-    /// dropped cannot be acknowledged; the broker redelivers it and the idempotency check
-    /// settles it then, so that is not an error.
-    private func settle(_ delivery: Delivery, acknowledger: some DeliveryAcknowledger, logger: Logger) async {
-        do {
-            try await acknowledger.ack(delivery)
-        } catch  where error.kind == .staleDelivery || error.kind == .closed {
-            logger.info("delivery outlived its connection; the redelivery will be recognised as done")
-        } catch {
-            logger.warning(
-                "acknowledgement failed; the message will be redelivered",
-                metadata: [LogKey.reason: "\(error)"]
-            )
-        }
-    }
-
 }
 
 /// The fields every job body has, read before the handler decodes its own payload.

@@ -8,62 +8,25 @@ import UUIDText
 /// - Important: every method runs synchronously on the connection's thread, inside the
 ///   caller's transaction where noted.
 enum JobStore {
-    /// A job's row as the idempotency checks need it.
-    struct Recorded: Sendable, Equatable {
-        var status: JobStatus
-        var kind: String
-    }
-
     /// The recorded status and type of a job, if it has a row the connection's role may see (a
     /// worker on its own role sees only its service's job types).
-    static func recorded(_ jobID: JobID, database: PostgresConnection) throws -> Recorded? {
+    static func recorded(_ jobID: JobID, database: PostgresConnection) throws -> RecordedJob? {
         let rows = try database.query("SELECT status, kind FROM jobs WHERE id = $1", [jobID.uuid])
         guard let row = rows.first else { return nil }
-        return Recorded(
+        return RecordedJob(
             // (The table's CHECK allows only known statuses.)
             status: JobStatus(rawValue: try row.decode(String.self, "status")) ?? .queued,
             kind: try row.decode(String.self, "kind")
         )
     }
 
-    /// Whether a delivery of a job of `kind` is a duplicate of one already finished: the job's
-    /// row is terminal and of the same type (a row of another type is a reused id, not a
-    /// duplicate).
-    static func finishedBefore(_ jobID: JobID, kind: JobType, database: PostgresConnection) throws -> JobStatus? {
-        guard let row = try recorded(jobID, database: database), row.kind == kind.rawValue, row.status.isTerminal
-        else { return nil }
-        return row.status
-    }
-
-    /// What a job's transaction found when it claimed the job's row.
-    enum Claim {
-        /// The row is ours (new, or left non-terminal by an earlier attempt) and locked.
-        case claimed
-        /// Another delivery already finished this job: do nothing.
-        case alreadyFinished(JobStatus)
-        /// The jobId was used before for a job of another type.
-        case kindMismatch(existing: String)
-    }
-
-    /// Inserts the job's row, or takes over the row an unfinished earlier attempt left, in one
-    /// statement that also locks it: two deliveries of one jobId serialize on the row, and the
-    /// second, once the first has committed, finds it finished and writes nothing.
-    /// - Important: call inside the job's transaction.
-    static func claim(jobID: JobID, kind: JobType, attempt: Int, database: PostgresConnection) throws -> Claim {
-        try claim([(jobID: jobID, kind: kind, attempt: attempt)], database: database)[jobID]
-            ?? .kindMismatch(existing: anotherService)
-    }
-
-    /// What a claim reports for a row it cannot see: one of another service's job types.
-    static let anotherService = "another service's"
-
-    /// `claim` for several jobs (distinct ids) in one statement: the claim of each job id, in
-    /// any order. Rows are locked in id order, so two such statements cannot deadlock.
+    /// Inserts the jobs' rows (distinct ids), or takes over the rows unfinished earlier attempts
+    /// left, in one statement that also locks them: two deliveries of one jobId serialize on the
+    /// row, and the second, once the first has committed, finds it finished and writes nothing.
+    /// Rows are locked in id order, so two such statements cannot deadlock.
+    /// - Returns: the claim of every job, in any order.
     /// - Important: call inside the jobs' transaction.
-    static func claim(
-        _ jobs: [(jobID: JobID, kind: JobType, attempt: Int)],
-        database: PostgresConnection
-    ) throws -> [JobID: Claim] {
+    static func claim(_ jobs: [JobClaimRequest], database: PostgresConnection) throws -> [JobID: JobClaim] {
         guard !jobs.isEmpty else { return [:] }
         let rows = JSONValue.array(
             jobs.map {
@@ -87,73 +50,15 @@ enum JobStore {
         )
         // (The kind test comes before row-level security's check of the existing row, so a row
         // of another service's job type is passed over here instead of failing the statement.)
-        var claims: [JobID: Claim] = [:]
+        var claims: [JobID: JobClaim] = [:]
         for row in claimed {
             claims[JobID(try row.decode(UUID.self, "id"))] = .claimed
         }
         // Not claimed: the row is finished, or belongs to a job of another type.
         for job in jobs where claims[job.jobID] == nil {
-            claims[job.jobID] = try unclaimed(job.jobID, kind: job.kind, database: database)
+            claims[job.jobID] = JobClaim.unclaimed(try recorded(job.jobID, database: database), kind: job.kind)
         }
         return claims
-    }
-
-    /// Why a job's row was not claimed (or not finished): finished before, or another job's.
-    static func unclaimed(_ jobID: JobID, kind: JobType, database: PostgresConnection) throws -> Claim {
-        guard let row = try recorded(jobID, database: database) else { return .kindMismatch(existing: anotherService) }
-        if row.kind != kind.rawValue { return .kindMismatch(existing: row.kind) }
-        return .alreadyFinished(row.status)
-    }
-
-    /// Records the job's final status, result and error.
-    /// - Returns: whether the row was written; not when it is already finished or belongs to a
-    ///   job of another type (which this never overwrites).
-    /// - Important: call inside the job's transaction, after `claim`.
-    @discardableResult
-    static func finish(
-        jobID: JobID,
-        kind: JobType,
-        status: JobStatus,
-        attempts: Int,
-        result: JSONValue?,
-        error: JobError?,
-        userID: UUID?,
-        database: PostgresConnection
-    ) throws -> Bool {
-        try !finish(
-            [
-                Finish(
-                    id: jobID.uuid,
-                    kind: kind.rawValue,
-                    status: status.rawValue,
-                    attempts: attempts,
-                    result: result,
-                    error: error,
-                    userID: userID
-                )
-            ],
-            database: database
-        ).isEmpty
-    }
-
-    /// One claimed job's end, for `finish(_:database:)`.
-    struct Finish: Sendable {
-        var id: UUID
-        var kind: String
-        var status: String
-        var attempts: Int
-        var result: JSONValue?
-        var error: JobError?
-        var userID: UUID?
-
-        var jsonValue: JSONValue {
-            [
-                "id": .string(id.lowercasedText), "kind": .string(kind), "status": .string(status),
-                "attempts": .number(Double(attempts)),
-                "result": result ?? .null, "error": error?.jsonValue ?? .null,
-                "user_id": userID.map { .string($0.lowercasedText) } ?? .null,
-            ]
-        }
     }
 
     /// Records the end of several jobs, in one statement (the row is created if an earlier
@@ -162,10 +67,19 @@ enum JobStore {
     /// reusing a finished job's id never rewrites that job's outcome.
     /// - Returns: the ids of the rows written.
     /// - Important: call inside the jobs' transaction.
-    @discardableResult
-    static func finish(_ jobs: [Finish], database: PostgresConnection) throws -> Set<UUID> {
+    static func finish(_ jobs: [JobFinish], database: PostgresConnection) throws -> Set<JobID> {
         guard !jobs.isEmpty else { return [] }
-        let rows = JSONValue.array(jobs.map(\.jsonValue)).jsonString()
+        let rows = JSONValue.array(
+            jobs.map { job in
+                [
+                    "id": .string(job.jobID.uuid.lowercasedText), "kind": .string(job.kind.rawValue),
+                    "status": .string(job.status.rawValue), "attempts": .number(Double(job.attempts)),
+                    "result": job.result ?? .null, "error": job.error?.jsonValue ?? .null,
+                    "user_id": job.userID.map { .string($0.lowercasedText) } ?? .null,
+                ]
+            }
+        )
+        .jsonString()
         // INSERT … ON CONFLICT finds each row through the primary key whatever the statistics
         // say; an UPDATE … FROM the recordset was planned, while the table was small, as a scan
         // of all of jobs, and its cached plan kept scanning as the table grew.
@@ -184,7 +98,7 @@ enum JobStore {
             """,
             [rows]
         )
-        return Set(try written.map { try $0.decode(UUID.self, "id") })
+        return Set(try written.map { JobID(try $0.decode(UUID.self, "id")) })
     }
 
     /// Records a failed attempt that will be retried (best effort; the retry does not depend on it).
@@ -240,12 +154,6 @@ enum JobStore {
         )
     }
 
-    /// Adds messages to the outbox; the relay publishes them once the transaction commits.
-    /// - Important: call inside the job's transaction.
-    static func enqueue(_ messages: [OutboxMessage], jobID: JobID?, database: PostgresConnection) throws {
-        _ = try enqueueClaimed(messages.map { (message: $0, jobID: jobID) }, lease: nil, database: database)
-    }
-
     /// Adds the messages of several jobs to the outbox in one statement, in the given order,
     /// claimed for `lease` by this process's relay, to which the caller hands the returned rows
     /// once the transaction has committed (no second statement to claim them). Should this
@@ -256,7 +164,7 @@ enum JobStore {
         _ messages: [(message: OutboxMessage, jobID: JobID?)],
         lease: Duration?,
         database: PostgresConnection
-    ) throws -> [PendingMessage] {
+    ) throws -> [PendingOutboxMessage] {
         guard !messages.isEmpty else { return [] }
         let rows = JSONValue.array(
             messages.enumerated().map { index, item in
@@ -294,7 +202,7 @@ enum JobStore {
         }
         .sorted { $0.id < $1.id }
         return zip(ids, messages).map { row, item in
-            PendingMessage(
+            PendingOutboxMessage(
                 id: row.id,
                 messageID: row.messageID,
                 message: item.message,
@@ -304,18 +212,10 @@ enum JobStore {
         }
     }
 
-    /// A claimed outbox row.
-    struct PendingMessage: Sendable {
-        var id: Int64
-        var messageID: UUID
-        var message: OutboxMessage
-        var contentType: String
-        var jobID: UUID?
-    }
-
     /// Claims up to `limit` unsent rows for `lease` (rows another relay claimed and did not
     /// finish within its lease become claimable again), oldest first.
-    static func claimPending(limit: Int, lease: Duration, database: PostgresConnection) throws -> [PendingMessage] {
+    static func claimPending(limit: Int, lease: Duration, database: PostgresConnection) throws -> [PendingOutboxMessage]
+    {
         let rows = try database.query(
             """
             UPDATE outbox SET claimed_until = now() + make_interval(secs => $2), claimed_by_pid = NULL
@@ -332,7 +232,7 @@ enum JobStore {
             [limit, lease.seconds]
         )
         return try rows.map { row in
-            PendingMessage(
+            PendingOutboxMessage(
                 id: try row.decode(Int64.self, "id"),
                 messageID: try row.decode(UUID.self, "message_id"),
                 message: OutboxMessage(

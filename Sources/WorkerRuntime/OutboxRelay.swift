@@ -2,7 +2,6 @@ import AMQP
 import AstroDomain
 import Foundation
 import Logging
-import Postgres
 import ServiceLifecycle
 import UUIDText
 
@@ -13,12 +12,9 @@ import UUIDText
 /// `FOR UPDATE SKIP LOCKED`, so several relays share the work without publishing a row twice
 /// in the normal case; a relay that dies mid-batch only delays its rows until the lease ends,
 /// after which another relay publishes them (at-least-once: consumers dedupe by jobId).
-public final class OutboxRelay: Service, Sendable {
-    /// How long a claimed row is this relay's before another may publish it.
-    static let defaultLease: Duration = .seconds(30)
-
-    private let pool: PostgresPool
-    private let publisher: AMQPPublisher
+package final class OutboxRelay<Store: JobStorage, Publisher: MessagePublisher>: Service, Sendable {
+    private let store: Store
+    private let publisher: Publisher
     private let signal: WakeSignal
     private let batchSize: Int
     private let pollInterval: Duration
@@ -26,17 +22,22 @@ public final class OutboxRelay: Service, Sendable {
     private let metrics: WorkerMetrics
     private let logger: Logger
 
-    init(
-        pool: PostgresPool,
-        publisher: AMQPPublisher,
+    /// - Parameters:
+    ///   - signal: wakes the relay; the processor's commits hand it their rows through it.
+    ///   - batchSize: rows published (and claimed) per round at most.
+    ///   - pollInterval: how often to look for rows nobody handed over (another process's).
+    ///   - lease: how long a claimed row is this relay's before another may publish it.
+    package init(
+        store: Store,
+        publisher: Publisher,
         signal: WakeSignal,
         batchSize: Int,
         pollInterval: Duration,
         metrics: WorkerMetrics,
         logger: Logger,
-        lease: Duration = OutboxRelay.defaultLease
+        lease: Duration = OutboxRelayLease.standard
     ) {
-        self.pool = pool
+        self.store = store
         self.publisher = publisher
         self.signal = signal
         self.batchSize = batchSize
@@ -47,7 +48,7 @@ public final class OutboxRelay: Service, Sendable {
     }
 
     /// Relays until graceful shutdown, then flushes what is pending once more and returns.
-    public func run() async throws {
+    package func run() async throws {
         let signal = self.signal
         let pollInterval = self.pollInterval
         // A ticker task turns the poll interval into wake-ups, so one loop serves both.
@@ -70,7 +71,8 @@ public final class OutboxRelay: Service, Sendable {
 
     /// Publishes batches until nothing is pending or an error stops this round: first the rows
     /// this process's commits handed over (claimed when inserted), then any rows left claimable.
-    func drain() async {
+    /// Failures are logged; the rows stay unsent for a later round.
+    package func drain() async {
         while true {
             let handedOff = signal.takeHandedOff(limit: batchSize)
             if !handedOff.isEmpty {
@@ -92,11 +94,12 @@ public final class OutboxRelay: Service, Sendable {
     }
 
     /// Claims one batch, publishes it, records the outcome. Returns how many rows it claimed.
+    /// - Throws: the store's errors; the publisher's when nothing is known to be confirmed (the
+    ///   rows are then released for a later round).
     func relayOnce() async throws -> Int {
-        let batchSize = self.batchSize
-        let lease = self.lease
-        let pending = try await pool.withConnection { database in
-            try JobStore.claimPending(limit: batchSize, lease: lease, database: database)
+        let (store, batchSize, lease) = (self.store, self.batchSize, self.lease)
+        let pending = try await store.withConnection { transaction in
+            try store.claimPending(limit: batchSize, lease: lease, in: transaction)
         }
         guard !pending.isEmpty else { return 0 }
         try await publish(pending)
@@ -105,7 +108,7 @@ public final class OutboxRelay: Service, Sendable {
 
     /// Publishes claimed rows with confirms and records which were sent; rows the broker did
     /// not confirm are released for a later retry.
-    func publish(_ pending: [JobStore.PendingMessage]) async throws {
+    func publish(_ pending: [PendingOutboxMessage]) async throws {
         let messages = pending.map { row in
             var properties = MessageProperties()
             properties.contentType = row.contentType
@@ -131,13 +134,15 @@ public final class OutboxRelay: Service, Sendable {
             // Nothing is known to be confirmed: leave every row to be retried.
             let ids = pending.map(\.id)
             let message = "\(error)"
-            _ = try? await pool.withConnection { try JobStore.markFailed(ids: ids, error: message, database: $0) }
+            let store = self.store
+            _ = try? await store.withConnection { try store.markFailed(ids: ids, error: message, in: $0) }
             metrics.recordOutbox(published: 0, failed: ids.count)
             throw error
         }
         let sent = pending.enumerated().filter { failedIndices[$0.offset] == nil }.map(\.element.id)
         let failed = pending.enumerated().filter { failedIndices[$0.offset] != nil }
-        try await pool.withConnection { try JobStore.markSent(ids: sent, database: $0) }
+        let store = self.store
+        try await store.withConnection { try store.markSent(ids: sent, in: $0) }
         if !failed.isEmpty {
             for (index, row) in failed {
                 logger.error(
@@ -151,8 +156,14 @@ public final class OutboxRelay: Service, Sendable {
             }
             let ids = failed.map(\.element.id)
             let reason = failed.compactMap { failedIndices[$0.offset].map { "\($0)" } }.first ?? "refused"
-            try await pool.withConnection { try JobStore.markFailed(ids: ids, error: reason, database: $0) }
+            try await store.withConnection { try store.markFailed(ids: ids, error: reason, in: $0) }
         }
         metrics.recordOutbox(published: sent.count, failed: failed.count)
     }
+}
+
+/// How long an outbox row claimed by a relay (when inserted, or by `claimPending`) is that
+/// relay's before another may publish it.
+package enum OutboxRelayLease {
+    package static let standard: Duration = .seconds(30)
 }

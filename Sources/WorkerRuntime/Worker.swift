@@ -18,7 +18,7 @@ public final class Worker: Sendable {
     /// reads handlers make outside commits all share it, and it closes when the worker stops.
     public let pool: PostgresPool
     private let queues: [String]
-    private let handlers: [AnyJobHandler]
+    private let handlers: [AnyJobHandler<PostgresConnection>]
     private let databaseSetup: DatabaseSetup?
     private let logger: Logger
     private let readiness = ReadinessState()
@@ -167,9 +167,10 @@ public final class Worker: Sendable {
             throw error
         }
 
+        let store = PostgresJobStorage(pool: pool)
         let signal = WakeSignal()
         let relay = OutboxRelay(
-            pool: pool,
+            store: store,
             publisher: publisher,
             signal: signal,
             batchSize: configuration.outboxBatchSize,
@@ -178,7 +179,7 @@ public final class Worker: Sendable {
             logger: logger
         )
         let consumed = handlers.map(\.jobType.rawValue)
-        var consumerService: ConsumerService?
+        var consumerService: ConsumerService<AMQPConsumer, PostgresJobStorage, AMQPPublisher>?
         var consumer: AMQPConsumer?
         if !consumed.isEmpty {
             var consumerConfiguration = configuration.amqp
@@ -193,7 +194,7 @@ public final class Worker: Sendable {
             consumer = amqpConsumer
             let processor = JobProcessor(
                 handlers: handlers,
-                pool: pool,
+                store: store,
                 publisher: publisher,
                 retry: configuration.retryPolicy,
                 metrics: metrics,

@@ -87,7 +87,7 @@ import Glibc
             deliveryTag: 1,
             generation: 1
         )
-        let copy = JobProcessor.copiedProperties(of: original)
+        let copy = DeliveryCopies.properties(of: original)
         #expect(copy.headers.keys.sorted() == [BrokerNames.Header.attempt])
         #expect(copy.contentType == "application/json")
         #expect(copy.messageID == "m-1")
@@ -121,7 +121,7 @@ import Glibc
             deliveryTag: 1,
             generation: 1
         )
-        let copy = JobProcessor.copiedProperties(of: original)
+        let copy = DeliveryCopies.properties(of: original)
         for value in [
             copy.contentType, copy.contentEncoding, copy.correlationID, copy.replyTo, copy.messageID, copy.type,
             copy.appID,
@@ -199,6 +199,16 @@ import Glibc
         }
         let long = FailureClassifier.classify(JobRejection(code: "c", message: String(repeating: "x", count: 10_000)))
         #expect(long.jobError.message.count <= FailureClassifier.maximumMessageLength + 1)
+    }
+
+    @Test func aClaimTheStoreLeftUnansweredIsTransient() {
+        let jobID = JobID.random()
+        let error = JobStoreError(code: .claimMissing, jobID: jobID)
+        #expect(
+            FailureClassifier.classify(error)
+                == .transient(JobError(code: "job-claim-missing", message: "\(error)"))
+        )
+        #expect("\(error)".contains(jobID.description))
     }
 }
 
@@ -572,7 +582,13 @@ import Glibc
             }
             #expect("astro.dlx".wholeMatch(of: write) == nil, "\(service.user) may publish to astro.dlx")
             // Every topic exchange has a topic permission (none left to "any routing key").
-            #expect(Set(BrokerAccess.topicPermissions(service).map(\.exchange)) == Set(BrokerAccess.topicExchanges))
+            #expect(
+                Set(BrokerAccess.topicPermissions(service).map(\.exchange))
+                    == Set([
+                        BrokerNames.jobsExchange, BrokerNames.requestsExchange, BrokerNames.retryExchange,
+                        BrokerNames.eventsExchange,
+                    ])
+            )
         }
     }
 
