@@ -369,7 +369,7 @@ public enum BrokerUpgrade {
         }
         logger.notice(
             "astro.jobs is a direct exchange (contract v1); converting it to a topic exchange",
-            metadata: ["error.message": "\(refused.message)"]
+            metadata: [LogKey.reason: "\(refused.message)"]
         )
         let delayQueues = topology.queues.filter {
             $0.arguments["x-dead-letter-exchange"] == .string(BrokerNames.jobsExchange)

@@ -91,8 +91,8 @@ package final class ConsumerService<Consumer: DeliverySource, Store: JobStorage,
             logger.warning(
                 "AMQP consumer could not start; retrying",
                 metadata: [
-                    LogKey.reason: "\(failure.map { "\($0)" } ?? "")", "attempt": "\(attempt)",
-                    "retry_in": "\(delay)",
+                    LogKey.reason: "\(failure.map { "\($0)" } ?? "")", LogKey.startAttempt: "\(attempt)",
+                    LogKey.retryIn: "\(delay)",
                 ]
             )
             let pause = delay

@@ -319,7 +319,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         logger.warning(
             "message over MAX_MESSAGE_BYTES refused unread; the broker dead-letters it",
             metadata: [
-                LogKey.reasonCode: "message-too-large", "message.bytes": "\(delivery.bodySize)",
+                LogKey.reasonCode: "message-too-large", LogKey.messageBytes: "\(delivery.bodySize)",
                 "message.id": "\(InputQuote.short(delivery.properties.messageID ?? ""))",
                 LogKey.jobID: "\(head.map { "\($0.jobID)" } ?? "unknown")",
             ]
@@ -409,7 +409,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         }
         logger.error(
             "message quarantined after too many deliveries",
-            metadata: [LogKey.reasonCode: "\(rejection.code)", "message.deliveries": "\(deliveries)"]
+            metadata: [LogKey.reasonCode: "\(rejection.code)", LogKey.messageDeliveries: "\(deliveries)"]
         )
         guard await deadLetterDirectly(delivery, rejection: rejection, attempt: attempt, logger: logger) else {
             await giveBack(delivery, after: .seconds(1), acknowledger: acknowledger)

@@ -84,4 +84,14 @@ extension LogKey {
     package static let status = "job.status"
     package static let reason = "error.message"
     package static let reasonCode = "error.code"
+    /// A message body's size in bytes.
+    package static let messageBytes = "message.bytes"
+    /// How many times the broker has handed a message out.
+    package static let messageDeliveries = "message.deliveries"
+    /// A dependency waited for at start-up (PostgreSQL, RabbitMQ).
+    package static let dependency = "dependency"
+    /// The attempt of a start-up step (not of a job).
+    package static let startAttempt = "attempt"
+    /// The wait before the next start-up attempt.
+    package static let retryIn = "retry_in"
 }

@@ -324,7 +324,7 @@ public final class Worker: Sendable {
                 }
                 logger.warning(
                     "dependency not reachable yet; retrying",
-                    metadata: ["dependency": "RabbitMQ", LogKey.reason: "\(refused)"]
+                    metadata: [LogKey.dependency: "RabbitMQ", LogKey.reason: "\(refused)"]
                 )
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(5))
@@ -364,7 +364,9 @@ public final class Worker: Sendable {
                 }
                 logger.warning(
                     "dependency not reachable yet; retrying",
-                    metadata: ["dependency": "\(what)", "attempt": "\(attempt)", LogKey.reason: "\(error)"]
+                    metadata: [
+                        LogKey.dependency: "\(what)", LogKey.startAttempt: "\(attempt)", LogKey.reason: "\(error)",
+                    ]
                 )
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(5))

@@ -24,6 +24,11 @@ import WorkerRuntime
         ("status", LogKey.status, "job.status"),
         ("reason", LogKey.reason, "error.message"),
         ("reasonCode", LogKey.reasonCode, "error.code"),
+        ("messageBytes", LogKey.messageBytes, "message.bytes"),
+        ("messageDeliveries", LogKey.messageDeliveries, "message.deliveries"),
+        ("dependency", LogKey.dependency, "dependency"),
+        ("startAttempt", LogKey.startAttempt, "attempt"),
+        ("retryIn", LogKey.retryIn, "retry_in"),
     ]
 
     @Test func everyKeyKeepsItsName() {
