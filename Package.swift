@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "astro-bench", targets: ["astro-bench"]),
         .executable(name: "amqp-raw-bench", targets: ["amqp-raw-bench"]),
         .executable(name: "sample-worker", targets: ["sample-worker"]),
+        .executable(name: "gateway", targets: ["gateway"]),
         .library(name: "AMQP", targets: ["AMQP"]),
         .library(name: "Postgres", targets: ["Postgres"]),
         .library(name: "AstroDomain", targets: ["AstroDomain"]),
@@ -31,6 +32,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
+        // The gateway's HTTP server.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.0.0"),
         // Tests only: reading docker-compose.yml and the Kubernetes manifests.
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
     ],
@@ -201,6 +204,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The public HTTP API: identity (ES256 tokens), profiles → chart.calculate, jobs.
+        .target(
+            name: "Gateway",
+            dependencies: [
+                "AMQP", "Postgres", "AstroDomain", "WorkerRuntime",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(name: "gateway", dependencies: ["Gateway"]),
         // A synthetic job on the real runtime, for integration tests and trying the runtime out.
         .target(name: "SampleJobs", dependencies: ["WorkerRuntime", "Postgres", "AstroDomain"]),
         .executableTarget(name: "sample-worker", dependencies: ["SampleJobs", "WorkerRuntime", "Postgres"]),
@@ -252,6 +269,12 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
+        .testTarget(
+            name: "GatewayTests",
+            dependencies: [
+                "Gateway", "AstroDomain", "WorkerRuntime", .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         .testTarget(name: "BillingTests", dependencies: ["Billing", "StoreKitVerification", "AstroDomain"]),
         // Offline checks of docker-compose.yml and deploy/k8s (no Docker or cluster needed).
         .testTarget(name: "DeployTests", dependencies: [.product(name: "Yams", package: "Yams")]),
@@ -271,7 +294,7 @@ let package = Package(
                 "AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain", "SampleJobs", "ChartService",
                 "ChartEngine", "Ephemeris", "Billing", "StoreKitVerification", "AppStoreServerAPI",
                 "AppStoreServerFake", "Reports", "ReportService", "LLMClient", "LLMFake", "Stories",
-                "StoryIllustration", "StoryService",
+                "StoryIllustration", "StoryService", "Gateway",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

@@ -1,0 +1,241 @@
+import AstroDomain
+import Crypto
+import Foundation
+
+/// What an access token says: who it is for and when it is valid.
+public struct AccessTokenClaims: Sendable, Hashable {
+    /// The user (`sub`).
+    public var subject: UserID
+    /// Issued at (`iat`), seconds since 1970.
+    public var issuedAt: Int64
+    /// Not valid from this second on (`exp`).
+    public var expiresAt: Int64
+    /// Not valid before this second (`nbf`), when present.
+    public var notBefore: Int64?
+    /// Issuer (`iss`).
+    public var issuer: String
+    /// Audience (`aud`).
+    public var audience: String
+
+    public init(
+        subject: UserID,
+        issuedAt: Int64,
+        expiresAt: Int64,
+        notBefore: Int64? = nil,
+        issuer: String,
+        audience: String
+    ) {
+        self.subject = subject
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+        self.notBefore = notBefore
+        self.issuer = issuer
+        self.audience = audience
+    }
+}
+
+/// Why an access token was refused. Every case answers 401; `code` is the problem's stable code.
+public enum AccessTokenError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Longer than `AccessTokenVerifier.maxTokenBytes`.
+    case oversized
+    /// Not three base64url parts of JSON objects with the expected members and types.
+    case malformed(String)
+    /// `alg` is not `ES256` (`none`, `HS256`, `RS256`, …), or `crit` is present.
+    case unsupportedAlgorithm(String)
+    /// `kid` names no verification key.
+    case unknownKey
+    /// The signature does not verify with the key `kid` names.
+    case badSignature
+    /// `exp` has passed.
+    case expired
+    /// `nbf` or `iat` is in the future.
+    case notYetValid
+    /// `iss` or `aud` is not this gateway's.
+    case wrongIssuerOrAudience
+
+    /// The stable code of the problem answered for this error.
+    public var code: String {
+        switch self {
+        case .oversized, .malformed: "invalid-token"
+        case .unsupportedAlgorithm: "unsupported-token-algorithm"
+        case .unknownKey: "unknown-token-key"
+        case .badSignature: "invalid-token-signature"
+        case .expired: "token-expired"
+        case .notYetValid: "token-not-yet-valid"
+        case .wrongIssuerOrAudience: "invalid-token-audience"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .oversized: "the token is longer than \(AccessTokenVerifier.maxTokenBytes) bytes"
+        case .malformed(let why): "the token is malformed: \(why)"
+        case .unsupportedAlgorithm(let alg): "the token's algorithm \(alg) is not accepted (only ES256)"
+        case .unknownKey: "the token's key id is unknown"
+        case .badSignature: "the token's signature does not verify"
+        case .expired: "the token has expired"
+        case .notYetValid: "the token is not valid yet"
+        case .wrongIssuerOrAudience: "the token was not issued for this API"
+        }
+    }
+}
+
+/// Signs access tokens: compact JWS, ES256 (P-256, SHA-256), with `kid`, `sub`, `iat`, `exp`,
+/// `iss` and `aud`.
+public struct AccessTokenSigner: Sendable {
+    /// The key id written as `kid`.
+    public let keyID: String
+    /// The private key's raw bytes: swift-crypto's key types are not `Sendable` on Linux.
+    private let keyBytes: Data
+    /// `iss` and `aud` of every token.
+    public let issuer: String
+    public let audience: String
+    /// How long a token is valid.
+    public let lifetime: Duration
+
+    public init(keyID: String, key: P256.Signing.PrivateKey, issuer: String, audience: String, lifetime: Duration) {
+        self.keyID = keyID
+        self.keyBytes = key.rawRepresentation
+        self.issuer = issuer
+        self.audience = audience
+        self.lifetime = lifetime
+    }
+
+    /// The public half of the signing key, for the verifier.
+    public var publicKey: P256.Signing.PublicKey { key.publicKey }
+
+    private var key: P256.Signing.PrivateKey {
+        // The bytes came from a valid key.
+        try! P256.Signing.PrivateKey(rawRepresentation: keyBytes)
+    }
+
+    /// A token for `user`, valid from `now` for `lifetime`.
+    /// - Throws: `CryptoKitError` only if the platform's signing fails.
+    public func sign(user: UserID, now: Date = Date()) throws -> String {
+        let issuedAt = Int64(now.timeIntervalSince1970.rounded(.down))
+        let claims = AccessTokenClaims(
+            subject: user,
+            issuedAt: issuedAt,
+            expiresAt: issuedAt + lifetime.components.seconds,
+            issuer: issuer,
+            audience: audience
+        )
+        return try Self.sign(claims: claims, header: ["alg": "ES256", "typ": "JWT", "kid": .string(keyID)], key: key)
+    }
+
+    /// A token with any header and claims, signed with `key` (tests build malformed tokens with it).
+    /// - Throws: `CryptoKitError` only if the platform's signing fails.
+    public static func sign(
+        claims: AccessTokenClaims,
+        header: [String: JSONValue],
+        key: P256.Signing.PrivateKey
+    ) throws -> String {
+        var payload: [String: JSONValue] = [
+            "sub": .string(claims.subject.description),
+            "iat": .number(Double(claims.issuedAt)),
+            "exp": .number(Double(claims.expiresAt)),
+            "iss": .string(claims.issuer),
+            "aud": .string(claims.audience),
+        ]
+        if let notBefore = claims.notBefore { payload["nbf"] = .number(Double(notBefore)) }
+        let input =
+            Base64URL.encode(JSONValue.object(header).jsonData()) + "."
+            + Base64URL.encode(JSONValue.object(payload).jsonData())
+        let signature = try key.signature(for: Data(input.utf8))
+        return input + "." + Base64URL.encode(signature.rawRepresentation)
+    }
+}
+
+/// Verifies access tokens against a set of public keys by key id, so that tokens signed by a
+/// previous key stay valid while it is being rotated out.
+///
+/// The parsing is strict and bounded: at most `maxTokenBytes`, exactly three base64url parts
+/// without padding, a header that says `alg: ES256` and names a known `kid`, and no `crit`; a
+/// payload with a UUID `sub`, whole-number `iat` and `exp`, and this gateway's `iss` and `aud`.
+public struct AccessTokenVerifier: Sendable {
+    /// The longest token read at all.
+    public static let maxTokenBytes = 2048
+    /// Longest accepted key id.
+    public static let maxKeyIDBytes = 64
+
+    /// Public keys by key id, as their X9.63 bytes: swift-crypto's key types are not `Sendable`
+    /// on Linux.
+    private let keys: [String: Data]
+    public let issuer: String
+    public let audience: String
+    /// Clock difference tolerated on `exp`, `nbf` and `iat`.
+    public let leeway: Int64
+
+    /// - Parameters:
+    ///   - keys: Verification keys by key id.
+    ///   - leeway: Seconds of clock skew tolerated.
+    public init(keys: [String: P256.Signing.PublicKey], issuer: String, audience: String, leeway: Int64 = 30) {
+        self.keys = keys.mapValues(\.x963Representation)
+        self.issuer = issuer
+        self.audience = audience
+        self.leeway = leeway
+    }
+
+    /// The key ids accepted.
+    public var keyIDs: [String] { keys.keys.sorted() }
+
+    /// Verifies `token` and returns its claims.
+    /// - Throws: `AccessTokenError` saying why the token is refused.
+    public func verify(_ token: String, now: Date = Date()) throws(AccessTokenError) -> AccessTokenClaims {
+        guard token.utf8.count <= Self.maxTokenBytes else { throw .oversized }
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { throw .malformed("expected three parts") }
+        guard let headerData = Base64URL.decode(parts[0]), let payloadData = Base64URL.decode(parts[1]),
+            let signatureData = Base64URL.decode(parts[2])
+        else { throw .malformed("a part is not base64url") }
+        guard case .object(let header)? = try? JSONValue.parse(headerData) else {
+            throw .malformed("the header is not a JSON object")
+        }
+        guard case .string(let algorithm)? = header["alg"] else { throw .malformed("the header has no alg") }
+        guard algorithm == "ES256" else { throw .unsupportedAlgorithm(String(algorithm.prefix(16))) }
+        guard header["crit"] == nil else { throw .unsupportedAlgorithm("crit") }
+        if let type = header["typ"], type != .string("JWT") { throw .malformed("typ is not JWT") }
+        guard case .string(let keyID)? = header["kid"], !keyID.isEmpty, keyID.utf8.count <= Self.maxKeyIDBytes
+        else { throw .malformed("the header has no kid") }
+        guard let keyBytes = keys[keyID] else { throw .unknownKey }
+        guard let key = try? P256.Signing.PublicKey(x963Representation: keyBytes) else { throw .unknownKey }
+        guard signatureData.count == 64,
+            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData)
+        else { throw .badSignature }
+        let signingInput = token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count)
+        guard key.isValidSignature(signature, for: Data(signingInput)) else { throw .badSignature }
+
+        // Only a signed payload is read.
+        guard case .object(let payload)? = try? JSONValue.parse(payloadData) else {
+            throw .malformed("the payload is not a JSON object")
+        }
+        guard case .string(let subjectText)? = payload["sub"], let subject = UserID(subjectText) else {
+            throw .malformed("sub is not a user id")
+        }
+        let issuedAt = try Self.seconds(payload["iat"], "iat")
+        let expiresAt = try Self.seconds(payload["exp"], "exp")
+        let notBefore = try payload["nbf"].map { value throws(AccessTokenError) in try Self.seconds(value, "nbf") }
+        guard case .string(let tokenIssuer)? = payload["iss"], case .string(let tokenAudience)? = payload["aud"] else {
+            throw .malformed("iss or aud is missing")
+        }
+        guard tokenIssuer == issuer, tokenAudience == audience else { throw .wrongIssuerOrAudience }
+        let current = Int64(now.timeIntervalSince1970.rounded(.down))
+        guard current < expiresAt + leeway else { throw .expired }
+        guard issuedAt <= current + leeway, (notBefore ?? issuedAt) <= current + leeway else { throw .notYetValid }
+        return AccessTokenClaims(
+            subject: subject,
+            issuedAt: issuedAt,
+            expiresAt: expiresAt,
+            notBefore: notBefore,
+            issuer: tokenIssuer,
+            audience: tokenAudience
+        )
+    }
+
+    private static func seconds(_ value: JSONValue?, _ name: String) throws(AccessTokenError) -> Int64 {
+        guard case .number(let number)? = value, number.isFinite, number == number.rounded(),
+            number >= 0, number < 1e12
+        else { throw .malformed("\(name) is not a whole number of seconds") }
+        return Int64(number)
+    }
+}

@@ -1,0 +1,457 @@
+import AMQP
+import AstroDomain
+import Foundation
+import Hummingbird
+import Logging
+import Postgres
+
+/// The dependencies of the routes: how tokens are made and checked, where state is kept, where
+/// jobs are published.
+public struct GatewayServices: Sendable {
+    let signer: AccessTokenSigner
+    let verifier: AccessTokenVerifier
+    let store: GatewayStore
+    let pool: PostgresPool
+    let publisher: AMQPPublisher
+    let metrics: GatewayMetrics
+    let refreshTokenLifetime: Duration
+    let maxBodyBytes: Int
+    let requestTimeout: Duration
+
+    /// - Parameters:
+    ///   - configuration: Keys, lifetimes and limits.
+    ///   - pool: The database (the gateway's role).
+    ///   - publisher: A confirming publisher to the broker.
+    ///   - metrics: Where request and publish figures go.
+    public init(
+        configuration: GatewayConfiguration,
+        pool: PostgresPool,
+        publisher: AMQPPublisher,
+        metrics: GatewayMetrics
+    ) {
+        signer = AccessTokenSigner(
+            keyID: configuration.signingKeyID,
+            key: configuration.signingKey,
+            issuer: configuration.issuer,
+            audience: configuration.audience,
+            lifetime: configuration.accessTokenLifetime
+        )
+        verifier = AccessTokenVerifier(
+            keys: configuration.verificationKeys,
+            issuer: configuration.issuer,
+            audience: configuration.audience
+        )
+        store = GatewayStore(pool: pool)
+        self.pool = pool
+        self.publisher = publisher
+        self.metrics = metrics
+        refreshTokenLifetime = configuration.refreshTokenLifetime
+        maxBodyBytes = configuration.maxBodyBytes
+        requestTimeout = configuration.requestTimeout
+    }
+}
+
+/// The gateway's routes and middleware.
+public enum GatewayRoutes {
+    /// Header carrying the request id, read from the client when well-formed, else made up.
+    static let requestIDHeader = HTTPFields.Element.Name("X-Request-Id")!
+    static let idempotencyKeyHeader = HTTPFields.Element.Name("Idempotency-Key")!
+
+    /// Builds the router: `/healthz`, `/readyz`, `/metrics`, `POST /v1/devices`, `POST /v1/token`,
+    /// `POST /v1/profiles`, `GET /v1/jobs/{id}`.
+    public static func router(_ services: GatewayServices) -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self)
+        router.add(middleware: RequestMiddleware(metrics: services.metrics))
+        router.get("/healthz") { _, _ in text("ok\n") }
+        router.get("/readyz") { _, _ -> Response in
+            let database = await services.pool.ping()
+            let broker = services.publisher.isConnected && !services.publisher.isBlocked
+            guard database, broker else {
+                throw Problem.unavailable(
+                    "not-ready",
+                    "database \(database ? "reachable" : "unreachable"), broker \(broker ? "connected" : "not connected")"
+                )
+            }
+            return text("ready\n")
+        }
+        router.get("/metrics") { _, _ in
+            text(services.metrics.render(), contentType: "text/plain; version=0.0.4")
+        }
+        router.post("/v1/devices") { request, context in
+            try await registerDevice(request, context: context, services)
+        }
+        router.post("/v1/token") { request, context in
+            try await refresh(request, context: context, services)
+        }
+        router.post("/v1/profiles") { request, context in
+            try await createProfile(request, context: context, services)
+        }
+        router.get("/v1/jobs/{id}") { request, context in
+            try await job(request, context: context, services)
+        }
+        return router
+    }
+
+    // MARK: Identity
+
+    static func registerDevice(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        _ = try await body(request, services)
+        let refreshToken = RefreshToken.make()
+        let user = try await database(context) {
+            try await services.store.createUser(
+                refreshTokenHash: RefreshToken.hash(refreshToken),
+                lifetime: services.refreshTokenLifetime
+            )
+        }
+        context.logger.info("device registered", metadata: ["user.id": "\(user)"])
+        return try tokens(user: user, refreshToken: refreshToken, status: .created, services)
+    }
+
+    static func refresh(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws
+        -> Response
+    {
+        let json = try jsonObject(try await body(request, services))
+        guard case .string(let presented)? = json["refreshToken"], RefreshToken.isWellFormed(presented) else {
+            throw Problem.invalid(
+                "invalid-refresh-token",
+                "refreshToken: expected the refresh token",
+                field: "refreshToken"
+            )
+        }
+        let next = RefreshToken.make()
+        let user = try await database(context) {
+            try await services.store.rotate(
+                refreshTokenHash: RefreshToken.hash(presented),
+                newHash: RefreshToken.hash(next),
+                lifetime: services.refreshTokenLifetime
+            )
+        }
+        guard let user else {
+            throw Problem.unauthorized("invalid-refresh-token", "the refresh token is unknown, used or expired")
+        }
+        return try tokens(user: user, refreshToken: next, status: .ok, services)
+    }
+
+    static func tokens(
+        user: UserID,
+        refreshToken: String,
+        status: HTTPResponse.Status,
+        _ services: GatewayServices
+    )
+        throws -> Response
+    {
+        let access = try services.signer.sign(user: user)
+        return json(
+            [
+                "userId": .string(user.description),
+                "accessToken": .string(access),
+                "tokenType": "Bearer",
+                "expiresIn": .number(Double(services.signer.lifetime.components.seconds)),
+                "refreshToken": .string(refreshToken),
+            ],
+            status: status
+        )
+    }
+
+    /// The caller, from `Authorization: Bearer <access token>`.
+    /// - Throws: `Problem` 401 when the header is missing or the token is refused.
+    static func authenticate(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) throws
+        -> UserID
+    {
+        guard let header = request.headers[.authorization] else {
+            throw Problem.unauthorized("missing-token", "an Authorization: Bearer access token is required")
+        }
+        guard header.utf8.count <= AccessTokenVerifier.maxTokenBytes + 7, header.hasPrefix("Bearer ") else {
+            throw Problem.unauthorized("invalid-token", "expected Authorization: Bearer <access token>")
+        }
+        do {
+            return try services.verifier.verify(String(header.dropFirst(7))).subject
+        } catch {
+            context.logger.notice("access token refused", metadata: ["token.error": "\(error.code)"])
+            throw Problem.unauthorized(error.code, error.description)
+        }
+    }
+
+    // MARK: Jobs
+
+    static func createProfile(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    )
+        async throws -> Response
+    {
+        let user = try authenticate(request, context: context, services)
+        let idempotencyKey = try idempotencyKey(request)
+        let data = try await body(request, services)
+        guard case .object(var members) = try jsonObject(data) else { throw Problem.invalid("invalid-json", "") }
+        // The user comes from the token only; a job id from the body is not the client's to pick.
+        members["userId"] = .string(user.description)
+        members["jobId"] = .string(JobID.random().description)
+        let validated: ChartCalculateRequest
+        do {
+            validated = try ChartCalculateRequest(json: .object(members))
+        } catch {
+            throw Problem.chartInput(error)
+        }
+        let recorded = try await database(context) {
+            try await services.store.record(
+                jobID: validated.jobID,
+                user: user,
+                kind: .chartCalculate,
+                idempotencyKey: idempotencyKey,
+                requestHash: sha256Hex(data)
+            )
+        }
+        guard recorded.requestHash == sha256Hex(data) else {
+            throw Problem(
+                status: 422,
+                code: "idempotency-key-reused",
+                title: "Idempotency key reused",
+                detail: "this Idempotency-Key was used with another request body"
+            )
+        }
+        if !recorded.published {
+            // A retry of a request that was never confirmed publishes the first job id again;
+            // the worker runs a job id once.
+            var job = validated
+            job.jobID = recorded.jobID
+            try await publish(.chartCalculate, jobID: job.jobID, body: try job.jsonData(), context: context, services)
+            try await database(context) { try await services.store.markPublished(job.jobID) }
+        }
+        context.logger.info(
+            "job accepted",
+            metadata: ["job.id": "\(recorded.jobID)", "job.type": "chart.calculate", "user.id": "\(user)"]
+        )
+        var response = json(["jobId": .string(recorded.jobID.description)], status: .accepted)
+        response.headers[.location] = "/v1/jobs/\(recorded.jobID)"
+        return response
+    }
+
+    /// Publishes a job to `astro.requests` and returns once the broker confirmed it.
+    /// - Throws: `Problem` 503 when the broker refuses it or does not confirm in time.
+    static func publish(
+        _ type: JobType,
+        jobID: JobID,
+        body: Data,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws {
+        var properties = MessageProperties(contentType: "application/json")
+        properties.persistent = true
+        properties.messageID = jobID.description
+        properties.type = type.rawValue
+        properties.timestamp = Date()
+        properties.appID = "gateway"
+        let message = OutgoingMessage(
+            exchange: BrokerNames.requestsExchange,
+            routingKey: type.rawValue,
+            body: body,
+            properties: properties,
+            mandatory: true
+        )
+        do {
+            try await services.publisher.publish(message, timeout: services.requestTimeout)
+            services.metrics.recordPublish(outcome: "confirmed")
+        } catch {
+            services.metrics.recordPublish(outcome: "failed")
+            context.logger.error(
+                "publish not confirmed",
+                metadata: ["job.id": "\(jobID)", "amqp.error": "\(error)"]
+            )
+            throw Problem.unavailable("broker-unavailable", "the job could not be queued; try again")
+        }
+    }
+
+    static func job(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws
+        -> Response
+    {
+        let user = try authenticate(request, context: context, services)
+        guard let text = context.parameters.get("id"), text.utf8.count <= 36, let jobID = JobID(text) else {
+            throw Problem.notFound()
+        }
+        guard let view = try await database(context, { try await services.store.job(jobID, user: user) }) else {
+            throw Problem.notFound()
+        }
+        var object: [String: JSONValue] = [
+            "jobId": .string(jobID.description),
+            "type": .string(view.kind),
+            "status": .string(view.status),
+            "attempts": .number(Double(view.attempts)),
+            "createdAt": .string(ISO8601.string(from: view.createdAt)),
+        ]
+        if let finished = view.finishedAt { object["finishedAt"] = .string(ISO8601.string(from: finished)) }
+        if let error = view.error, let value = try? JSONValue.parse(Data(error.utf8)) { object["error"] = value }
+        if let result = view.result, let value = try? JSONValue.parse(Data(result.utf8)) { object["result"] = value }
+        return json(object, status: .ok)
+    }
+
+    // MARK: Helpers
+
+    /// The `Idempotency-Key`: 1–255 visible ASCII characters, or absent.
+    static func idempotencyKey(_ request: Request) throws -> String? {
+        guard let key = request.headers[idempotencyKeyHeader] else { return nil }
+        guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw Problem.invalid("invalid-idempotency-key", "Idempotency-Key: 1–255 visible ASCII characters")
+        }
+        return key
+    }
+
+    /// The request body, at most `maxBodyBytes`.
+    static func body(_ request: Request, _ services: GatewayServices) async throws -> Data {
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > services.maxBodyBytes {
+            throw tooLarge(services)
+        }
+        var request = request
+        do {
+            let buffer = try await request.collectBody(upTo: services.maxBodyBytes)
+            return Data(buffer.readableBytesView)
+        } catch {
+            throw tooLarge(services)
+        }
+    }
+
+    static func tooLarge(_ services: GatewayServices) -> Problem {
+        Problem(
+            status: 413,
+            code: "body-too-large",
+            title: "Request body too large",
+            detail: "the body is over \(services.maxBodyBytes) bytes"
+        )
+    }
+
+    /// The body as a JSON object.
+    /// - Throws: `Problem` 400 `invalid-json` for anything else.
+    static func jsonObject(_ data: Data) throws -> JSONValue {
+        guard let value = try? JSONValue.parse(data), case .object = value else {
+            throw Problem.invalid("invalid-json", "the body is not a JSON object")
+        }
+        return value
+    }
+
+    /// Runs a database call; a pool or connection failure answers 503, not 500.
+    static func database<T: Sendable>(
+        _ context: BasicRequestContext,
+        _ body: () async throws -> T
+    ) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as PostgresError where error.kind != .server && error.kind != .decoding {
+            context.logger.error("database unavailable", metadata: ["db.error": "\(error)"])
+            throw Problem.unavailable("database-unavailable", "the database is not reachable; try again")
+        }
+    }
+
+    static func json(_ object: [String: JSONValue], status: HTTPResponse.Status) -> Response {
+        Response(
+            status: status,
+            headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(bytes: JSONValue.object(object).jsonData()))
+        )
+    }
+
+    static func text(_ text: String, contentType: String = "text/plain; charset=utf-8") -> Response {
+        Response(status: .ok, headers: [.contentType: contentType], body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// Gives every request an id (the client's `X-Request-Id` when it is 1–64 safe characters),
+/// puts it on every log line and on the response, turns every error into a problem+json answer,
+/// logs and counts the request.
+struct RequestMiddleware: RouterMiddleware {
+    typealias Context = BasicRequestContext
+    let metrics: GatewayMetrics
+
+    func handle(
+        _ request: Request,
+        context: BasicRequestContext,
+        next: (Request, BasicRequestContext) async throws -> Response
+    ) async throws -> Response {
+        let started = ContinuousClock.now
+        var context = context
+        let requestID = Self.requestID(request.headers[GatewayRoutes.requestIDHeader])
+        context.logger[metadataKey: "request.id"] = "\(requestID)"
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch let problem as Problem {
+            response = Self.response(problem)
+        } catch let error as HTTPResponseError {
+            let status = error.status
+            response = Self.response(
+                Problem(
+                    status: status.code,
+                    code: status == .notFound ? "not-found" : "http-\(status.code)",
+                    title: status.reasonPhrase,
+                    detail: status == .notFound ? "no such resource" : status.reasonPhrase
+                )
+            )
+        } catch {
+            context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
+            response = Self.response(
+                Problem(status: 500, code: "internal-error", title: "Internal error", detail: "the request failed")
+            )
+        }
+        response.headers[GatewayRoutes.requestIDHeader] = requestID
+        let elapsed = ContinuousClock.now - started
+        metrics.recordRequest(
+            route: context.endpointPath ?? "unmatched",
+            status: response.status.code,
+            duration: elapsed
+        )
+        context.logger.info(
+            "request",
+            metadata: [
+                "http.method": "\(request.method.rawValue)",
+                "http.route": "\(context.endpointPath ?? "unmatched")",
+                "http.status": "\(response.status.code)",
+                "http.duration_ms":
+                    "\(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000)",
+            ]
+        )
+        return response
+    }
+
+    static func requestID(_ header: String?) -> String {
+        if let header, (1...64).contains(header.utf8.count),
+            header.utf8.allSatisfy({ byte in
+                switch byte {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):
+                    true
+                default: false
+                }
+            })
+        {
+            return header
+        }
+        return UUID().uuidString.lowercased()
+    }
+
+    static func response(_ problem: Problem) -> Response {
+        var headers: HTTPFields = [.contentType: "application/problem+json"]
+        if let retryAfter = problem.retryAfter { headers[.retryAfter] = "\(retryAfter)" }
+        if problem.status == 401 { headers[.wwwAuthenticate] = "Bearer" }
+        return Response(
+            status: HTTPResponse.Status(code: problem.status),
+            headers: headers,
+            body: .init(byteBuffer: ByteBuffer(bytes: problem.json.jsonData()))
+        )
+    }
+}

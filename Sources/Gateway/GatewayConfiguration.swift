@@ -1,0 +1,248 @@
+import AMQP
+import Crypto
+import Foundation
+import Logging
+import Postgres
+import WorkerRuntime
+
+/// Everything the gateway reads from its environment.
+///
+/// The broker, database, HTTP and logging settings are the workers' (`WorkerConfiguration`, so
+/// the same variables mean the same things); the rest are the gateway's own (`variables`).
+public struct GatewayConfiguration: Sendable {
+    /// `development` (an ephemeral signing key is allowed) or `production` (`GATEWAY_ENV`).
+    public enum Environment: String, Sendable, CaseIterable {
+        case development, production
+    }
+
+    /// Broker, database, HTTP address, logging and pool settings, read as the workers read them.
+    public var base: WorkerConfiguration
+    /// `GATEWAY_ENV`.
+    public var environment: Environment = .development
+    /// The key access tokens are signed with (raw bytes: swift-crypto's key types are not
+    /// `Sendable` on Linux), and its id.
+    public var signingKeyBytes: Data
+    public var signingKeyID: String
+    /// True when no key was configured and `signingKey` was generated at start-up.
+    public var signingKeyIsEphemeral: Bool
+    /// Verification-only keys (a previous signing key during a rotation), by key id, as X9.63 bytes.
+    public var extraVerificationKeyBytes: [String: Data] = [:]
+    /// `iss` and `aud` of access tokens (`GATEWAY_TOKEN_ISSUER`, `GATEWAY_TOKEN_AUDIENCE`).
+    public var issuer = "astrosvitla-gateway"
+    public var audience = "astrosvitla-app"
+    /// Access token lifetime (`ACCESS_TOKEN_TTL_SECONDS`).
+    public var accessTokenLifetime: Duration = .seconds(900)
+    /// Refresh token lifetime (`REFRESH_TOKEN_TTL_DAYS`).
+    public var refreshTokenLifetime: Duration = .seconds(90 * 86_400)
+    /// Largest request body read (`MAX_BODY_BYTES`).
+    public var maxBodyBytes = 16_384
+    /// Longest a request may wait for the database or the broker's confirm (`REQUEST_TIMEOUT_MS`).
+    public var requestTimeout: Duration = .seconds(10)
+
+    /// The gateway's own settings, with their defaults (the README's table mirrors them).
+    public static let variables: [WorkerConfiguration.Variable] = [
+        .init(name: "GATEWAY_ENV", defaultValue: "development", meaning: "development or production"),
+        .init(
+            name: "GATEWAY_SIGNING_KEY_FILE",
+            defaultValue: "none: an ephemeral key (refused in production)",
+            meaning: "PEM P-256 private key that signs access tokens"
+        ),
+        .init(
+            name: "GATEWAY_SIGNING_KEY_ID",
+            defaultValue: "derived from the public key",
+            meaning: "kid of the signing key (1–64 of A-Z a-z 0-9 . _ -)"
+        ),
+        .init(
+            name: "GATEWAY_VERIFY_KEYS_DIR",
+            defaultValue: "none",
+            meaning: "folder of <kid>.pem P-256 public keys still accepted (rotation)"
+        ),
+        .init(name: "GATEWAY_TOKEN_ISSUER", defaultValue: "astrosvitla-gateway", meaning: "iss of access tokens"),
+        .init(name: "GATEWAY_TOKEN_AUDIENCE", defaultValue: "astrosvitla-app", meaning: "aud of access tokens"),
+        .init(name: "ACCESS_TOKEN_TTL_SECONDS", defaultValue: "900", meaning: "access token lifetime (60…3600)"),
+        .init(name: "REFRESH_TOKEN_TTL_DAYS", defaultValue: "90", meaning: "refresh token lifetime (1…365)"),
+        .init(name: "MAX_BODY_BYTES", defaultValue: "16384", meaning: "largest request body (1024…1048576)"),
+        .init(
+            name: "REQUEST_TIMEOUT_MS",
+            defaultValue: "10000",
+            meaning: "longest wait for the database or the broker's confirm"
+        ),
+    ]
+
+    /// Reads the configuration.
+    /// - Parameter environment: the variables (the process environment by default).
+    /// - Throws: `ConfigurationError` naming the variable at fault; in production, a missing
+    ///   `GATEWAY_SIGNING_KEY_FILE`.
+    public static func fromEnvironment(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigurationError) -> GatewayConfiguration {
+        let base = try WorkerConfiguration.fromEnvironment(environment, defaultHTTPPort: 8080)
+        func value(_ name: String) -> String? {
+            guard let raw = environment[name]?.trimmingCharacters(in: .whitespaces), !raw.isEmpty else { return nil }
+            return raw
+        }
+        func int(_ name: String, _ defaultValue: Int, _ range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+            guard let raw = value(name) else { return defaultValue }
+            guard let number = Int(raw), range.contains(number) else {
+                throw ConfigurationError(
+                    variable: name,
+                    problem:
+                        "expected a whole number in \(range.lowerBound)…\(range.upperBound), got \(raw.debugDescription)"
+                )
+            }
+            return number
+        }
+
+        let mode: Environment
+        switch value("GATEWAY_ENV")?.lowercased() {
+        case nil, "development": mode = .development
+        case "production": mode = .production
+        case let other?:
+            throw ConfigurationError(
+                variable: "GATEWAY_ENV",
+                problem: "expected development or production, got \(other.debugDescription)"
+            )
+        }
+
+        let key: P256.Signing.PrivateKey
+        let ephemeral: Bool
+        if let path = value("GATEWAY_SIGNING_KEY_FILE") {
+            let pem = try readSmallFile(path, variable: "GATEWAY_SIGNING_KEY_FILE")
+            do {
+                key = try P256.Signing.PrivateKey(pemRepresentation: pem)
+            } catch {
+                throw ConfigurationError(
+                    variable: "GATEWAY_SIGNING_KEY_FILE",
+                    problem: "\(path) is not a PEM P-256 private key"
+                )
+            }
+            ephemeral = false
+        } else if mode == .production {
+            throw ConfigurationError(
+                variable: "GATEWAY_SIGNING_KEY_FILE",
+                problem: "required when GATEWAY_ENV=production (a PEM P-256 private key that signs access tokens)"
+            )
+        } else {
+            key = P256.Signing.PrivateKey()
+            ephemeral = true
+        }
+        let keyID = value("GATEWAY_SIGNING_KEY_ID") ?? derivedKeyID(key.publicKey)
+        guard isValidKeyID(keyID) else {
+            throw ConfigurationError(
+                variable: "GATEWAY_SIGNING_KEY_ID",
+                problem: "expected 1–64 of A-Z a-z 0-9 . _ -, got \(keyID.debugDescription)"
+            )
+        }
+
+        var configuration = GatewayConfiguration(
+            base: base,
+            environment: mode,
+            signingKey: key,
+            signingKeyID: keyID,
+            signingKeyIsEphemeral: ephemeral
+        )
+        if let folder = value("GATEWAY_VERIFY_KEYS_DIR") {
+            configuration.extraVerificationKeyBytes = try readVerificationKeys(folder).mapValues(\.x963Representation)
+            if configuration.extraVerificationKeyBytes[keyID] != nil {
+                throw ConfigurationError(
+                    variable: "GATEWAY_VERIFY_KEYS_DIR",
+                    problem: "\(keyID).pem has the signing key's id"
+                )
+            }
+        }
+        configuration.issuer = value("GATEWAY_TOKEN_ISSUER") ?? configuration.issuer
+        configuration.audience = value("GATEWAY_TOKEN_AUDIENCE") ?? configuration.audience
+        for (name, text) in [
+            ("GATEWAY_TOKEN_ISSUER", configuration.issuer), ("GATEWAY_TOKEN_AUDIENCE", configuration.audience),
+        ]
+        where text.utf8.count > 200 {
+            throw ConfigurationError(variable: name, problem: "longer than 200 bytes")
+        }
+        configuration.accessTokenLifetime = .seconds(try int("ACCESS_TOKEN_TTL_SECONDS", 900, 60...3600))
+        configuration.refreshTokenLifetime = .seconds(try int("REFRESH_TOKEN_TTL_DAYS", 90, 1...365) * 86_400)
+        configuration.maxBodyBytes = try int("MAX_BODY_BYTES", 16_384, 1024...1_048_576)
+        configuration.requestTimeout = .milliseconds(try int("REQUEST_TIMEOUT_MS", 10_000, 100...120_000))
+        return configuration
+    }
+
+    init(
+        base: WorkerConfiguration,
+        environment: Environment,
+        signingKey: P256.Signing.PrivateKey,
+        signingKeyID: String,
+        signingKeyIsEphemeral: Bool
+    ) {
+        self.base = base
+        self.environment = environment
+        self.signingKeyBytes = signingKey.rawRepresentation
+        self.signingKeyID = signingKeyID
+        self.signingKeyIsEphemeral = signingKeyIsEphemeral
+    }
+
+    /// The key access tokens are signed with.
+    public var signingKey: P256.Signing.PrivateKey {
+        // The bytes came from a valid key.
+        try! P256.Signing.PrivateKey(rawRepresentation: signingKeyBytes)
+    }
+
+    /// All keys tokens are verified with: the signing key's public half and the extra ones.
+    public var verificationKeys: [String: P256.Signing.PublicKey] {
+        var keys = extraVerificationKeyBytes.compactMapValues { try? P256.Signing.PublicKey(x963Representation: $0) }
+        keys[signingKeyID] = signingKey.publicKey
+        return keys
+    }
+
+    /// A key id from the public key: the first 16 hex digits of the SHA-256 of its DER form.
+    public static func derivedKeyID(_ key: P256.Signing.PublicKey) -> String {
+        SHA256.hash(data: key.derRepresentation).prefix(8).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Whether `text` may be a `kid`: 1–64 of A-Z a-z 0-9 . _ -.
+    public static func isValidKeyID(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= AccessTokenVerifier.maxKeyIDBytes
+            && text.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+                    true
+                default: false
+                }
+            }
+    }
+
+    private static func readSmallFile(_ path: String, variable: String) throws(ConfigurationError) -> String {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigurationError(variable: variable, problem: "cannot read \(path)")
+        }
+        guard data.count <= 16_384, let text = String(data: data, encoding: .utf8) else {
+            throw ConfigurationError(variable: variable, problem: "\(path) is not a PEM text file of at most 16 KiB")
+        }
+        return text
+    }
+
+    /// `<kid>.pem` public keys of a folder.
+    private static func readVerificationKeys(
+        _ folder: String
+    ) throws(ConfigurationError) -> [String: P256.Signing.PublicKey] {
+        let variable = "GATEWAY_VERIFY_KEYS_DIR"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else {
+            throw ConfigurationError(variable: variable, problem: "cannot list \(folder)")
+        }
+        var keys: [String: P256.Signing.PublicKey] = [:]
+        for name in names.sorted() where name.hasSuffix(".pem") {
+            let keyID = String(name.dropLast(4))
+            guard isValidKeyID(keyID) else {
+                throw ConfigurationError(variable: variable, problem: "\(name): the file name is not a valid key id")
+            }
+            let pem = try readSmallFile(folder + "/" + name, variable: variable)
+            guard let key = try? P256.Signing.PublicKey(pemRepresentation: pem) else {
+                throw ConfigurationError(variable: variable, problem: "\(name) is not a PEM P-256 public key")
+            }
+            keys[keyID] = key
+        }
+        guard keys.count <= 16 else {
+            throw ConfigurationError(variable: variable, problem: "more than 16 keys")
+        }
+        return keys
+    }
+}

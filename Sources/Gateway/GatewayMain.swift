@@ -1,0 +1,104 @@
+import AMQP
+import Foundation
+import Hummingbird
+import Logging
+import Postgres
+import ServiceLifecycle
+import WorkerRuntime
+
+/// The `main` of the `gateway` executable: read the environment, set up logging, connect, serve
+/// until SIGTERM or SIGINT, and drain in-flight requests.
+public enum GatewayMain {
+    /// Runs the gateway.
+    /// - Returns: the exit status: 0 after a graceful shutdown, 2 for a configuration error
+    ///   (including a missing signing key in production), 1 otherwise.
+    public static func run(environment: [String: String] = ProcessInfo.processInfo.environment) async -> Int32 {
+        let configuration: GatewayConfiguration
+        do {
+            configuration = try GatewayConfiguration.fromEnvironment(environment)
+        } catch {
+            FileHandle.standardError.write(Data("gateway: \(error)\n".utf8))
+            return 2
+        }
+        LogSetup.bootstrap(format: configuration.base.logFormat, level: configuration.base.logLevel)
+        let logger = Logger(label: "gateway")
+        if !configuration.base.developmentDefaults.isEmpty {
+            logger.warning(
+                "using the built-in development connection settings; set these variables in a deployment",
+                metadata: ["config.unset": "\(configuration.base.developmentDefaults.joined(separator: ","))"]
+            )
+        }
+        if configuration.signingKeyIsEphemeral {
+            logger.warning(
+                "no GATEWAY_SIGNING_KEY_FILE: signing access tokens with an ephemeral key; tokens die with this process and other replicas reject them",
+                metadata: ["token.kid": "\(configuration.signingKeyID)"]
+            )
+        }
+        let pool = PostgresPool(
+            configuration: configuration.base.database,
+            options: .init(
+                maxConnections: configuration.base.databasePoolSize,
+                acquireTimeout: min(configuration.base.databaseAcquireTimeout, configuration.requestTimeout)
+            ),
+            logger: logger
+        )
+        let publisher = AMQPPublisher(configuration: configuration.base.amqp, logger: logger)
+        let metrics = GatewayMetrics()
+        let services = GatewayServices(configuration: configuration, pool: pool, publisher: publisher, metrics: metrics)
+        let application = Application(
+            router: GatewayRoutes.router(services),
+            configuration: .init(
+                address: .hostname(configuration.base.httpHost, port: configuration.base.httpPort),
+                serverName: "gateway"
+            ),
+            services: [BrokerConnector(publisher: publisher, logger: logger)],
+            logger: logger
+        )
+        logger.info(
+            "gateway starting",
+            metadata: [
+                "http.port": "\(configuration.base.httpPort)",
+                "gateway.env": "\(configuration.environment.rawValue)",
+                "token.kid": "\(configuration.signingKeyID)",
+                "token.verify_kids": "\(services.verifier.keyIDs.joined(separator: ","))",
+            ]
+        )
+        do {
+            try await application.runService(gracefulShutdownSignals: [.sigterm, .sigint])
+        } catch {
+            logger.critical("gateway failed", metadata: ["reason": "\(error)"])
+            await publisher.close()
+            await pool.close()
+            return 1
+        }
+        await publisher.close()
+        await pool.close()
+        logger.info("gateway stopped")
+        return 0
+    }
+}
+
+/// Keeps the publisher connected, so that `/readyz` tells the truth before the first publish:
+/// connects at start and after a loss, every two seconds until it works.
+struct BrokerConnector: Service {
+    let publisher: AMQPPublisher
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            var warned = false
+            while !Task.isCancelled {
+                if !publisher.isConnected {
+                    do {
+                        try await publisher.connect()
+                        warned = false
+                    } catch {
+                        if !warned { logger.warning("broker not reachable", metadata: ["amqp.error": "\(error)"]) }
+                        warned = true
+                    }
+                }
+                try? await Task.sleep(for: .seconds(2))
+            }
+        }
+    }
+}

@@ -1,0 +1,168 @@
+import AstroDomain
+import Crypto
+import Foundation
+import Postgres
+
+/// Refresh tokens: random 32 bytes, base64url; only their SHA-256 is stored.
+enum RefreshToken {
+    /// A new random token.
+    static func make() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return Base64URL.encode((0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) })
+    }
+
+    /// Lowercase hex SHA-256 of the token's text.
+    static func hash(_ token: String) -> String { sha256Hex(Data(token.utf8)) }
+
+    /// Whether `text` can be a token at all: 43 base64url characters.
+    static func isWellFormed(_ text: String) -> Bool {
+        text.utf8.count == 43 && Base64URL.decode(Substring(text))?.count == 32
+    }
+}
+
+/// Lowercase hex of the SHA-256 of `data`.
+func sha256Hex(_ data: Data) -> String {
+    SHA256.hash(data: data).map { byte in
+        let digits = Array("0123456789abcdef".utf8)
+        return String(decoding: [digits[Int(byte >> 4)], digits[Int(byte & 15)]], as: UTF8.self)
+    }.joined()
+}
+
+/// What the gateway keeps in PostgreSQL: users it created, refresh tokens, and the jobs it
+/// published (whose they are, and their idempotency keys). Every call runs on the pool's own
+/// threads.
+struct GatewayStore: Sendable {
+    let pool: PostgresPool
+
+    /// Creates a user and its first refresh token.
+    func createUser(refreshTokenHash: String, lifetime: Duration) async throws -> UserID {
+        let user = UserID.random()
+        let seconds = Int(lifetime.components.seconds)
+        try await pool.withTransaction { database in
+            _ = try database.execute("INSERT INTO users (id) VALUES ($1)", [user.uuid])
+            _ = try database.execute(
+                """
+                INSERT INTO gateway_refresh_tokens (token_hash, user_id, expires_at)
+                VALUES ($1, $2, now() + make_interval(secs => $3::double precision))
+                """,
+                [refreshTokenHash, user.uuid, seconds]
+            )
+        }
+        return user
+    }
+
+    /// Replaces a valid refresh token with a new one, atomically: a token works once.
+    /// - Returns: the token's user, or `nil` when the token is unknown, used or expired.
+    func rotate(refreshTokenHash: String, newHash: String, lifetime: Duration) async throws -> UserID? {
+        let seconds = Int(lifetime.components.seconds)
+        return try await pool.withTransaction { database -> UserID? in
+            guard
+                let row = try database.query(
+                    "DELETE FROM gateway_refresh_tokens WHERE token_hash = $1 RETURNING user_id, expires_at > now() AS live",
+                    [refreshTokenHash]
+                ).first,
+                try row.decode(Bool.self, "live")
+            else { return nil }
+            let user = UserID(try row.decode(UUID.self, "user_id"))
+            _ = try database.execute(
+                """
+                INSERT INTO gateway_refresh_tokens (token_hash, user_id, expires_at)
+                VALUES ($1, $2, now() + make_interval(secs => $3::double precision))
+                """,
+                [newHash, user.uuid, seconds]
+            )
+            return user
+        }
+    }
+
+    /// A job the gateway recorded before publishing it.
+    struct RecordedJob: Sendable, Equatable {
+        var jobID: JobID
+        var published: Bool
+        var requestHash: String
+    }
+
+    /// Records `jobID` as the user's job; with an idempotency key the first job recorded under
+    /// the key wins and is returned instead.
+    func record(
+        jobID: JobID,
+        user: UserID,
+        kind: JobType,
+        idempotencyKey: String?,
+        requestHash: String
+    ) async throws -> RecordedJob {
+        try await pool.withConnection { database -> RecordedJob in
+            let inserted = try database.execute(
+                """
+                INSERT INTO gateway_jobs (job_id, user_id, kind, idempotency_key, request_hash)
+                VALUES ($1, $2, $3, $4, $5) ON CONFLICT (user_id, idempotency_key) DO NOTHING
+                """,
+                [jobID.uuid, user.uuid, kind.rawValue, idempotencyKey, requestHash]
+            )
+            if inserted == 1 { return RecordedJob(jobID: jobID, published: false, requestHash: requestHash) }
+            guard
+                let row = try database.query(
+                    """
+                    SELECT job_id, published_at IS NOT NULL AS published, request_hash FROM gateway_jobs
+                    WHERE user_id = $1 AND idempotency_key = $2
+                    """,
+                    [user.uuid, idempotencyKey]
+                ).first
+            else {
+                throw PostgresError(kind: .decoding, message: "the idempotency key's row vanished")
+            }
+            return RecordedJob(
+                jobID: JobID(try row.decode(UUID.self, "job_id")),
+                published: try row.decode(Bool.self, "published"),
+                requestHash: try row.decode(String.self, "request_hash")
+            )
+        }
+    }
+
+    /// Marks a job published (the broker confirmed it).
+    func markPublished(_ jobID: JobID) async throws {
+        _ = try await pool.withConnection { database in
+            try database.execute(
+                "UPDATE gateway_jobs SET published_at = now() WHERE job_id = $1 AND published_at IS NULL",
+                [jobID.uuid]
+            )
+        }
+    }
+
+    /// A job as the API shows it.
+    struct JobView: Sendable {
+        var kind: String
+        var status: String
+        var attempts: Int
+        var error: String?
+        var result: String?
+        var createdAt: Date
+        var finishedAt: Date?
+    }
+
+    /// The user's job, or `nil` when it is not theirs, or was never accepted.
+    func job(_ jobID: JobID, user: UserID) async throws -> JobView? {
+        try await pool.withConnection { database -> JobView? in
+            guard
+                let row = try database.query(
+                    """
+                    SELECT g.kind, coalesce(j.status, 'queued') AS status, coalesce(j.attempts, 0) AS attempts,
+                           j.error::text AS error, j.result::text AS result, g.created_at, j.finished_at
+                    FROM gateway_jobs g LEFT JOIN jobs j ON j.id = g.job_id
+                    WHERE g.job_id = $1 AND g.user_id = $2 AND g.published_at IS NOT NULL
+                    """,
+                    [jobID.uuid, user.uuid]
+                ).first
+            else { return nil }
+            return JobView(
+                kind: try row.decode(String.self, "kind"),
+                status: try row.decode(String.self, "status"),
+                attempts: try row.decode(Int.self, "attempts"),
+                error: try row.decode(String?.self, "error"),
+                result: try row.decode(String?.self, "result"),
+                createdAt: try row.decode(Date.self, "created_at"),
+                finishedAt: try row.decode(Date?.self, "finished_at")
+            )
+        }
+    }
+}

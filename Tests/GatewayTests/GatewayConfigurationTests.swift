@@ -1,0 +1,121 @@
+import Crypto
+import Foundation
+import Testing
+import WorkerRuntime
+
+@testable import Gateway
+
+@Suite("Gateway configuration")
+struct GatewayConfigurationTests {
+    func temporaryFolder() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    @Test func defaultsMakeAnEphemeralKeyInDevelopment() throws {
+        let configuration = try GatewayConfiguration.fromEnvironment([:])
+        #expect(configuration.environment == .development)
+        #expect(configuration.signingKeyIsEphemeral)
+        #expect(configuration.base.httpPort == 8080)
+        #expect(configuration.accessTokenLifetime == .seconds(900))
+        #expect(configuration.maxBodyBytes == 16_384)
+        #expect(GatewayConfiguration.isValidKeyID(configuration.signingKeyID))
+        #expect(configuration.verificationKeys.count == 1)
+    }
+
+    @Test func productionRefusesToStartWithoutAKey() {
+        #expect(throws: ConfigurationError.self) {
+            try GatewayConfiguration.fromEnvironment(["GATEWAY_ENV": "production"])
+        }
+        do {
+            _ = try GatewayConfiguration.fromEnvironment(["GATEWAY_ENV": "production"])
+        } catch {
+            #expect(error.variable == "GATEWAY_SIGNING_KEY_FILE")
+        }
+    }
+
+    @Test func productionExitsWithStatus2WithoutAKey() async {
+        #expect(await GatewayMain.run(environment: ["GATEWAY_ENV": "production"]) == 2)
+    }
+
+    @Test func readsTheSigningKeyAndRotationKeys() throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let key = P256.Signing.PrivateKey()
+        let old = P256.Signing.PrivateKey()
+        let keyFile = folder.appendingPathComponent("signing.pem")
+        try key.pemRepresentation.write(to: keyFile, atomically: true, encoding: .utf8)
+        let verify = folder.appendingPathComponent("verify")
+        try FileManager.default.createDirectory(at: verify, withIntermediateDirectories: true)
+        try old.publicKey.pemRepresentation.write(
+            to: verify.appendingPathComponent("2026-01.pem"),
+            atomically: true,
+            encoding: .utf8
+        )
+        let configuration = try GatewayConfiguration.fromEnvironment([
+            "GATEWAY_ENV": "production",
+            "GATEWAY_SIGNING_KEY_FILE": keyFile.path,
+            "GATEWAY_SIGNING_KEY_ID": "2026-02",
+            "GATEWAY_VERIFY_KEYS_DIR": verify.path,
+            "HTTP_PORT": "9090",
+            "ACCESS_TOKEN_TTL_SECONDS": "300",
+        ])
+        #expect(!configuration.signingKeyIsEphemeral)
+        #expect(configuration.signingKeyID == "2026-02")
+        #expect(configuration.signingKey.publicKey.rawRepresentation == key.publicKey.rawRepresentation)
+        #expect(configuration.verificationKeys.keys.sorted() == ["2026-01", "2026-02"])
+        #expect(configuration.base.httpPort == 9090)
+        #expect(configuration.accessTokenLifetime == .seconds(300))
+    }
+
+    @Test func malformedSettingsNameTheirVariable() throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let junk = folder.appendingPathComponent("junk.pem")
+        try "not a key".write(to: junk, atomically: true, encoding: .utf8)
+        let cases: [([String: String], String)] = [
+            (["GATEWAY_ENV": "staging"], "GATEWAY_ENV"),
+            (["GATEWAY_SIGNING_KEY_FILE": junk.path], "GATEWAY_SIGNING_KEY_FILE"),
+            (["GATEWAY_SIGNING_KEY_FILE": folder.appendingPathComponent("none").path], "GATEWAY_SIGNING_KEY_FILE"),
+            (["GATEWAY_SIGNING_KEY_ID": "a b"], "GATEWAY_SIGNING_KEY_ID"),
+            (["GATEWAY_SIGNING_KEY_ID": String(repeating: "k", count: 65)], "GATEWAY_SIGNING_KEY_ID"),
+            (["GATEWAY_VERIFY_KEYS_DIR": folder.path], "GATEWAY_VERIFY_KEYS_DIR"),
+            (["ACCESS_TOKEN_TTL_SECONDS": "5"], "ACCESS_TOKEN_TTL_SECONDS"),
+            (["MAX_BODY_BYTES": "lots"], "MAX_BODY_BYTES"),
+            (["REQUEST_TIMEOUT_MS": "0"], "REQUEST_TIMEOUT_MS"),
+            (["HTTP_PORT": "70000"], "HTTP_PORT"),
+        ]
+        for (environment, variable) in cases {
+            do {
+                _ = try GatewayConfiguration.fromEnvironment(environment)
+                Issue.record("accepted \(environment)")
+            } catch {
+                #expect(error.variable == variable, "\(environment)")
+            }
+        }
+    }
+
+    @Test func problemsHaveTheRFC9457Shape() {
+        let problem = Problem.invalid("invalid-json", "the body is not a JSON object")
+        #expect(problem.json["status"] == 400)
+        #expect(problem.json["code"] == "invalid-json")
+        #expect(problem.json["type"] == "https://astrosvitla.app/problems/invalid-json")
+        #expect(problem.json["title"] != nil && problem.json["detail"] != nil)
+    }
+
+    @Test func refreshTokensAreRandomAndHashed() {
+        let one = RefreshToken.make()
+        #expect(RefreshToken.isWellFormed(one))
+        #expect(one != RefreshToken.make())
+        #expect(RefreshToken.hash(one).count == 64)
+        #expect(!RefreshToken.isWellFormed(one + "A"))
+    }
+
+    @Test func requestIDsAreTheClientsOnlyWhenSafe() {
+        #expect(RequestMiddleware.requestID("abc-123") == "abc-123")
+        #expect(RequestMiddleware.requestID("bad id\n") != "bad id\n")
+        #expect(RequestMiddleware.requestID(String(repeating: "a", count: 65)).count == 36)
+        #expect(RequestMiddleware.requestID(nil).count == 36)
+    }
+}
