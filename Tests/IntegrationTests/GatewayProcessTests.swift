@@ -1,0 +1,237 @@
+import AMQP
+import AstroDomain
+import Crypto
+import Foundation
+import Gateway
+import Postgres
+import Testing
+import WorkerRuntime
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The real `gateway` process in front of the real broker, database and a chart-worker
+/// process: a device registers, posts a profile, and reads its job back over HTTP.
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct GatewayProcessTests {
+    struct HTTPAnswer {
+        var status: Int
+        var headers: [String: String]
+        var json: JSONValue?
+    }
+
+    final class Processes: Sendable {
+        let processes: [Process]
+        let logs: [URL]
+        init(processes: [Process], logs: [URL]) {
+            self.processes = processes
+            self.logs = logs
+        }
+        func stop() {
+            for process in processes where process.isRunning {
+                process.terminate()
+                process.waitUntilExit()
+            }
+        }
+        var output: String { logs.map { (try? String(contentsOf: $0, encoding: .utf8)) ?? "" }.joined(separator: "\n") }
+    }
+
+    static let profile: JSONValue = [
+        "profile": [
+            "name": "Me", "birthDate": "1990-10-07", "birthTime": "15:00", "timezone": "Europe/Kyiv",
+            "latitude": 50.4501, "longitude": 30.5234, "locationName": "Kyiv, Ukraine",
+        ]
+    ]
+
+    /// The gateway's role with a login password, as a deployment gives it one.
+    static func gatewayDatabaseURL() async throws -> String {
+        let database = try await RuntimeTestEnvironment.database()
+        let pool = PostgresPool(
+            configuration: database,
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        try await pool.withConnection { try $0.executeScript("ALTER ROLE astro_gateway LOGIN PASSWORD 'test-gateway'") }
+        await pool.close()
+        return "postgres://astro_gateway:test-gateway@\(database.host):\(database.port)/\(database.database)"
+    }
+
+    static func start(_ product: String, environment: [String: String], label: String) throws -> (Process, URL) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath(product))
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID()).log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: log)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        return (process, log)
+    }
+
+    static func request(
+        _ method: String,
+        _ url: String,
+        token: String? = nil,
+        body: JSONValue? = nil,
+        headers: [String: String] = [:]
+    ) async throws -> HTTPAnswer {
+        var request = URLRequest(url: URL(string: url)!)
+        request.httpMethod = method
+        request.timeoutInterval = 10
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let body {
+            request.httpBody = body.jsonData()
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let http = response as! HTTPURLResponse
+        var fields: [String: String] = [:]
+        for (name, value) in http.allHeaderFields {
+            fields[String(describing: name).lowercased()] = String(describing: value)
+        }
+        return HTTPAnswer(status: http.statusCode, headers: fields, json: try? JSONValue.parse(data))
+    }
+
+    @Test func aDeviceRegistersPostsAProfileAndReadsItsJob() async throws {
+        let port = Int.random(in: 20_000..<40_000)
+        let base = "http://127.0.0.1:\(port)"
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: [.chartCalculate])
+        defer { Task { await publisher.close() } }
+        let (worker, workerLog) = try Self.start(
+            "chart-worker",
+            environment: [
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
+                "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
+                "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
+            ],
+            label: "gateway-chart-worker"
+        )
+        let (gateway, gatewayLog) = try Self.start(
+            "gateway",
+            environment: [
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.client),
+                "DATABASE_URL": try await Self.gatewayDatabaseURL(),
+                "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
+            ],
+            label: "gateway"
+        )
+        let processes = Processes(processes: [gateway, worker], logs: [gatewayLog, workerLog])
+        defer { processes.stop() }
+        do {
+            try await RuntimeTestEnvironment.eventually("the gateway is ready", timeout: .seconds(30)) {
+                (try? await Self.request("GET", "\(base)/readyz"))?.status == 200
+            }
+        } catch {
+            Issue.record("the gateway did not become ready: \(error)\n\(processes.output)")
+            throw error
+        }
+
+        // Register two devices.
+        let first = try await Self.request("POST", "\(base)/v1/devices")
+        #expect(first.status == 201)
+        #expect(first.headers["x-request-id"] != nil)
+        let access = try #require(first.json?["accessToken"]?.stringValue)
+        let refresh = try #require(first.json?["refreshToken"]?.stringValue)
+        let other = try #require(try await Self.request("POST", "\(base)/v1/devices").json?["accessToken"]?.stringValue)
+
+        // Post a profile; a retry with the same key answers with the same job.
+        let key = UUID().uuidString
+        let posted = try await Self.request(
+            "POST",
+            "\(base)/v1/profiles",
+            token: access,
+            body: Self.profile,
+            headers: ["Idempotency-Key": key]
+        )
+        #expect(posted.status == 202, "\(String(describing: posted.json))\n\(processes.output)")
+        let jobID = try #require(posted.json?["jobId"]?.stringValue)
+        #expect(posted.headers["location"] == "/v1/jobs/\(jobID)")
+        let retried = try await Self.request(
+            "POST",
+            "\(base)/v1/profiles",
+            token: access,
+            body: Self.profile,
+            headers: ["Idempotency-Key": key]
+        )
+        #expect(retried.status == 202)
+        #expect(retried.json?["jobId"]?.stringValue == jobID)
+
+        // The job runs to its end.
+        var last: HTTPAnswer?
+        do {
+            try await RuntimeTestEnvironment.eventually("the job succeeds", timeout: .seconds(60)) {
+                last = try await Self.request("GET", "\(base)/v1/jobs/\(jobID)", token: access)
+                return last?.json?["status"] == "succeeded"
+            }
+        } catch {
+            Issue.record("last answer: \(String(describing: last?.json))\n\(processes.output)")
+            throw error
+        }
+        #expect(last?.json?["result"]?["profileId"] != nil, "\(String(describing: last?.json))")
+
+        // Another user's token: 404, not 403.
+        let foreign = try await Self.request("GET", "\(base)/v1/jobs/\(jobID)", token: other)
+        #expect(foreign.status == 404)
+        #expect(foreign.headers["content-type"] == "application/problem+json")
+        #expect(foreign.json?["code"] == "not-found")
+
+        // A token forged with another key under the real key id: 401.
+        let kid = try #require(
+            try? JSONValue.parse(
+                Data(base64Encoded: Self.padded(String(access.split(separator: ".")[0]))) ?? Data()
+            )["kid"]?.stringValue
+        )
+        let user = try #require(first.json?["userId"]?.stringValue.flatMap(UserID.init))
+        let forged = try AccessTokenSigner(
+            keyID: kid,
+            key: P256.Signing.PrivateKey(),
+            issuer: "astrosvitla-gateway",
+            audience: "astrosvitla-app",
+            lifetime: .seconds(900)
+        ).sign(user: user)
+        let refused = try await Self.request("GET", "\(base)/v1/jobs/\(jobID)", token: forged)
+        #expect(refused.status == 401)
+        #expect(refused.json?["code"] == "invalid-token-signature")
+        #expect(try await Self.request("GET", "\(base)/v1/jobs/\(jobID)").status == 401)
+
+        // Invalid birth data is refused before anything is published.
+        var invalid = Self.profile
+        if case .object(var body) = invalid, case .object(var profile)? = body["profile"] {
+            profile["latitude"] = 95
+            body["profile"] = .object(profile)
+            invalid = .object(body)
+        }
+        let rejected = try await Self.request("POST", "\(base)/v1/profiles", token: access, body: invalid)
+        #expect(rejected.status == 422)
+        #expect(rejected.json?["code"] == "latitude-out-of-range")
+        #expect(rejected.json?["field"] == "profile.latitude")
+
+        // The refresh token works once.
+        let renewed = try await Self.request("POST", "\(base)/v1/token", body: ["refreshToken": .string(refresh)])
+        #expect(renewed.status == 200)
+        #expect(renewed.json?["refreshToken"]?.stringValue != refresh)
+        let renewedAccess = try #require(renewed.json?["accessToken"]?.stringValue)
+        #expect(try await Self.request("GET", "\(base)/v1/jobs/\(jobID)", token: renewedAccess).status == 200)
+        let reused = try await Self.request("POST", "\(base)/v1/token", body: ["refreshToken": .string(refresh)])
+        #expect(reused.status == 401)
+
+        // Metrics count the requests.
+        let metrics = try await Self.rawGet("\(base)/metrics")
+        #expect(metrics.contains("gateway_requests_total"))
+        #expect(metrics.contains("gateway_publishes_total{outcome=\"confirmed\"} 1"))
+    }
+
+    static func rawGet(_ url: String) async throws -> String {
+        let (data, _) = try await URLSession.shared.data(from: URL(string: url)!)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func padded(_ base64URL: String) -> String {
+        var text = base64URL.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while text.count % 4 != 0 { text += "=" }
+        return text
+    }
+}
