@@ -218,10 +218,78 @@ struct GatewayProcessTests {
         let reused = try await Self.request("POST", "\(base)/v1/token", body: ["refreshToken": .string(refresh)])
         #expect(reused.status == 401)
 
+        // Concurrent retries with one key: one job.
+        let concurrentKey = UUID().uuidString
+        let answers = try await withThrowingTaskGroup(of: HTTPAnswer.self) { group in
+            for _ in 0..<6 {
+                group.addTask {
+                    try await Self.request(
+                        "POST",
+                        "\(base)/v1/profiles",
+                        token: access,
+                        body: Self.profile,
+                        headers: ["Idempotency-Key": concurrentKey]
+                    )
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(answers.allSatisfy { $0.status == 202 })
+        #expect(Set(answers.compactMap { $0.json?["jobId"]?.stringValue }).count == 1)
+
+        // A body over MAX_BODY_BYTES: 413, unread.
+        let huge: JSONValue = ["profile": ["name": .string(String(repeating: "x", count: 20_000))]]
+        let tooLarge = try await Self.request("POST", "\(base)/v1/profiles", token: access, body: huge)
+        #expect(tooLarge.status == 413)
+        #expect(tooLarge.json?["code"] == "body-too-large")
+
         // Metrics count the requests.
         let metrics = try await Self.rawGet("\(base)/metrics")
         #expect(metrics.contains("gateway_requests_total"))
-        #expect(metrics.contains("gateway_publishes_total{outcome=\"confirmed\"} 1"))
+        #expect(metrics.contains("gateway_publishes_total{outcome=\"confirmed\"}"))
+
+        // SIGTERM: a graceful shutdown, exit status 0.
+        gateway.terminate()
+        gateway.waitUntilExit()
+        #expect(gateway.terminationStatus == 0, "\(processes.output)")
+    }
+
+    /// With the broker out of reach a POST is answered 503, never 202, and the job it would have
+    /// been is not shown; /readyz says not ready.
+    @Test func noConfirmNo202() async throws {
+        let port = Int.random(in: 20_000..<40_000)
+        let base = "http://127.0.0.1:\(port)"
+        let (gateway, log) = try Self.start(
+            "gateway",
+            environment: [
+                // A port nothing listens on.
+                "AMQP_URL": "amqp://astro-client:astro-client-dev@127.0.0.1:1/%2F",
+                "DATABASE_URL": try await Self.gatewayDatabaseURL(),
+                "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "REQUEST_TIMEOUT_MS": "1500",
+            ],
+            label: "gateway-no-broker"
+        )
+        let processes = Processes(processes: [gateway], logs: [log])
+        defer { processes.stop() }
+        try await RuntimeTestEnvironment.eventually("the gateway answers", timeout: .seconds(30)) {
+            (try? await Self.request("GET", "\(base)/healthz"))?.status == 200
+        }
+        let ready = try await Self.request("GET", "\(base)/readyz")
+        #expect(ready.status == 503)
+        #expect(ready.headers["content-type"] == "application/problem+json")
+        let device = try await Self.request("POST", "\(base)/v1/devices")
+        let access = try #require(device.json?["accessToken"]?.stringValue, "\(processes.output)")
+        let posted = try await Self.request(
+            "POST",
+            "\(base)/v1/profiles",
+            token: access,
+            body: Self.profile,
+            headers: ["Idempotency-Key": "k-1"]
+        )
+        #expect(posted.status == 503)
+        #expect(posted.json?["code"] == "broker-unavailable")
+        #expect(posted.headers["retry-after"] != nil)
+        #expect(posted.headers["x-request-id"] != nil)
     }
 
     static func rawGet(_ url: String) async throws -> String {
