@@ -47,6 +47,11 @@ public enum GatewayMain {
         let services = GatewayServices(configuration: configuration, pool: pool, publisher: publisher, metrics: metrics)
         let application = Application(
             router: GatewayRoutes.router(services),
+            // A connection that sends nothing (a slow or stalled client) is closed after the
+            // request timeout.
+            server: .http1(
+                configuration: .init(idleTimeout: .milliseconds(Int64(configuration.requestTimeout.milliseconds)))
+            ),
             configuration: .init(
                 address: .hostname(configuration.base.httpHost, port: configuration.base.httpPort),
                 serverName: "gateway"
@@ -100,5 +105,12 @@ struct BrokerConnector: Service {
                 try? await Task.sleep(for: .seconds(2))
             }
         }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds.
+    var milliseconds: Int {
+        Int(components.seconds) * 1000 + Int(components.attoseconds / 1_000_000_000_000_000)
     }
 }
