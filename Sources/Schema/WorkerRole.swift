@@ -8,15 +8,18 @@ public enum WorkerRole: String, CaseIterable, Sendable {
     case billingWorker = "astro_billing_worker"
     /// Created by migration 0006 for Magical Stories.
     case storyWorker = "astro_story_worker"
+    /// Created by migration 0014 for the gateway (not a worker, but a service with its own role).
+    case gateway = "astro_gateway"
 
     /// `CHART_WORKER_DB_PASSWORD`, `REPORT_WORKER_DB_PASSWORD`, `BILLING_WORKER_DB_PASSWORD`,
-    /// `STORY_WORKER_DB_PASSWORD`.
+    /// `STORY_WORKER_DB_PASSWORD`, `GATEWAY_DB_PASSWORD`.
     public var passwordVariable: String {
         switch self {
         case .chartWorker: "CHART_WORKER_DB_PASSWORD"
         case .reportWorker: "REPORT_WORKER_DB_PASSWORD"
         case .billingWorker: "BILLING_WORKER_DB_PASSWORD"
         case .storyWorker: "STORY_WORKER_DB_PASSWORD"
+        case .gateway: "GATEWAY_DB_PASSWORD"
         }
     }
 

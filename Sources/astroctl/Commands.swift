@@ -20,12 +20,13 @@ struct Migrate: AsyncParsableCommand {
             broker topology must come from this command, run as the broker's \
             administrator with the same QUEUE_TYPE and RETRY_* settings as the workers.
 
-            Each worker connects as its own database role (astro_chart_worker, \
-            astro_report_worker, astro_billing_worker, astro_story_worker), which the \
-            migrations create without login. Set CHART_WORKER_DB_PASSWORD, \
-            REPORT_WORKER_DB_PASSWORD, BILLING_WORKER_DB_PASSWORD and \
-            STORY_WORKER_DB_PASSWORD and this command lets each role log in with that \
-            password (set again on every run).
+            Each worker and the gateway connects as its own database role \
+            (astro_chart_worker, astro_report_worker, astro_billing_worker, \
+            astro_story_worker, astro_gateway), which the migrations create without login. \
+            Set CHART_WORKER_DB_PASSWORD, REPORT_WORKER_DB_PASSWORD, \
+            BILLING_WORKER_DB_PASSWORD, STORY_WORKER_DB_PASSWORD and GATEWAY_DB_PASSWORD \
+            and this command lets each role log in with that password (set again on every \
+            run).
             """
     )
 

@@ -44,17 +44,9 @@ struct GatewayProcessTests {
         ]
     ]
 
-    /// The gateway's role with a login password, as a deployment gives it one.
+    /// The gateway's own role (migration 0014), logging in as `astroctl migrate` lets it.
     static func gatewayDatabaseURL() async throws -> String {
-        let database = try await RuntimeTestEnvironment.database()
-        let pool = PostgresPool(
-            configuration: database,
-            options: .init(maxConnections: 1),
-            logger: RuntimeTestEnvironment.logger
-        )
-        try await pool.withConnection { try $0.executeScript("ALTER ROLE astro_gateway LOGIN PASSWORD 'test-gateway'") }
-        await pool.close()
-        return "postgres://astro_gateway:test-gateway@\(database.host):\(database.port)/\(database.database)"
+        try await RuntimeTestEnvironment.databaseURL(as: .gateway)
     }
 
     static func start(_ product: String, environment: [String: String], label: String) throws -> (Process, URL) {
