@@ -386,7 +386,9 @@ struct RequestMiddleware: RouterMiddleware {
         let started = ContinuousClock.now
         var context = context
         let requestID = Self.requestID(request.headers[GatewayRoutes.requestIDHeader])
-        context.logger[metadataKey: "request.id"] = "\(requestID)"
+        // One id per request on every log line: ours (the client's when well-formed) replaces
+        // the one Hummingbird made up, under its key (`context.id` reads it).
+        context.logger[metadataKey: "hb.request.id"] = "\(requestID)"
         var response: Response
         do {
             response = try await next(request, context)

@@ -235,6 +235,13 @@ struct GatewayProcessTests {
         #expect(tooLarge.status == 413)
         #expect(tooLarge.json?["code"] == "body-too-large")
 
+        // An unknown route: a problem too, with the request id the client sent.
+        let unknown = try await Self.request("GET", "\(base)/v1/nothing", headers: ["X-Request-Id": "trace-42"])
+        #expect(unknown.status == 404)
+        #expect(unknown.headers["content-type"] == "application/problem+json")
+        #expect(unknown.headers["x-request-id"] == "trace-42")
+        #expect(try String(contentsOf: gatewayLog, encoding: .utf8).contains("hb.request.id=trace-42"))
+
         // Metrics count the requests.
         let metrics = try await Self.rawGet("\(base)/metrics")
         #expect(metrics.contains("gateway_requests_total"))
