@@ -291,6 +291,73 @@ struct GatewayProcessTests {
         #expect(posted.headers["x-request-id"] != nil)
     }
 
+    /// A broker that stops confirming mid-test (a memory alarm blocks publishers): 503, never
+    /// 202; once it confirms again, the retry with the same key is accepted with one job id.
+    @Test func aBlockedBrokerGets503ThenTheRetryIsAccepted() async throws {
+        let port = Int.random(in: 20_000..<40_000)
+        let base = "http://127.0.0.1:\(port)"
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: [.chartCalculate])
+        let (gateway, log) = try Self.start(
+            "gateway",
+            environment: [
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.client),
+                "DATABASE_URL": try await Self.gatewayDatabaseURL(),
+                "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "REQUEST_TIMEOUT_MS": "1500",
+            ],
+            label: "gateway-blocked"
+        )
+        let processes = Processes(processes: [gateway], logs: [log])
+        defer { processes.stop() }
+        try await RuntimeTestEnvironment.eventually("the gateway is ready", timeout: .seconds(30)) {
+            (try? await Self.request("GET", "\(base)/readyz"))?.status == 200
+        }
+        let access = try #require(
+            try await Self.request("POST", "\(base)/v1/devices").json?["accessToken"]?.stringValue
+        )
+        let key = UUID().uuidString
+        try await AMQPTestEnvironment.stack("rabbit-ctl", ["set_vm_memory_high_watermark", "absolute", "1"])
+        let blocked: HTTPAnswer
+        do {
+            blocked = try await Self.request(
+                "POST",
+                "\(base)/v1/profiles",
+                token: access,
+                body: Self.profile,
+                headers: ["Idempotency-Key": key]
+            )
+        } catch {
+            try await AMQPTestEnvironment.stack("rabbit-ctl", ["set_vm_memory_high_watermark", "0.4"])
+            throw error
+        }
+        let readyWhileBlocked = try await Self.request("GET", "\(base)/readyz").status
+        try await AMQPTestEnvironment.stack("rabbit-ctl", ["set_vm_memory_high_watermark", "0.4"])
+        #expect(blocked.status == 503, "\(String(describing: blocked.json))")
+        #expect(blocked.json?["code"] == "broker-unavailable")
+        #expect(readyWhileBlocked == 503)
+
+        var accepted: HTTPAnswer?
+        try await RuntimeTestEnvironment.eventually("the retry is accepted", timeout: .seconds(30)) {
+            accepted = try await Self.request(
+                "POST",
+                "\(base)/v1/profiles",
+                token: access,
+                body: Self.profile,
+                headers: ["Idempotency-Key": key]
+            )
+            return accepted?.status == 202
+        }
+        let jobID = try #require(accepted?.json?["jobId"]?.stringValue)
+        let shown = try await Self.request("GET", "\(base)/v1/jobs/\(jobID)", token: access)
+        #expect(shown.status == 200)
+        #expect(shown.json?["status"] == "queued")
+        // The job is queued. The blocked publish may reach the queue too once the alarm clears:
+        // it carries the same job id, which the worker runs once.
+        let state = try await publisher.queueState(JobType.chartCalculate.rawValue)
+        #expect((1...2).contains(state.messageCount))
+        _ = try await publisher.purgeQueue(JobType.chartCalculate.rawValue)
+        await publisher.close()
+    }
+
     static func rawGet(_ url: String) async throws -> String {
         let (data, _) = try await URLSession.shared.data(from: URL(string: url)!)
         return String(decoding: data, as: UTF8.self)
