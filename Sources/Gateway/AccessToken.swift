@@ -17,6 +17,7 @@ public struct AccessTokenClaims: Sendable, Hashable {
     /// Audience (`aud`).
     public var audience: String
 
+    /// Claims as given; nothing is checked here (the verifier checks).
     public init(
         subject: UserID,
         issuedAt: Int64,
@@ -53,7 +54,7 @@ public enum AccessTokenError: Error, Sendable, Hashable, CustomStringConvertible
     /// `iss` or `aud` is not this gateway's.
     case wrongIssuerOrAudience
 
-    /// The stable code of the problem answered for this error.
+    /// The stable code of the problem answered for this error (`token-expired`, …).
     public var code: String {
         switch self {
         case .oversized, .malformed: "invalid-token"
@@ -93,6 +94,7 @@ public struct AccessTokenSigner: Sendable {
     /// How long a token is valid.
     public let lifetime: Duration
 
+    /// A signer with `key` under the key id `keyID`; tokens are valid for `lifetime`.
     public init(keyID: String, key: P256.Signing.PrivateKey, issuer: String, audience: String, lifetime: Duration) {
         self.keyID = keyID
         self.keyBytes = key.rawRepresentation
@@ -161,11 +163,13 @@ public struct AccessTokenVerifier: Sendable {
     /// Public keys by key id, as their X9.63 bytes: swift-crypto's key types are not `Sendable`
     /// on Linux.
     private let keys: [String: Data]
+    /// The only `iss` and `aud` accepted.
     public let issuer: String
     public let audience: String
     /// Clock difference tolerated on `exp`, `nbf` and `iat`.
     public let leeway: Int64
 
+    /// A verifier accepting tokens signed by any of `keys` for this `issuer` and `audience`.
     /// - Parameters:
     ///   - keys: Verification keys by key id.
     ///   - leeway: Seconds of clock skew tolerated.

@@ -36,7 +36,9 @@ public struct GatewayConfiguration: Sendable {
     public var refreshTokenLifetime: Duration = .seconds(90 * 86_400)
     /// Largest request body read (`MAX_BODY_BYTES`).
     public var maxBodyBytes = 16_384
-    /// Longest a request may wait for the database or the broker's confirm (`REQUEST_TIMEOUT_MS`).
+    /// Longest a request may wait for a database connection, a statement (unless
+    /// `DB_STATEMENT_TIMEOUT_MS` says otherwise) or the broker's confirm, and longest a connection
+    /// may stay idle (`REQUEST_TIMEOUT_MS`).
     public var requestTimeout: Duration = .seconds(10)
 
     /// The gateway's own settings, with their defaults (the README's table mirrors them).
@@ -65,7 +67,7 @@ public struct GatewayConfiguration: Sendable {
         .init(
             name: "REQUEST_TIMEOUT_MS",
             defaultValue: "10000",
-            meaning: "longest wait for the database or the broker's confirm"
+            meaning: "longest wait for a connection, a statement or the broker's confirm; idle connections closed"
         ),
     ]
 
@@ -162,6 +164,10 @@ public struct GatewayConfiguration: Sendable {
         configuration.refreshTokenLifetime = .seconds(try int("REFRESH_TOKEN_TTL_DAYS", 90, 1...365) * 86_400)
         configuration.maxBodyBytes = try int("MAX_BODY_BYTES", 16_384, 1024...1_048_576)
         configuration.requestTimeout = .milliseconds(try int("REQUEST_TIMEOUT_MS", 10_000, 100...120_000))
+        // A request's statements get its time, not the workers' 30 s, unless set explicitly.
+        if value("DB_STATEMENT_TIMEOUT_MS") == nil, configuration.base.database.responseTimeout == nil {
+            configuration.base.database.statementTimeout = configuration.requestTimeout
+        }
         return configuration
     }
 

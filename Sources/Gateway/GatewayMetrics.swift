@@ -8,6 +8,7 @@ public final class GatewayMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
     private let duration: DurationHistogram
 
+    /// A fresh registry with the request duration histogram.
     public init() {
         duration = registry.makeDurationHistogram(
             descriptor: MetricNameDescriptor(

@@ -18,6 +18,7 @@ public struct Problem: Error, Sendable, Hashable {
     /// Seconds after which a retry may succeed (`Retry-After`), for 503.
     public var retryAfter: Int?
 
+    /// A problem as given; `type` is derived from `code`.
     public init(status: Int, code: String, title: String, detail: String, field: String? = nil, retryAfter: Int? = nil)
     {
         self.status = status

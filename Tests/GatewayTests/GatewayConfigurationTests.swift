@@ -22,6 +22,16 @@ struct GatewayConfigurationTests {
         #expect(configuration.maxBodyBytes == 16_384)
         #expect(GatewayConfiguration.isValidKeyID(configuration.signingKeyID))
         #expect(configuration.verificationKeys.count == 1)
+        #expect(configuration.requestTimeout == .seconds(10))
+        #expect(configuration.base.database.statementTimeout == .seconds(10))
+    }
+
+    @Test func anExplicitStatementTimeoutIsKept() throws {
+        let configuration = try GatewayConfiguration.fromEnvironment([
+            "DB_STATEMENT_TIMEOUT_MS": "2000", "REQUEST_TIMEOUT_MS": "5000",
+        ])
+        #expect(configuration.base.database.statementTimeout == .seconds(2))
+        #expect(configuration.requestTimeout == .seconds(5))
     }
 
     @Test func productionRefusesToStartWithoutAKey() {
