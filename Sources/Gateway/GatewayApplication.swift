@@ -197,6 +197,15 @@ public enum GatewayRoutes {
         let idempotencyKey = try idempotencyKey(request)
         let data = try await body(request, services)
         guard case .object(var members) = try jsonObject(data) else { throw Problem.invalid("invalid-json", "") }
+        // This route creates a profile: an id to update (someone else's, perhaps) is refused here
+        // rather than left to the worker.
+        if let id = members["profile"]?["id"], id != .null {
+            throw Problem.invalid(
+                "unexpected-field",
+                "profile.id: a new profile gets its id from the server",
+                field: "profile.id"
+            )
+        }
         // The user comes from the token only; a job id from the body is not the client's to pick.
         members["userId"] = .string(user.description)
         members["jobId"] = .string(JobID.random().description)

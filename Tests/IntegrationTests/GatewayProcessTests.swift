@@ -201,6 +201,17 @@ struct GatewayProcessTests {
         #expect(rejected.json?["code"] == "latitude-out-of-range")
         #expect(rejected.json?["field"] == "profile.latitude")
 
+        // A profile id to update is not taken on creation.
+        var withID = Self.profile
+        if case .object(var body) = withID, case .object(var profile)? = body["profile"] {
+            profile["id"] = .string(UUID().uuidString)
+            body["profile"] = .object(profile)
+            withID = .object(body)
+        }
+        let refusedID = try await Self.request("POST", "\(base)/v1/profiles", token: access, body: withID)
+        #expect(refusedID.status == 400)
+        #expect(refusedID.json?["field"] == "profile.id")
+
         // The refresh token works once.
         let renewed = try await Self.request("POST", "\(base)/v1/token", body: ["refreshToken": .string(refresh)])
         #expect(renewed.status == 200)
