@@ -322,17 +322,47 @@ public enum GatewayRoutes {
         return key
     }
 
-    /// The request body, at most `maxBodyBytes`.
+    /// The request body, at most `maxBodyBytes`, read within `requestTimeout` (a client that
+    /// trickles its body in keeps the connection from idling out, not the request from ending).
+    /// - Throws: `Problem` 413 when the body is too large, 408 when it is not all there in time.
     static func body(_ request: Request, _ services: GatewayServices) async throws -> Data {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > services.maxBodyBytes {
             throw tooLarge(services)
         }
-        var request = request
-        do {
-            let buffer = try await request.collectBody(upTo: services.maxBodyBytes)
-            return Data(buffer.readableBytesView)
-        } catch {
-            throw tooLarge(services)
+        enum Read: Sendable {
+            case body(ByteBuffer)
+            case failed
+            case timedOut
+        }
+        let limit = services.maxBodyBytes
+        let timeout = services.requestTimeout
+        let read: Read = await withTaskGroup(of: Read.self) { group in
+            group.addTask {
+                var request = request
+                do {
+                    return .body(try await request.collectBody(upTo: limit))
+                } catch {
+                    return .failed
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return .timedOut
+            }
+            let first = await group.next() ?? .failed
+            group.cancelAll()
+            return first
+        }
+        switch read {
+        case .body(let buffer): return Data(buffer.readableBytesView)
+        case .failed: throw tooLarge(services)
+        case .timedOut:
+            throw Problem(
+                status: 408,
+                code: "request-timeout",
+                title: "Request timeout",
+                detail: "the body did not arrive within \(timeout.milliseconds) ms"
+            )
         }
     }
 

@@ -300,6 +300,21 @@ struct GatewayProcessTests {
         #expect(posted.json?["code"] == "broker-unavailable")
         #expect(posted.headers["retry-after"] != nil)
         #expect(posted.headers["x-request-id"] != nil)
+
+        // A body trickled in a byte at a time, never idle but never done: 408 at the timeout.
+        let trickle = try await ProcessRunner.run(
+            "/bin/bash",
+            [
+                "-c",
+                """
+                exec 3<>/dev/tcp/127.0.0.1/\(port)
+                printf 'POST /v1/devices HTTP/1.1\\r\\nHost: localhost\\r\\nContent-Length: 100\\r\\n\\r\\n' >&3
+                for i in 1 2 3 4 5 6 7 8 9 10; do printf x >&3 2>/dev/null || break; sleep 0.4; done &
+                timeout 8 head -c 12 <&3
+                """,
+            ]
+        )
+        #expect(trickle.output == "HTTP/1.1 408", "\(trickle)")
     }
 
     /// A broker that stops confirming mid-test (a memory alarm blocks publishers): 503, never
