@@ -34,7 +34,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
         // The gateway's HTTP server.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.0.0"),
-        // Tests only: reading docker-compose.yml and the Kubernetes manifests.
+        // Tests only: reading docker-compose.yml, the Kubernetes manifests and openapi.yaml.
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
     ],
     targets: [
@@ -215,7 +215,9 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]
+            ],
+            // openapi.yaml (the repository root's openapi.yaml links to it), served at /openapi.yaml.
+            resources: [.copy("Resources/openapi.yaml")]
         ),
         .executableTarget(name: "gateway", dependencies: ["Gateway"]),
         // A synthetic job on the real runtime, for integration tests and trying the runtime out.
@@ -273,6 +275,7 @@ let package = Package(
             name: "GatewayTests",
             dependencies: [
                 "Gateway", "AstroDomain", "WorkerRuntime", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Yams", package: "Yams"),
             ]
         ),
         .testTarget(name: "BillingTests", dependencies: ["Billing", "StoreKitVerification", "AstroDomain"]),
@@ -295,7 +298,7 @@ let package = Package(
                 "ChartEngine", "Ephemeris", "Billing", "StoreKitVerification", "AppStoreServerAPI",
                 "AppStoreServerFake", "Reports", "ReportService", "LLMClient", "LLMFake", "Stories",
                 "StoryIllustration", "StoryService", "Gateway",
-                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
             ]
         ),
     ]

@@ -57,13 +57,32 @@ public enum GatewayRoutes {
     static let requestIDHeader = HTTPFields.Element.Name("X-Request-Id")!
     static let idempotencyKeyHeader = HTTPFields.Element.Name("Idempotency-Key")!
 
-    /// Builds the router: `/healthz`, `/readyz`, `/metrics`, `POST /v1/devices`, `POST /v1/token`,
-    /// `POST /v1/profiles`, `GET /v1/jobs/{id}`.
+    /// Builds the router from `GatewayAPI.routes`: `/healthz`, `/readyz`, `/metrics`,
+    /// `/openapi.yaml`, `POST /v1/devices`, `POST /v1/token`, `POST /v1/profiles`,
+    /// `GET /v1/jobs/{id}`.
     public static func router(_ services: GatewayServices) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: RequestMiddleware(metrics: services.metrics))
-        router.get("/healthz") { _, _ in text("ok\n") }
-        router.get("/readyz") { _, _ -> Response in
+        for route in GatewayAPI.routes {
+            let operation = route.operation
+            router.on(RouterPath(route.path), method: route.method) { request, context in
+                try await handle(operation, request, context: context, services)
+            }
+        }
+        return router
+    }
+
+    /// The handler of each operation.
+    static func handle(
+        _ operation: GatewayRoute.Operation,
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        switch operation {
+        case .healthz:
+            return text("ok\n")
+        case .readyz:
             let database = await services.pool.ping()
             let broker = services.publisher.isConnected && !services.publisher.isBlocked
             guard database, broker else {
@@ -73,23 +92,27 @@ public enum GatewayRoutes {
                 )
             }
             return text("ready\n")
+        case .metrics:
+            return text(services.metrics.render(), contentType: "text/plain; version=0.0.4")
+        case .openAPI:
+            guard let document = GatewayAPI.document else {
+                throw Problem(
+                    status: 500,
+                    code: "internal-error",
+                    title: "Internal error",
+                    detail: "the OpenAPI document is missing from this build"
+                )
+            }
+            return text(document, contentType: "application/yaml")
+        case .registerDevice:
+            return try await registerDevice(request, context: context, services)
+        case .refreshToken:
+            return try await refresh(request, context: context, services)
+        case .createProfile:
+            return try await createProfile(request, context: context, services)
+        case .getJob:
+            return try await job(request, context: context, services)
         }
-        router.get("/metrics") { _, _ in
-            text(services.metrics.render(), contentType: "text/plain; version=0.0.4")
-        }
-        router.post("/v1/devices") { request, context in
-            try await registerDevice(request, context: context, services)
-        }
-        router.post("/v1/token") { request, context in
-            try await refresh(request, context: context, services)
-        }
-        router.post("/v1/profiles") { request, context in
-            try await createProfile(request, context: context, services)
-        }
-        router.get("/v1/jobs/{id}") { request, context in
-            try await job(request, context: context, services)
-        }
-        return router
     }
 
     // MARK: Identity
@@ -450,6 +473,17 @@ struct RequestMiddleware: RouterMiddleware {
             )
         }
         response.headers[GatewayRoutes.requestIDHeader] = requestID
+        if !GatewayAPI.isDocumented(
+            status: response.status.code,
+            method: request.method,
+            route: context.endpointPath
+        ) {
+            // The route table, and so openapi.yaml, is missing this answer.
+            context.logger.error(
+                "status not in the route table",
+                metadata: ["http.route": "\(context.endpointPath ?? "")", "http.status": "\(response.status.code)"]
+            )
+        }
         let elapsed = ContinuousClock.now - started
         metrics.recordRequest(
             route: context.endpointPath ?? "unmatched",
