@@ -6,6 +6,7 @@ import Gateway
 import Postgres
 import Testing
 import WorkerRuntime
+import Yams
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -120,6 +121,21 @@ struct GatewayProcessTests {
             Issue.record("the gateway did not become ready: \(error)\n\(processes.output)")
             throw error
         }
+
+        // The served OpenAPI document is the repository's openapi.yaml, and it parses.
+        let (documentData, documentResponse) = try await URLSession.shared.data(
+            from: URL(string: "\(base)/openapi.yaml")!
+        )
+        let documentHTTP = try #require(documentResponse as? HTTPURLResponse)
+        #expect(documentHTTP.statusCode == 200)
+        #expect(documentHTTP.value(forHTTPHeaderField: "Content-Type") == "application/yaml")
+        let served = try #require(String(data: documentData, encoding: .utf8))
+        let repositoryFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("openapi.yaml")
+        #expect(served == (try String(contentsOf: repositoryFile, encoding: .utf8)))
+        let parsed = try #require(try Yams.load(yaml: served) as? [String: Any])
+        #expect((parsed["openapi"] as? String)?.hasPrefix("3.1.") == true)
+        #expect((parsed["paths"] as? [String: Any])?["/v1/profiles"] != nil)
 
         // Register two devices.
         let first = try await Self.request("POST", "\(base)/v1/devices")
@@ -262,6 +278,8 @@ struct GatewayProcessTests {
         gateway.terminate()
         gateway.waitUntilExit()
         #expect(gateway.terminationStatus == 0, "\(processes.output)")
+        // Every answer above was one openapi.yaml lists for its route.
+        #expect(!(try String(contentsOf: gatewayLog, encoding: .utf8)).contains("status not in the route table"))
     }
 
     /// With the broker out of reach a POST is answered 503, never 202, and the job it would have
