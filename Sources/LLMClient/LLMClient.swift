@@ -23,33 +23,9 @@ public final class LLMClient: Sendable {
     /// treated as unreported (estimated instead).
     public static let maximumReportedTokens = 10_000_000
 
-    /// The clock, sleep and randomness the retries use; the defaults are real. Tests inject a
-    /// virtual clock and a sleep that returns at once.
-    public struct Timing: Sendable {
-        /// Monotonic time, for the deadline.
-        public var now: @Sendable () -> ContinuousClock.Instant
-        /// Waits between attempts; throws when the task is cancelled.
-        public var sleep: @Sendable (Duration) async throws -> Void
-        /// A uniform draw from `0..<1`, for the jitter.
-        public var random: @Sendable () -> Double
-
-        public init(
-            now: @escaping @Sendable () -> ContinuousClock.Instant,
-            sleep: @escaping @Sendable (Duration) async throws -> Void,
-            random: @escaping @Sendable () -> Double
-        ) {
-            self.now = now
-            self.sleep = sleep
-            self.random = random
-        }
-
-        /// The system clock, `Task.sleep` and the system random generator.
-        public static let system = Timing(
-            now: { ContinuousClock.now },
-            sleep: { try await Task.sleep(for: $0) },
-            random: { Double.random(in: 0..<1) }
-        )
-    }
+    /// The clock, sleep and randomness the retries use (`RetryClock`, shared with the App Store
+    /// client); the defaults are real. Tests inject a virtual clock and a sleep that returns at once.
+    public typealias Timing = RetryClock
 
     public let configuration: LLMConfiguration
     private let sender: RetryingSender
@@ -254,8 +230,7 @@ struct RetryingSender: Sendable {
 
     /// POSTs `body` to `endpoint` until a 2xx (its body and the attempts made) or a final error.
     func post(_ body: Data, to endpoint: URL, contentType: String) async throws(LLMError) -> (Data, Int) {
-        let clock = RetryClock(now: timing.now, sleep: timing.sleep, random: timing.random)
-        let (answer, attempts) = try await RetryLoop.run(schedule: schedule, clock: clock) {
+        let (answer, attempts) = try await RetryLoop.run(schedule: schedule, clock: timing) {
             attempt,
             timeout throws(LLMError) in
             var request = URLRequest(url: endpoint)
