@@ -16,53 +16,13 @@ import FoundationNetworking
 /// process: a device registers, posts a profile, and reads its job back over HTTP.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct GatewayProcessTests {
-    struct HTTPAnswer {
-        var status: Int
-        var headers: [String: String]
-        var json: JSONValue?
-    }
-
-    final class Processes: Sendable {
-        let processes: [Process]
-        let logs: [URL]
-        init(processes: [Process], logs: [URL]) {
-            self.processes = processes
-            self.logs = logs
-        }
-        func stop() {
-            for process in processes where process.isRunning {
-                process.terminate()
-                process.waitUntilExit()
-            }
-        }
-        var output: String { logs.map { (try? String(contentsOf: $0, encoding: .utf8)) ?? "" }.joined(separator: "\n") }
-    }
-
-    static let profile: JSONValue = [
-        "profile": [
-            "name": "Me", "birthDate": "1990-10-07", "birthTime": "15:00", "timezone": "Europe/Kyiv",
-            "latitude": 50.4501, "longitude": 30.5234, "locationName": "Kyiv, Ukraine",
-        ]
-    ]
-
-    /// The gateway's own role (migration 0014), logging in as `astroctl migrate` lets it.
-    static func gatewayDatabaseURL() async throws -> String {
-        try await RuntimeTestEnvironment.databaseURL(as: .gateway)
-    }
-
+    typealias HTTPAnswer = GatewayHarness.HTTPAnswer
+    typealias Processes = GatewayHarness.Processes
+    static let profile = GatewayHarness.profile
+    static func gatewayDatabaseURL() async throws -> String { try await GatewayHarness.gatewayDatabaseURL() }
     static func start(_ product: String, environment: [String: String], label: String) throws -> (Process, URL) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath(product))
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID()).log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: log)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        return (process, log)
+        try GatewayHarness.start(product, environment: environment, label: label)
     }
-
     static func request(
         _ method: String,
         _ url: String,
@@ -70,23 +30,10 @@ struct GatewayProcessTests {
         body: JSONValue? = nil,
         headers: [String: String] = [:]
     ) async throws -> HTTPAnswer {
-        var request = URLRequest(url: URL(string: url)!)
-        request.httpMethod = method
-        request.timeoutInterval = 10
-        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-        if let body {
-            request.httpBody = body.jsonData()
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        let (data, response) = try await URLSession.shared.data(for: request)
-        let http = response as! HTTPURLResponse
-        var fields: [String: String] = [:]
-        for (name, value) in http.allHeaderFields {
-            fields[String(describing: name).lowercased()] = String(describing: value)
-        }
-        return HTTPAnswer(status: http.statusCode, headers: fields, json: try? JSONValue.parse(data))
+        try await GatewayHarness.request(method, url, token: token, body: body, headers: headers)
     }
+    static func rawGet(_ url: String) async throws -> String { try await GatewayHarness.rawGet(url) }
+    static func padded(_ base64URL: String) -> String { GatewayHarness.padded(base64URL) }
 
     @Test func aDeviceRegistersPostsAProfileAndReadsItsJob() async throws {
         let port = Int.random(in: 20_000..<40_000)
@@ -400,16 +347,5 @@ struct GatewayProcessTests {
         #expect((1...2).contains(state.messageCount))
         _ = try await publisher.purgeQueue(JobType.chartCalculate.rawValue)
         await publisher.close()
-    }
-
-    static func rawGet(_ url: String) async throws -> String {
-        let (data, _) = try await URLSession.shared.data(from: URL(string: url)!)
-        return String(decoding: data, as: UTF8.self)
-    }
-
-    static func padded(_ base64URL: String) -> String {
-        var text = base64URL.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while text.count % 4 != 0 { text += "=" }
-        return text
     }
 }

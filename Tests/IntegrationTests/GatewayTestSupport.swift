@@ -1,0 +1,160 @@
+import AstroDomain
+import Foundation
+import Testing
+import WorkerRuntime
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What the gateway's integration tests share: starting the real processes, plain HTTP calls,
+/// and a gateway with a chart-worker behind it, ready to take requests.
+enum GatewayHarness {
+    struct HTTPAnswer {
+        var status: Int
+        var headers: [String: String]
+        var json: JSONValue?
+    }
+
+    final class Processes: Sendable {
+        let processes: [Process]
+        let logs: [URL]
+        init(processes: [Process], logs: [URL]) {
+            self.processes = processes
+            self.logs = logs
+        }
+        func stop() {
+            for process in processes where process.isRunning {
+                process.terminate()
+                process.waitUntilExit()
+            }
+        }
+        var output: String { logs.map { (try? String(contentsOf: $0, encoding: .utf8)) ?? "" }.joined(separator: "\n") }
+    }
+
+    static let profile: JSONValue = [
+        "profile": [
+            "name": "Me", "birthDate": "1990-10-07", "birthTime": "15:00", "timezone": "Europe/Kyiv",
+            "latitude": 50.4501, "longitude": 30.5234, "locationName": "Kyiv, Ukraine",
+        ]
+    ]
+
+    /// The gateway's own role (migration 0014), logging in as `astroctl migrate` lets it.
+    static func gatewayDatabaseURL() async throws -> String {
+        try await RuntimeTestEnvironment.databaseURL(as: .gateway)
+    }
+
+    static func start(_ product: String, environment: [String: String], label: String) throws -> (Process, URL) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath(product))
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID()).log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: log)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        return (process, log)
+    }
+
+    static func request(
+        _ method: String,
+        _ url: String,
+        token: String? = nil,
+        body: JSONValue? = nil,
+        headers: [String: String] = [:]
+    ) async throws -> HTTPAnswer {
+        var request = URLRequest(url: URL(string: url)!)
+        request.httpMethod = method
+        request.timeoutInterval = 10
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        if let body {
+            request.httpBody = body.jsonData()
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let http = response as! HTTPURLResponse
+        var fields: [String: String] = [:]
+        for (name, value) in http.allHeaderFields {
+            fields[String(describing: name).lowercased()] = String(describing: value)
+        }
+        return HTTPAnswer(status: http.statusCode, headers: fields, json: try? JSONValue.parse(data))
+    }
+
+    static func rawGet(_ url: String) async throws -> String {
+        let (data, _) = try await URLSession.shared.data(from: URL(string: url)!)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func padded(_ base64URL: String) -> String {
+        var text = base64URL.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while text.count % 4 != 0 { text += "=" }
+        return text
+    }
+
+    /// A running gateway (the client broker user, the gateway's database role) and, when asked,
+    /// a chart-worker; stop them with `processes.stop()`.
+    struct Running {
+        let base: String
+        let processes: Processes
+    }
+
+    /// Starts the gateway on a random port (plus a chart-worker when `chartWorker`) and waits
+    /// until `/readyz` answers 200.
+    /// - Throws: when a process cannot start or the gateway is not ready within 30 s (its log
+    ///   is recorded as an issue).
+    static func launch(
+        chartWorker: Bool = false,
+        environment: [String: String] = [:],
+        label: String = "gateway"
+    ) async throws -> Running {
+        let port = Int.random(in: 20_000..<40_000)
+        let base = "http://127.0.0.1:\(port)"
+        var processes: [Process] = []
+        var logs: [URL] = []
+        if chartWorker {
+            let (worker, workerLog) = try start(
+                "chart-worker",
+                environment: [
+                    "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
+                    "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
+                    "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
+                ],
+                label: "\(label)-chart-worker"
+            )
+            processes.append(worker)
+            logs.append(workerLog)
+        }
+        let (gateway, gatewayLog) = try start(
+            "gateway",
+            environment: [
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.client),
+                "DATABASE_URL": try await gatewayDatabaseURL(),
+                "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
+            ].merging(environment) { _, new in new },
+            label: label
+        )
+        processes.insert(gateway, at: 0)
+        logs.insert(gatewayLog, at: 0)
+        let running = Running(base: base, processes: Processes(processes: processes, logs: logs))
+        do {
+            try await RuntimeTestEnvironment.eventually("the gateway is ready", timeout: .seconds(30)) {
+                (try? await request("GET", "\(base)/readyz"))?.status == 200
+            }
+        } catch {
+            Issue.record("the gateway did not become ready: \(error)\n\(running.processes.output)")
+            running.processes.stop()
+            throw error
+        }
+        return running
+    }
+
+    /// Registers a device; returns its user id and access token.
+    static func register(_ base: String) async throws -> (user: String, token: String) {
+        let answer = try await request("POST", "\(base)/v1/devices")
+        let user = try #require(answer.json?["userId"]?.stringValue)
+        let token = try #require(answer.json?["accessToken"]?.stringValue)
+        return (user, token)
+    }
+}
