@@ -42,7 +42,7 @@ public enum GatewayAPI {
             method: .post,
             path: "/v1/devices",
             operation: .registerDevice,
-            statuses: [201, 408, 413, 500, 503]
+            statuses: [201, 400, 408, 413, 500, 503]
         ),
         GatewayRoute(
             method: .post,
@@ -69,6 +69,19 @@ public enum GatewayAPI {
     static func isDocumented(status: Int, method: HTTPRequest.Method, route: String?) -> Bool {
         guard let route, let statuses = statusesByRoute["\(method.rawValue) \(route)"] else { return true }
         return statuses.contains(status)
+    }
+
+    /// The methods the table has for a concrete request path (`/v1/jobs/0f…`), for a 405 answer
+    /// with `Allow` when a known path is asked with another method; empty for an unknown path.
+    static func methods(forPath path: String) -> [HTTPRequest.Method] {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        return routes.filter { route in
+            let pattern = route.path.split(separator: "/", omittingEmptySubsequences: false)
+            guard pattern.count == segments.count else { return false }
+            return zip(pattern, segments).allSatisfy { template, actual in
+                template.hasPrefix("{") ? !actual.isEmpty : template == actual
+            }
+        }.map(\.method)
     }
 
     /// The OpenAPI 3.1 document (`openapi.yaml` at the repository root, a link to this target's

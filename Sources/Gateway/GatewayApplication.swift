@@ -122,7 +122,10 @@ public enum GatewayRoutes {
         context: BasicRequestContext,
         _ services: GatewayServices
     ) async throws -> Response {
-        _ = try await body(request, services)
+        // No members are read today, but a body that is not an object is a client bug to report,
+        // not to ignore.
+        let data = try await body(request, services)
+        if !data.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) { _ = try jsonObject(data) }
         let refreshToken = RefreshToken.make()
         let user = try await database(context) {
             try await services.store.createUser(
@@ -456,6 +459,24 @@ struct RequestMiddleware: RouterMiddleware {
             response = try await next(request, context)
         } catch let problem as Problem {
             response = Self.response(problem)
+        } catch let error as HTTPResponseError
+            where error.status == .notFound
+            && !GatewayAPI.methods(forPath: request.uri.path).isEmpty
+            && !GatewayAPI.methods(forPath: request.uri.path).contains(request.method)
+        {
+            // A known path asked with a method it does not have: 405 with the methods it has
+            // (RFC 9110 §15.5.6), not 404.
+            let allowed = GatewayAPI.methods(forPath: request.uri.path)
+            response = Self.response(
+                Problem(
+                    status: 405,
+                    code: "method-not-allowed",
+                    title: "Method not allowed",
+                    detail:
+                        "\(request.method.rawValue) is not allowed here; allowed: \(allowed.map(\.rawValue).joined(separator: ", "))"
+                )
+            )
+            response.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
         } catch let error as HTTPResponseError {
             let status = error.status
             response = Self.response(

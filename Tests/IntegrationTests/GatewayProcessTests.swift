@@ -92,6 +92,15 @@ struct GatewayProcessTests {
         let refresh = try #require(first.json?["refreshToken"]?.stringValue)
         let other = try #require(try await Self.request("POST", "\(base)/v1/devices").json?["accessToken"]?.stringValue)
 
+        // A known path with a method it lacks is 405 with Allow; a body that is not an object is 400.
+        let wrongMethod = try await Self.request("PUT", "\(base)/v1/devices")
+        #expect(wrongMethod.status == 405)
+        #expect(wrongMethod.headers["allow"] == "POST")
+        #expect(wrongMethod.json?["code"]?.stringValue == "method-not-allowed")
+        let notAnObject = try await Self.request("POST", "\(base)/v1/devices", body: .array([]))
+        #expect(notAnObject.status == 400)
+        #expect(notAnObject.json?["code"]?.stringValue == "invalid-json")
+
         // Post a profile; a retry with the same key answers with the same job.
         let key = UUID().uuidString
         let posted = try await Self.request(
