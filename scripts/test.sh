@@ -37,6 +37,9 @@ step "integration tests (real RabbitMQ and PostgreSQL)"
 # Serially: some tests restart RabbitMQ or PostgreSQL, which would disturb tests running beside them.
 bash scripts/stack.sh run -- swift test --skip-build --no-parallel --filter IntegrationTests --skip ChaosTests
 
+step "the live gateway against openapi.yaml (schemathesis, property-based; 60 s per generated phase)"
+bash scripts/contract-check.sh 60
+
 step "chaos suite (kill -9 workers, restart RabbitMQ and PostgreSQL with thousands of jobs in flight)"
 # On a stack of its own, after the fast tests: it prints what it found (outcomes, duplicates, losses,
 # dead letters, ledger balance) and fails if any job has other than exactly one outcome.
