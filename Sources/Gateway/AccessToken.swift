@@ -1,6 +1,7 @@
 import AstroDomain
 import Crypto
 import Foundation
+import Synchronization
 
 /// What an access token says: who it is for and when it is valid.
 public struct AccessTokenClaims: Sendable, Hashable {
@@ -168,16 +169,29 @@ public struct AccessTokenVerifier: Sendable {
     public let audience: String
     /// Clock difference tolerated on `exp`, `nbf` and `iat`.
     public let leeway: Int64
+    /// Tokens already verified, so that a token presented again (an app sends the same one for
+    /// its whole lifetime) costs a hash instead of an ECDSA verification; nil when disabled.
+    private let cache: VerifiedTokenCache?
 
     /// A verifier accepting tokens signed by any of `keys` for this `issuer` and `audience`.
     /// - Parameters:
     ///   - keys: Verification keys by key id.
     ///   - leeway: Seconds of clock skew tolerated.
-    public init(keys: [String: P256.Signing.PublicKey], issuer: String, audience: String, leeway: Int64 = 30) {
+    ///   - cacheCapacity: How many verified tokens to remember (0: none). Only a token that passed
+    ///     every check is remembered, by the SHA-256 of all its bytes, signature included, and its
+    ///     times are checked again at every use.
+    public init(
+        keys: [String: P256.Signing.PublicKey],
+        issuer: String,
+        audience: String,
+        leeway: Int64 = 30,
+        cacheCapacity: Int = 10_000
+    ) {
         self.keys = keys.mapValues(\.x963Representation)
         self.issuer = issuer
         self.audience = audience
         self.leeway = leeway
+        cache = cacheCapacity > 0 ? VerifiedTokenCache(capacity: cacheCapacity) : nil
     }
 
     /// The key ids accepted.
@@ -187,6 +201,11 @@ public struct AccessTokenVerifier: Sendable {
     /// - Throws: `AccessTokenError` saying why the token is refused.
     public func verify(_ token: String, now: Date = Date()) throws(AccessTokenError) -> AccessTokenClaims {
         guard token.utf8.count <= Self.maxTokenBytes else { throw .oversized }
+        let digest = cache.map { _ in Data(SHA256.hash(data: Data(token.utf8))) }
+        if let cache, let digest, let claims = cache.claims(for: digest) {
+            try checkTimes(claims, now: now)
+            return claims
+        }
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .malformed("expected three parts") }
         guard let headerData = Base64URL.decode(parts[0]), let payloadData = Base64URL.decode(parts[1]),
@@ -223,10 +242,7 @@ public struct AccessTokenVerifier: Sendable {
             throw .malformed("iss or aud is missing")
         }
         guard tokenIssuer == issuer, tokenAudience == audience else { throw .wrongIssuerOrAudience }
-        let current = Int64(now.timeIntervalSince1970.rounded(.down))
-        guard current < expiresAt + leeway else { throw .expired }
-        guard issuedAt <= current + leeway, (notBefore ?? issuedAt) <= current + leeway else { throw .notYetValid }
-        return AccessTokenClaims(
+        let claims = AccessTokenClaims(
             subject: subject,
             issuedAt: issuedAt,
             expiresAt: expiresAt,
@@ -234,6 +250,18 @@ public struct AccessTokenVerifier: Sendable {
             issuer: tokenIssuer,
             audience: tokenAudience
         )
+        try checkTimes(claims, now: now)
+        if let cache, let digest { cache.insert(claims, for: digest) }
+        return claims
+    }
+
+    /// `exp`, `nbf` and `iat` against `now`, with the leeway.
+    private func checkTimes(_ claims: AccessTokenClaims, now: Date) throws(AccessTokenError) {
+        let current = Int64(now.timeIntervalSince1970.rounded(.down))
+        guard current < claims.expiresAt + leeway else { throw .expired }
+        guard claims.issuedAt <= current + leeway, (claims.notBefore ?? claims.issuedAt) <= current + leeway else {
+            throw .notYetValid
+        }
     }
 
     private static func seconds(_ value: JSONValue?, _ name: String) throws(AccessTokenError) -> Int64 {
@@ -242,4 +270,34 @@ public struct AccessTokenVerifier: Sendable {
         else { throw .malformed("\(name) is not a whole number of seconds") }
         return Int64(number)
     }
+}
+
+/// Verified access tokens by the SHA-256 of their bytes, at most `capacity` of them: when full,
+/// the expired ones go, and if that is not enough, all of them (each is verified again once).
+final class VerifiedTokenCache: Sendable {
+    let capacity: Int
+    // Keyed by the digest's bytes: swift-crypto's digest type is not `Sendable` on Linux.
+    private let entries = Mutex<[Data: AccessTokenClaims]>([:])
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    func claims(for digest: Data) -> AccessTokenClaims? {
+        entries.withLock { $0[digest] }
+    }
+
+    func insert(_ claims: AccessTokenClaims, for digest: Data, now: Date = Date()) {
+        entries.withLock { entries in
+            if entries.count >= capacity {
+                let current = Int64(now.timeIntervalSince1970.rounded(.down))
+                entries = entries.filter { $0.value.expiresAt > current }
+                if entries.count >= capacity { entries.removeAll(keepingCapacity: true) }
+            }
+            entries[digest] = claims
+        }
+    }
+
+    /// How many tokens are remembered.
+    var count: Int { entries.withLock { $0.count } }
 }

@@ -160,4 +160,34 @@ struct AccessTokenTests {
         #expect(Base64URL.decode("A+B/") == nil)
         #expect(Base64URL.decode("-_-_") == Data([0xFB, 0xFF, 0xBF]))
     }
+
+    @Test func aRememberedTokenStillExpiresAndATamperedOneIsNotRemembered() throws {
+        let shared = verifier
+        let token = try signer.sign(user: user, now: now)
+        #expect(try shared.verify(token, now: now).subject == user)
+        // The second use is answered from the cache, with its times checked again.
+        #expect(try shared.verify(token, now: now.addingTimeInterval(60)).subject == user)
+        #expect(throws: AccessTokenError.expired) { try shared.verify(token, now: now.addingTimeInterval(900 + 31)) }
+        // One changed signature byte is another token: verified (and refused), never looked up.
+        var bytes = Array(token.utf8)
+        bytes[bytes.count - 2] = bytes[bytes.count - 2] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        #expect(throws: AccessTokenError.self) { try shared.verify(String(decoding: bytes, as: UTF8.self), now: now) }
+    }
+
+    @Test func theCacheIsBounded() {
+        let cache = VerifiedTokenCache(capacity: 3)
+        let live = claims(exp: 1_800_000_900)
+        let gone = claims(exp: 1_700_000_000)
+        cache.insert(gone, for: Data([1]), now: now)
+        cache.insert(live, for: Data([2]), now: now)
+        cache.insert(live, for: Data([3]), now: now)
+        // Full: the expired entry makes room.
+        cache.insert(live, for: Data([4]), now: now)
+        #expect(cache.count == 3)
+        #expect(cache.claims(for: Data([1])) == nil)
+        // Full of live entries: all go, the new one stays.
+        cache.insert(live, for: Data([5]), now: now)
+        #expect(cache.count == 1)
+        #expect(cache.claims(for: Data([5])) == live)
+    }
 }
