@@ -370,7 +370,12 @@ struct GatewayStoriesTests {
         let paths = ["s/page-01.png", "s/page-02.svg", "../secret.png", "link.png", "s/missing.png", "s/page-01.exe"]
         try await pool.withTransaction { database in
             try database.execute(
-                "INSERT INTO stories.child_profiles (id, user_id, name) VALUES ($1, $2::uuid, 'Ola')",
+                """
+                INSERT INTO stories.child_profiles (id, user_id, name, created_at)
+                VALUES ($1, $2::uuid, 'Ola', '2026-01-01T00:00:00Z'),
+                    (gen_random_uuid(), $2::uuid, 'Ivan', '2026-01-02T00:00:00Z'),
+                    (gen_random_uuid(), $2::uuid, 'Petro', '2026-01-02T00:00:00Z')
+                """,
                 [child, user]
             )
             for (index, story) in stories.enumerated() {
@@ -419,6 +424,15 @@ struct GatewayStoriesTests {
         let all = try await request("GET", "\(base)/v1/stories?limit=100", token: token)
         #expect(all.json?["items"]?.arrayValue?.count == 5 && all.json?["nextCursor"] == nil)
         #expect(try await request("GET", "\(base)/v1/stories", token: other).json?["items"] == [])
+        // Children: oldest first, two then one (two made at the same instant).
+        let firstChildren = try await request("GET", "\(base)/v1/children?limit=2", token: token)
+        let firstNames = firstChildren.json?["items"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? []
+        #expect(firstNames.count == 2 && firstNames.first == "Ola")
+        let childCursor = try #require(firstChildren.json?["nextCursor"]?.stringValue)
+        let restChildren = try await request("GET", "\(base)/v1/children?limit=2&cursor=\(childCursor)", token: token)
+        let restNames = restChildren.json?["items"]?.arrayValue?.compactMap { $0["name"]?.stringValue } ?? []
+        #expect(restNames.count == 1 && restChildren.json?["nextCursor"] == nil)
+        #expect(Set(firstNames + restNames) == ["Ola", "Ivan", "Petro"])
 
         // Bounds: limit, cursor and childId are checked.
         for query in ["limit=0", "limit=101", "limit=abc", "limit=1000000", "cursor=nonsense", "cursor=", "childId=42"]
