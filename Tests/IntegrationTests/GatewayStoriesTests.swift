@@ -486,4 +486,50 @@ struct GatewayStoriesTests {
         #expect(log.contains("illustration-unreadable") && log.contains("illustration-type-unknown"))
         #expect(!log.contains("status not in the route table"))
     }
+
+    /// Migration 0018: the gateway's role reads the story columns its routes show, and nothing
+    /// else of the stories schema; it writes none of it.
+    @Test func theGatewaysRoleOnlyReadsWhatTheStoryRoutesShow() async throws {
+        let gateway = PostgresPool(
+            configuration: try PostgresConfiguration(url: try await GatewayHarness.gatewayDatabaseURL()),
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        defer { Task { await gateway.close() } }
+        func failure(_ sql: SQL) async -> String? {
+            do {
+                try await gateway.withConnection { _ = try $0.execute(sql) }
+                return nil
+            } catch let error as PostgresError {
+                return error.sqlState ?? "\(error)"
+            } catch {
+                return "\(error)"
+            }
+        }
+        let denied = "42501"
+        #expect(
+            await failure(
+                "SELECT id, title, read_count, last_read_at, is_favorite, created_at FROM stories.stories LIMIT 1"
+            ) == nil
+        )
+        #expect(await failure("SELECT page_number, text, illustration_path FROM stories.pages LIMIT 1") == nil)
+        #expect(await failure("SELECT rule_key, progress, earned_at FROM stories.achievements LIMIT 1") == nil)
+        #expect(await failure("SELECT id, name, timezone FROM stories.child_profiles LIMIT 1") == nil)
+        // Not what a story cost or who wrote it, not a child's birth date, not collections.
+        #expect(await failure("SELECT cost_usd FROM stories.stories LIMIT 1") == denied)
+        #expect(await failure("SELECT writer FROM stories.stories LIMIT 1") == denied)
+        #expect(await failure("SELECT illustration_error FROM stories.pages LIMIT 1") == denied)
+        #expect(await failure("SELECT date_of_birth FROM stories.child_profiles LIMIT 1") == denied)
+        #expect(await failure("SELECT 1 FROM stories.collections LIMIT 1") == denied)
+        #expect(await failure("SELECT 1 FROM stories.story_reads LIMIT 1") == denied)
+        // And it writes nothing there.
+        #expect(await failure("UPDATE stories.stories SET read_count = read_count + 1 WHERE false") == denied)
+        #expect(await failure("DELETE FROM stories.pages WHERE false") == denied)
+        #expect(
+            await failure(
+                "INSERT INTO stories.child_profiles (id, user_id, name) SELECT gen_random_uuid(), id, 'X' FROM users WHERE false"
+            ) == denied
+        )
+        #expect(await failure("UPDATE stories.achievements SET progress = 1 WHERE false") == denied)
+    }
 }
