@@ -262,6 +262,27 @@ struct GatewayStoriesTests {
         let listed = try await request("GET", "\(base)/v1/stories?childId=\(child)", token: token)
         #expect(listed.json?["items"]?.arrayValue?.map { $0["storyId"]?.stringValue } == [story])
 
+        // Concurrent retries of one reading with one key: one job, one more read.
+        let concurrentKey = UUID().uuidString
+        let answers = try await withThrowingTaskGroup(of: HTTPAnswer.self) { group in
+            for _ in 0..<5 {
+                group.addTask {
+                    try await request(
+                        "POST",
+                        "\(base)/v1/stories/\(story)/reads",
+                        token: token,
+                        headers: ["Idempotency-Key": concurrentKey]
+                    )
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(answers.allSatisfy { $0.status == 202 })
+        let readJobs = Set(answers.compactMap { $0.json?["jobId"]?.stringValue })
+        #expect(readJobs.count == 1)
+        _ = try await finished(base, job: try #require(readJobs.first), token: token, processes: processes)
+        #expect(try await request("GET", "\(base)/v1/stories/\(story)", token: token).json?["readCount"] == 2)
+
         // 6. Requests refused before anything is published.
         func refused(_ path: String, _ body: JSONValue) async throws -> HTTPAnswer {
             try await request("POST", "\(base)\(path)", token: token, body: body)
