@@ -34,6 +34,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
         // The gateway's HTTP server.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.0.0"),
+        // The gateway reads stored pictures on NIO's thread pool (Hummingbird's own dependency).
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
         // Tests only: reading docker-compose.yml, the Kubernetes manifests and openapi.yaml.
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
     ],
@@ -210,6 +212,7 @@ let package = Package(
             dependencies: [
                 "AMQP", "Postgres", "AstroDomain", "WorkerRuntime",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

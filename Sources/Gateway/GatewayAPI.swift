@@ -14,6 +14,14 @@ public struct GatewayRoute: Sendable, Hashable {
         case refreshToken
         case createProfile
         case getJob
+        case listChildren
+        case listChildAchievements
+        case createStory
+        case listStories
+        case getStory
+        case illustrateStory
+        case recordStoryRead
+        case getStoryPageImage
     }
 
     /// `GET` or `POST`.
@@ -57,6 +65,55 @@ public enum GatewayAPI {
             statuses: [202, 400, 401, 408, 413, 422, 500, 503]
         ),
         GatewayRoute(method: .get, path: "/v1/jobs/{id}", operation: .getJob, statuses: [200, 401, 404, 500, 503]),
+        // Magical Stories (StoryRoutes.swift).
+        GatewayRoute(
+            method: .get,
+            path: "/v1/children",
+            operation: .listChildren,
+            statuses: [200, 400, 401, 500, 503]
+        ),
+        GatewayRoute(
+            method: .get,
+            path: "/v1/children/{id}/achievements",
+            operation: .listChildAchievements,
+            statuses: [200, 401, 404, 500, 503]
+        ),
+        GatewayRoute(
+            method: .post,
+            path: "/v1/stories",
+            operation: .createStory,
+            statuses: [202, 400, 401, 404, 408, 413, 422, 500, 503]
+        ),
+        GatewayRoute(
+            method: .get,
+            path: "/v1/stories",
+            operation: .listStories,
+            statuses: [200, 400, 401, 404, 500, 503]
+        ),
+        GatewayRoute(
+            method: .get,
+            path: "/v1/stories/{id}",
+            operation: .getStory,
+            statuses: [200, 401, 404, 500, 503]
+        ),
+        GatewayRoute(
+            method: .post,
+            path: "/v1/stories/{id}/illustrations",
+            operation: .illustrateStory,
+            statuses: [202, 400, 401, 404, 408, 413, 422, 500, 503]
+        ),
+        GatewayRoute(
+            method: .post,
+            path: "/v1/stories/{id}/reads",
+            operation: .recordStoryRead,
+            statuses: [202, 400, 401, 404, 408, 413, 422, 500, 503]
+        ),
+        GatewayRoute(
+            method: .get,
+            path: "/v1/stories/{id}/pages/{n}/image",
+            operation: .getStoryPageImage,
+            statuses: [200, 304, 401, 404, 500, 503]
+        ),
     ]
 
     /// The documented statuses of each route, by `"<METHOD> <path>"`, for `RequestMiddleware`'s check.

@@ -17,6 +17,9 @@ public struct GatewayServices: Sendable {
     let refreshTokenLifetime: Duration
     let maxBodyBytes: Int
     let requestTimeout: Duration
+    /// Magical Stories: the `stories` schema (read-only) and the pictures' storage root.
+    let stories: StoryStore
+    let illustrations: IllustrationFiles
 
     /// - Parameters:
     ///   - configuration: Keys, lifetimes and limits.
@@ -48,6 +51,8 @@ public struct GatewayServices: Sendable {
         refreshTokenLifetime = configuration.refreshTokenLifetime
         maxBodyBytes = configuration.maxBodyBytes
         requestTimeout = configuration.requestTimeout
+        stories = StoryStore(pool: pool)
+        illustrations = IllustrationFiles(root: configuration.storyStorageRoot)
     }
 }
 
@@ -112,6 +117,22 @@ public enum GatewayRoutes {
             return try await createProfile(request, context: context, services)
         case .getJob:
             return try await job(request, context: context, services)
+        case .listChildren:
+            return try await listChildren(request, context: context, services)
+        case .listChildAchievements:
+            return try await childAchievements(request, context: context, services)
+        case .createStory:
+            return try await createStory(request, context: context, services)
+        case .listStories:
+            return try await listStories(request, context: context, services)
+        case .getStory:
+            return try await getStory(request, context: context, services)
+        case .illustrateStory:
+            return try await illustrateStory(request, context: context, services)
+        case .recordStoryRead:
+            return try await recordRead(request, context: context, services)
+        case .getStoryPageImage:
+            return try await pageImage(request, context: context, services)
         }
     }
 

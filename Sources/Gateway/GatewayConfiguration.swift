@@ -40,6 +40,9 @@ public struct GatewayConfiguration: Sendable {
     /// `DB_STATEMENT_TIMEOUT_MS` says otherwise) or the broker's confirm, and longest a connection
     /// may stay idle (`REQUEST_TIMEOUT_MS`).
     public var requestTimeout: Duration = .seconds(10)
+    /// Where the story-worker stores page pictures (`STORY_STORAGE_ROOT`, the worker's default
+    /// when unset); the gateway only reads it.
+    public var storyStorageRoot = "story-illustrations"
 
     /// The gateway's own settings, with their defaults (the README's table mirrors them).
     public static let variables: [WorkerConfiguration.Variable] = [
@@ -68,6 +71,11 @@ public struct GatewayConfiguration: Sendable {
             name: "REQUEST_TIMEOUT_MS",
             defaultValue: "10000",
             meaning: "longest wait for a connection, a statement or the broker's confirm; idle connections closed"
+        ),
+        .init(
+            name: "STORY_STORAGE_ROOT",
+            defaultValue: "story-illustrations",
+            meaning: "the story-worker's picture folder, read-only (the same volume)"
         ),
     ]
 
@@ -164,6 +172,12 @@ public struct GatewayConfiguration: Sendable {
         configuration.refreshTokenLifetime = .seconds(try int("REFRESH_TOKEN_TTL_DAYS", 90, 1...365) * 86_400)
         configuration.maxBodyBytes = try int("MAX_BODY_BYTES", 16_384, 1024...1_048_576)
         configuration.requestTimeout = .milliseconds(try int("REQUEST_TIMEOUT_MS", 10_000, 100...120_000))
+        if let root = value("STORY_STORAGE_ROOT") {
+            guard root.utf8.count <= 1024, !root.utf8.contains(0) else {
+                throw ConfigurationError(variable: "STORY_STORAGE_ROOT", problem: "expected a folder path")
+            }
+            configuration.storyStorageRoot = root
+        }
         // A request's statements get its time, not the workers' 30 s, unless set explicitly.
         if value("DB_STATEMENT_TIMEOUT_MS") == nil, configuration.base.database.responseTimeout == nil {
             configuration.base.database.statementTimeout = configuration.requestTimeout

@@ -1,0 +1,603 @@
+import AstroDomain
+import Foundation
+import Hummingbird
+
+/// Magical Stories through the gateway: a caller's children and their achievements, stories
+/// (written, illustrated and read by the story-worker's `story.generate`, `story.illustrate` and
+/// `story.read` jobs) and the pages' pictures.
+///
+/// Every id is checked to be the caller's: a malformed id, another user's id and an unknown id
+/// all answer 404 `not-found`, so ids cannot be probed. Job bodies are checked before anything is
+/// published; what only the worker knows (whether a theme is in its knowledge base, whether a
+/// name has a blocked word) fails the job, and `GET /v1/jobs/{id}` shows why.
+extension GatewayRoutes {
+    /// Largest `limit` of a list; `defaultListLimit` without one.
+    static let maxListLimit = 100
+    static let defaultListLimit = 20
+    /// Highest page number a route accepts (`story.illustrate` takes at most 100 pages).
+    static let maxPageNumber = 100
+    /// Most achievements listed for a child (the rule book has far fewer).
+    static let maxAchievements = 500
+
+    // MARK: Children
+
+    /// `GET /v1/children`: the caller's children (made by `story.generate` with a `childName`),
+    /// oldest first, paginated.
+    static func listChildren(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let (cursor, limit) = try pagination(request)
+        let page = try await database(context) {
+            try await services.stories.children(user: user, after: cursor, limit: limit)
+        }
+        let items: [JSONValue] = page.items.map { child in
+            .object([
+                "childId": .string(ChildID(child.id).description),
+                "name": .string(child.name),
+                "timeZone": .string(child.timeZone),
+                "createdAt": .string(ISO8601.string(from: child.createdAt)),
+            ])
+        }
+        return list(items, next: page.next)
+    }
+
+    /// `GET /v1/children/{id}/achievements`: a child's achievements, earned (newest first) then
+    /// in progress.
+    static func childAchievements(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let child = try pathID(context, "id")
+        guard
+            let achievements = try await database(
+                context,
+                { try await services.stories.achievements(child: child, user: user, limit: maxAchievements) }
+            )
+        else { throw Problem.notFound() }
+        let items: [JSONValue] = achievements.map { achievement in
+            var object: [String: JSONValue] = [
+                "achievementId": .string(AchievementID(achievement.id).description),
+                "ruleKey": .string(achievement.ruleKey),
+                "name": .string(achievement.name),
+                "description": .string(achievement.description),
+                "type": .string(achievement.type),
+                "icon": .string(achievement.icon),
+                "progress": .number(achievement.progress),
+                "earned": .bool(achievement.earnedAt != nil),
+            ]
+            if let earned = achievement.earnedAt { object["earnedAt"] = .string(ISO8601.string(from: earned)) }
+            if let story = achievement.storyID { object["storyId"] = .string(StoryID(story).description) }
+            return .object(object)
+        }
+        return json(["childId": .string(ChildID(child).description), "items": .array(items)], status: .ok)
+    }
+
+    // MARK: Stories
+
+    /// `POST /v1/stories` → `story.generate`; answers the job id and the id the story will have.
+    static func createStory(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let idempotencyKey = try idempotencyKey(request)
+        let data = try await body(request, services)
+        let members = try members(
+            data,
+            allowed: [
+                "childProfileId", "childName", "timeZone", "ageGroup", "theme", "mainCharacter", "language",
+                "pageCount",
+            ],
+            optionalBody: false
+        )
+        var job = StoryGenerateRequest(
+            jobID: .random(),
+            userID: user,
+            ageGroup: try integer(members, "ageGroup", in: 0...2, code: "invalid-age-group", required: true) ?? 0,
+            theme: try theme(members),
+            mainCharacter: try name(members, "mainCharacter"),
+            language: try language(members)
+        )
+        job.pageCount = try integer(members, "pageCount", in: 3...9, code: "invalid-page-count", required: false)
+        let childID = try optionalID(members, "childProfileId")
+        let childName = members["childName"].flatMap { $0 == .null ? nil : $0 }
+        switch (childID, childName) {
+        case (nil, nil):
+            throw unprocessable("child-required", "give childProfileId or childName", field: "childProfileId")
+        case (.some, .some):
+            throw unprocessable("child-required", "give childProfileId or childName, not both", field: "childName")
+        case (nil, .some):
+            job.childName = try name(members, "childName")
+        case (let child?, nil):
+            job.childProfileID = ChildID(child)
+        }
+        if let zone = members["timeZone"], zone != .null {
+            guard case .string(let text) = zone, text.utf8.count <= 64, TimeZone(identifier: text) != nil else {
+                throw unprocessable("invalid-time-zone", "timeZone: expected an IANA time zone", field: "timeZone")
+            }
+            job.timeZone = text
+        }
+        if let child = childID {
+            guard try await database(context, { try await services.stories.ownsChild(child, user: user) }) else {
+                throw Problem(
+                    status: 404,
+                    code: "child-not-found",
+                    title: "Not found",
+                    detail: "no such child profile",
+                    field: "childProfileId"
+                )
+            }
+        }
+        return try await accept(
+            .storyGenerate,
+            user: user,
+            idempotencyKey: idempotencyKey,
+            requestHash: requestHash(.storyGenerate, path: "/v1/stories", data),
+            context: context,
+            services
+        ) { jobID in
+            var body = job
+            body.jobID = jobID
+            return (try JSONCoding.encoder.encode(body), ["storyId": .string(body.storyID.description)])
+        }
+    }
+
+    /// `GET /v1/stories[?childId=]`: the caller's stories (one child's with `childId`), newest
+    /// first, paginated; without pages.
+    static func listStories(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let (cursor, limit) = try pagination(request)
+        var child: UUID?
+        if let text = request.uri.queryParameters.get("childId") {
+            guard text.utf8.count <= 36, let id = UUID(uuidString: text) else {
+                throw Problem.invalid("invalid-child-id", "childId: expected a child profile id", field: "childId")
+            }
+            guard try await database(context, { try await services.stories.ownsChild(id, user: user) }) else {
+                throw Problem.notFound()
+            }
+            child = id
+        }
+        let page = try await database(context) {
+            try await services.stories.stories(user: user, child: child, after: cursor, limit: limit)
+        }
+        return list(page.items.map { .object(summary($0)) }, next: page.next)
+    }
+
+    /// `GET /v1/stories/{id}`: the story with its pages' text and illustration state; a page with
+    /// a picture names its image's path.
+    static func getStory(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let id = try pathID(context, "id")
+        guard
+            let (story, pages) = try await database(
+                context,
+                { try await services.stories.story(id, user: user, maxPages: maxPageNumber) }
+            )
+        else { throw Problem.notFound() }
+        var object = summary(story)
+        let storyID = StoryID(story.id).description
+        object["pages"] = .array(
+            pages.map { page in
+                var item: [String: JSONValue] = [
+                    "number": .number(Double(page.number)),
+                    "text": .string(page.text),
+                    "illustrationStatus": .string(page.illustrationStatus),
+                ]
+                if page.illustrationStatus == "generated" {
+                    item["image"] = .string("/v1/stories/\(storyID)/pages/\(page.number)/image")
+                }
+                return .object(item)
+            }
+        )
+        return json(object, status: .ok)
+    }
+
+    /// `POST /v1/stories/{id}/illustrations` → `story.illustrate`: every page without a picture,
+    /// or the chosen `pages` (with `force`, redrawn even if they have one).
+    static func illustrateStory(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let storyID = try pathID(context, "id")
+        let idempotencyKey = try idempotencyKey(request)
+        let data = try await body(request, services)
+        let members = try members(data, allowed: ["pages", "force"], optionalBody: true)
+        var pages: [Int]?
+        if let value = members["pages"], value != .null {
+            guard case .array(let items) = value, (1...maxPageNumber).contains(items.count) else {
+                throw unprocessable("invalid-pages", "pages: 1 to \(maxPageNumber) page numbers", field: "pages")
+            }
+            let numbers = items.compactMap { item -> Int? in
+                guard case .number(let number) = item, number.rounded() == number,
+                    (1...Double(maxPageNumber)).contains(number)
+                else { return nil }
+                return Int(number)
+            }
+            guard numbers.count == items.count, Set(numbers).count == numbers.count else {
+                throw unprocessable("invalid-pages", "pages: distinct page numbers from 1", field: "pages")
+            }
+            pages = numbers
+        }
+        var force: Bool?
+        if let value = members["force"], value != .null {
+            guard case .bool(let flag) = value else {
+                throw unprocessable("invalid-force", "force: expected true or false", field: "force")
+            }
+            guard pages != nil || !flag else {
+                throw unprocessable("invalid-force", "force redraws the chosen pages: give pages", field: "force")
+            }
+            force = flag
+        }
+        guard let facts = try await database(context, { try await services.stories.storyFacts(storyID, user: user) })
+        else { throw Problem.notFound() }
+        if let missing = pages?.first(where: { !facts.pages.contains($0) }) {
+            throw unprocessable("invalid-pages", "pages: the story has no page \(missing)", field: "pages")
+        }
+        return try await accept(
+            .storyIllustrate,
+            user: user,
+            idempotencyKey: idempotencyKey,
+            requestHash: requestHash(.storyIllustrate, path: "/v1/stories/\(storyID)", data),
+            context: context,
+            services
+        ) { jobID in
+            let job = StoryIllustrateRequest(
+                jobID: jobID,
+                userID: user,
+                storyID: StoryID(storyID),
+                pages: pages,
+                force: force
+            )
+            return (try JSONCoding.encoder.encode(job), ["storyId": .string(StoryID(storyID).description)])
+        }
+    }
+
+    /// `POST /v1/stories/{id}/reads` → `story.read`: a child (the story's own unless
+    /// `childProfileId` names another of the caller's) finished reading it, now or `at`.
+    static func recordRead(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let storyID = try pathID(context, "id")
+        let idempotencyKey = try idempotencyKey(request)
+        let data = try await body(request, services)
+        let members = try members(data, allowed: ["childProfileId", "at"], optionalBody: true)
+        let reader = try optionalID(members, "childProfileId")
+        var at: Date?
+        if let value = members["at"], value != .null {
+            // A reading at most a day ahead (clock skew, zones), as the worker allows, and not
+            // before the app existed.
+            guard case .string(let text) = value, text.utf8.count <= 40, let date = ISO8601.date(from: text),
+                date <= Date().addingTimeInterval(24 * 3600), date >= Date(timeIntervalSince1970: 946_684_800)
+            else {
+                throw unprocessable(
+                    "invalid-read-time",
+                    "at: an ISO 8601 time from 2000 to a day from now",
+                    field: "at"
+                )
+            }
+            at = date
+        }
+        guard let facts = try await database(context, { try await services.stories.storyFacts(storyID, user: user) })
+        else { throw Problem.notFound() }
+        if let reader {
+            guard try await database(context, { try await services.stories.ownsChild(reader, user: user) }) else {
+                throw Problem(
+                    status: 404,
+                    code: "child-not-found",
+                    title: "Not found",
+                    detail: "no such child profile",
+                    field: "childProfileId"
+                )
+            }
+        } else if facts.child == nil {
+            throw unprocessable("child-required", "the story has no child profile: give childProfileId", field: nil)
+        }
+        return try await accept(
+            .storyRead,
+            user: user,
+            idempotencyKey: idempotencyKey,
+            requestHash: requestHash(.storyRead, path: "/v1/stories/\(storyID)", data),
+            context: context,
+            services
+        ) { jobID in
+            let job = StoryReadRequest(
+                jobID: jobID,
+                userID: user,
+                storyID: StoryID(storyID),
+                childProfileID: reader.map { ChildID($0) },
+                at: at
+            )
+            return (try JSONCoding.encoder.encode(job), ["storyId": .string(StoryID(storyID).description)])
+        }
+    }
+
+    /// `GET /v1/stories/{id}/pages/{n}/image`: the page's picture as stored by the story-worker,
+    /// with a strong `ETag` (and 304 for a matching `If-None-Match`); 404 until it is drawn.
+    static func pageImage(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let storyID = try pathID(context, "id")
+        guard let text = context.parameters.get("n"), (1...3).contains(text.utf8.count),
+            text.utf8.allSatisfy({ (48...57).contains($0) }), let page = Int(text), (1...maxPageNumber).contains(page)
+        else { throw Problem.notFound() }
+        guard
+            let illustration = try await database(
+                context,
+                { try await services.stories.illustration(story: storyID, page: page, user: user) }
+            )
+        else { throw Problem.notFound() }
+        guard illustration.status == "generated", let path = illustration.path else {
+            throw Problem(
+                status: 404,
+                code: "not-illustrated",
+                title: "Not found",
+                detail: "page \(page) has no picture yet (\(illustration.status))"
+            )
+        }
+        let image: IllustrationFiles.Image
+        do {
+            image = try await services.illustrations.load(path)
+        } catch let failure as IllustrationFiles.Failure {
+            // The database names a picture the volume cannot give: a fault of the deployment or
+            // of the stored data, logged with the reason; the client learns only that it failed.
+            context.logger.error(
+                "illustration not served",
+                metadata: [
+                    "story.id": "\(storyID)", "page": "\(page)", "illustration.error": "\(failure.code)",
+                    "reason": "\(failure)",
+                ]
+            )
+            throw Problem(
+                status: 500,
+                code: "illustration-unavailable",
+                title: "Internal error",
+                detail: "the picture cannot be read"
+            )
+        }
+        var headers: HTTPFields = [
+            .eTag: image.etag,
+            // Private (it needs the caller's token); revalidated each time, since a page can be
+            // drawn again under the same path.
+            .cacheControl: "private, no-cache",
+            .init("X-Content-Type-Options")!: "nosniff",
+        ]
+        if image.mediaType == "image/svg+xml" {
+            // An SVG opened on its own must not run scripts or load anything.
+            headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+        }
+        if let match = request.headers[.ifNoneMatch], match.utf8.count <= 1024,
+            match.split(separator: ",").contains(where: {
+                let tag = $0.trimmingCharacters(in: .whitespaces)
+                return tag == image.etag || tag == "W/" + image.etag || tag == "*"
+            })
+        {
+            return Response(status: .notModified, headers: headers)
+        }
+        headers[.contentType] = image.mediaType
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: image.data)))
+    }
+
+    // MARK: Helpers
+
+    /// Records and publishes a job as `createProfile` does: the first job of an idempotency key
+    /// wins, a retry of one never confirmed publishes the same job id again, and the answer is
+    /// 202 with the job id (plus `extra`) and `Location: /v1/jobs/{id}`.
+    /// - Parameter body: the job's body and the answer's extra members, for the job id recorded.
+    static func accept(
+        _ kind: JobType,
+        user: UserID,
+        idempotencyKey: String?,
+        requestHash: String,
+        context: BasicRequestContext,
+        _ services: GatewayServices,
+        body: (JobID) throws -> (Data, [String: JSONValue])
+    ) async throws -> Response {
+        let recorded = try await database(context) {
+            try await services.store.record(
+                jobID: .random(),
+                user: user,
+                kind: kind,
+                idempotencyKey: idempotencyKey,
+                requestHash: requestHash
+            )
+        }
+        guard recorded.requestHash == requestHash else {
+            throw Problem(
+                status: 422,
+                code: "idempotency-key-reused",
+                title: "Idempotency key reused",
+                detail: "this Idempotency-Key was used with another request"
+            )
+        }
+        let (data, extra) = try body(recorded.jobID)
+        if !recorded.published {
+            try await publish(kind, jobID: recorded.jobID, body: data, context: context, services)
+            try await database(context) { try await services.store.markPublished(recorded.jobID) }
+        }
+        context.logger.info(
+            "job accepted",
+            metadata: ["job.id": "\(recorded.jobID)", "job.type": "\(kind.rawValue)", "user.id": "\(user)"]
+        )
+        var object = extra
+        object["jobId"] = .string(recorded.jobID.description)
+        var response = json(object, status: .accepted)
+        response.headers[.location] = "/v1/jobs/\(recorded.jobID)"
+        return response
+    }
+
+    /// What an idempotency key is bound to: the job type, the resource and the body, so a key
+    /// reused on another story or route is refused rather than answered with another job.
+    static func requestHash(_ kind: JobType, path: String, _ data: Data) -> String {
+        sha256Hex(Data("\(kind.rawValue) \(path)\n".utf8) + data)
+    }
+
+    /// The members of a JSON object body, refusing members not in `allowed`; an empty body is
+    /// `{}` when `optionalBody`.
+    /// - Throws: `Problem` 400 `invalid-json` or `unexpected-field`.
+    static func members(_ data: Data, allowed: Set<String>, optionalBody: Bool) throws -> [String: JSONValue] {
+        if optionalBody, data.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return [:] }
+        guard case .object(let members) = try jsonObject(data) else { throw Problem.invalid("invalid-json", "") }
+        if let unexpected = members.keys.sorted().first(where: { !allowed.contains($0) }) {
+            throw Problem.invalid(
+                "unexpected-field",
+                "\(unexpected.prefix(64)): not a field of this request",
+                field: String(unexpected.prefix(64))
+            )
+        }
+        return members
+    }
+
+    /// A 422 for a field's value.
+    static func unprocessable(_ code: String, _ detail: String, field: String?) -> Problem {
+        Problem(status: 422, code: code, title: "Invalid request", detail: detail, field: field)
+    }
+
+    /// A whole number member in `range`; nil when absent (or null) and not `required`.
+    static func integer(
+        _ members: [String: JSONValue],
+        _ key: String,
+        in range: ClosedRange<Int>,
+        code: String,
+        required: Bool
+    ) throws -> Int? {
+        guard let value = members[key], value != .null else {
+            if required { throw unprocessable(code, "\(key): required", field: key) }
+            return nil
+        }
+        guard case .number(let number) = value, number.rounded() == number,
+            (Double(range.lowerBound)...Double(range.upperBound)).contains(number)
+        else {
+            throw unprocessable(
+                code,
+                "\(key): a whole number from \(range.lowerBound) to \(range.upperBound)",
+                field: key
+            )
+        }
+        return Int(number)
+    }
+
+    /// A name (the child's or the main character's): 1–50 characters after trimming, no control
+    /// characters, as the worker requires.
+    static func name(_ members: [String: JSONValue], _ key: String) throws -> String {
+        guard case .string(let raw)? = members[key] else {
+            throw unprocessable("invalid-name", "\(key): a name of 1–50 characters is required", field: key)
+        }
+        let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        switch TextRules.problem(in: text, maximum: 50) {
+        case nil: return text
+        case .controlCharacter(let position, let scalar)?:
+            let problem = TextRules.Problem.controlCharacter(position: position, scalar: scalar)
+            throw unprocessable("invalid-characters", "\(key) \(problem.phrase)", field: key)
+        case .tooShort?, .tooLong?:
+            throw unprocessable("invalid-name", "\(key) must be 1–50 characters", field: key)
+        }
+    }
+
+    /// A theme's key: 1–40 of `a-z 0-9 -` (whether the worker knows it is the worker's to say).
+    static func theme(_ members: [String: JSONValue]) throws -> String {
+        guard case .string(let text)? = members["theme"], (1...40).contains(text.utf8.count),
+            text.utf8.allSatisfy({ (97...122).contains($0) || (48...57).contains($0) || $0 == 45 })
+        else {
+            throw unprocessable("invalid-theme", "theme: a theme key such as courage", field: "theme")
+        }
+        return text
+    }
+
+    static func language(_ members: [String: JSONValue]) throws -> ReportLanguage {
+        guard case .string(let text)? = members["language"], let language = ReportLanguage(rawValue: text) else {
+            throw unprocessable(
+                "invalid-language",
+                "language: one of \(ReportLanguage.allCases.map(\.rawValue).joined(separator: ", "))",
+                field: "language"
+            )
+        }
+        return language
+    }
+
+    /// An optional id member of the body.
+    /// - Throws: `Problem` 422 `invalid-id` when present and not a UUID.
+    static func optionalID(_ members: [String: JSONValue], _ key: String) throws -> UUID? {
+        guard let value = members[key], value != .null else { return nil }
+        guard case .string(let text) = value, text.utf8.count <= 36, let id = UUID(uuidString: text) else {
+            throw unprocessable("invalid-id", "\(key): expected an id", field: key)
+        }
+        return id
+    }
+
+    /// A path id: a malformed one is no resource of the caller's.
+    /// - Throws: `Problem` 404.
+    static func pathID(_ context: BasicRequestContext, _ name: String) throws -> UUID {
+        guard let text = context.parameters.get(name), text.utf8.count <= 36, let id = UUID(uuidString: text) else {
+            throw Problem.notFound()
+        }
+        return id
+    }
+
+    /// `cursor` and `limit` of a list request.
+    /// - Throws: `Problem` 400 `invalid-cursor` or `invalid-limit`.
+    static func pagination(_ request: Request) throws -> (StoryStore.Cursor?, Int) {
+        var cursor: StoryStore.Cursor?
+        if let text = request.uri.queryParameters.get("cursor") {
+            guard let parsed = StoryStore.Cursor(text) else {
+                throw Problem.invalid("invalid-cursor", "cursor: not a cursor this API returned", field: "cursor")
+            }
+            cursor = parsed
+        }
+        var limit = defaultListLimit
+        if let text = request.uri.queryParameters.get("limit") {
+            guard text.utf8.count <= 3, let number = Int(text), (1...maxListLimit).contains(number) else {
+                throw Problem.invalid("invalid-limit", "limit: 1 to \(maxListLimit)", field: "limit")
+            }
+            limit = number
+        }
+        return (cursor, limit)
+    }
+
+    /// A list answer: `items`, and `nextCursor` when there is more.
+    static func list(_ items: [JSONValue], next: StoryStore.Cursor?) -> Response {
+        var object: [String: JSONValue] = ["items": .array(items)]
+        if let next { object["nextCursor"] = .string(next.text) }
+        return json(object, status: .ok)
+    }
+
+    /// A story without its pages, as lists and `getStory` show it.
+    static func summary(_ story: StoryStore.StorySummary) -> [String: JSONValue] {
+        var object: [String: JSONValue] = [
+            "storyId": .string(StoryID(story.id).description),
+            "title": .string(story.title),
+            "childName": .string(story.childName),
+            "ageGroup": .number(Double(story.ageGroup)),
+            "theme": .string(story.theme),
+            "mainCharacter": .string(story.mainCharacter),
+            "language": .string(story.language),
+            "readCount": .number(Double(story.readCount)),
+            "isFavorite": .bool(story.isFavorite),
+            "createdAt": .string(ISO8601.string(from: story.createdAt)),
+        ]
+        if let child = story.childProfileID { object["childProfileId"] = .string(ChildID(child).description) }
+        if let last = story.lastReadAt { object["lastReadAt"] = .string(ISO8601.string(from: last)) }
+        return object
+    }
+}
