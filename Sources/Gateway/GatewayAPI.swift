@@ -14,6 +14,7 @@ public struct GatewayRoute: Sendable, Hashable {
         case refreshToken
         case createProfile
         case getJob
+        case receiveAppStoreNotification
     }
 
     /// `GET` or `POST`.
@@ -25,6 +26,15 @@ public struct GatewayRoute: Sendable, Hashable {
     /// Every status the handler (with `RequestMiddleware`, which turns its errors into problems)
     /// can answer.
     public var statuses: Set<Int>
+
+    /// A route. Every `/v1/` route also answers 429 (the rate limits: `RateLimitMiddleware`, and
+    /// the per-user limit in `GatewayRoutes.authenticate`), added here so that no entry forgets it.
+    public init(method: HTTPRequest.Method, path: String, operation: Operation, statuses: Set<Int>) {
+        self.method = method
+        self.path = path
+        self.operation = operation
+        self.statuses = path.hasPrefix("/v1/") ? statuses.union([429]) : statuses
+    }
 }
 
 /// The public API's description in code, and its OpenAPI document.
@@ -57,6 +67,12 @@ public enum GatewayAPI {
             statuses: [202, 400, 401, 408, 413, 422, 500, 503]
         ),
         GatewayRoute(method: .get, path: "/v1/jobs/{id}", operation: .getJob, statuses: [200, 401, 404, 500, 503]),
+        GatewayRoute(
+            method: .post,
+            path: "/v1/appstore/notifications",
+            operation: .receiveAppStoreNotification,
+            statuses: [200, 400, 408, 413, 500, 503]
+        ),
     ]
 
     /// The documented statuses of each route, by `"<METHOD> <path>"`, for `RequestMiddleware`'s check.

@@ -40,6 +40,9 @@ public struct GatewayConfiguration: Sendable {
     /// `DB_STATEMENT_TIMEOUT_MS` says otherwise) or the broker's confirm, and longest a connection
     /// may stay idle (`REQUEST_TIMEOUT_MS`).
     public var requestTimeout: Duration = .seconds(10)
+    /// Rate limits and trusted proxies (`RATE_LIMIT_*`, `TRUSTED_PROXIES`; their variables are
+    /// `RateLimitConfiguration.variables`).
+    public var rateLimits = RateLimitConfiguration()
 
     /// The gateway's own settings, with their defaults (the README's table mirrors them).
     public static let variables: [WorkerConfiguration.Variable] = [
@@ -164,6 +167,7 @@ public struct GatewayConfiguration: Sendable {
         configuration.refreshTokenLifetime = .seconds(try int("REFRESH_TOKEN_TTL_DAYS", 90, 1...365) * 86_400)
         configuration.maxBodyBytes = try int("MAX_BODY_BYTES", 16_384, 1024...1_048_576)
         configuration.requestTimeout = .milliseconds(try int("REQUEST_TIMEOUT_MS", 10_000, 100...120_000))
+        configuration.rateLimits = try RateLimitConfiguration.fromEnvironment(environment)
         // A request's statements get its time, not the workers' 30 s, unless set explicitly.
         if value("DB_STATEMENT_TIMEOUT_MS") == nil, configuration.base.database.responseTimeout == nil {
             configuration.base.database.statementTimeout = configuration.requestTimeout
