@@ -34,8 +34,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
         // The gateway's HTTP server.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.0.0"),
-        // The gateway reads stored pictures on NIO's thread pool (Hummingbird's own dependency).
-        .package(url: "https://github.com/apple/swift-nio.git", from: "2.81.0"),
+        // The gateway's peer-address channel handler and its file reads on NIO's thread pool (already
+        // in the graph through Hummingbird).
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.34.1"),
         // Tests only: reading docker-compose.yml, the Kubernetes manifests and openapi.yaml.
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
     ],
@@ -218,6 +220,8 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
             ],
             // openapi.yaml (the repository root's openapi.yaml links to it), served at /openapi.yaml.
             resources: [.copy("Resources/openapi.yaml")]

@@ -22,6 +22,7 @@ public struct GatewayRoute: Sendable, Hashable {
         case illustrateStory
         case recordStoryRead
         case getStoryPageImage
+        case receiveAppStoreNotification
     }
 
     /// `GET` or `POST`.
@@ -33,6 +34,15 @@ public struct GatewayRoute: Sendable, Hashable {
     /// Every status the handler (with `RequestMiddleware`, which turns its errors into problems)
     /// can answer.
     public var statuses: Set<Int>
+
+    /// A route. Every `/v1/` route also answers 429 (the rate limits: `RateLimitMiddleware`, and
+    /// the per-user limit in `GatewayRoutes.authenticate`), added here so that no entry forgets it.
+    public init(method: HTTPRequest.Method, path: String, operation: Operation, statuses: Set<Int>) {
+        self.method = method
+        self.path = path
+        self.operation = operation
+        self.statuses = path.hasPrefix("/v1/") ? statuses.union([429]) : statuses
+    }
 }
 
 /// The public API's description in code, and its OpenAPI document.
@@ -113,6 +123,12 @@ public enum GatewayAPI {
             path: "/v1/stories/{id}/pages/{n}/image",
             operation: .getStoryPageImage,
             statuses: [200, 304, 401, 404, 500, 503]
+        ),
+        GatewayRoute(
+            method: .post,
+            path: "/v1/appstore/notifications",
+            operation: .receiveAppStoreNotification,
+            statuses: [200, 400, 408, 413, 500, 503]
         ),
     ]
 

@@ -20,6 +20,7 @@ public struct GatewayServices: Sendable {
     /// Magical Stories: the `stories` schema (read-only) and the pictures' storage root.
     let stories: StoryStore
     let illustrations: IllustrationFiles
+    let rateLimiter: RateLimiter
 
     /// - Parameters:
     ///   - configuration: Keys, lifetimes and limits.
@@ -53,6 +54,7 @@ public struct GatewayServices: Sendable {
         requestTimeout = configuration.requestTimeout
         stories = StoryStore(pool: pool)
         illustrations = IllustrationFiles(root: configuration.storyStorageRoot)
+        rateLimiter = RateLimiter(configuration: configuration.rateLimits, metrics: metrics)
     }
 }
 
@@ -68,6 +70,8 @@ public enum GatewayRoutes {
     public static func router(_ services: GatewayServices) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: RequestMiddleware(metrics: services.metrics))
+        // Inside RequestMiddleware, so a 429 is a logged, counted problem with the request id.
+        router.add(middleware: RateLimitMiddleware(limiter: services.rateLimiter))
         for route in GatewayAPI.routes {
             let operation = route.operation
             router.on(RouterPath(route.path), method: route.method) { request, context in
@@ -133,6 +137,8 @@ public enum GatewayRoutes {
             return try await recordRead(request, context: context, services)
         case .getStoryPageImage:
             return try await pageImage(request, context: context, services)
+        case .receiveAppStoreNotification:
+            return try await appStoreNotification(request, context: context, services)
         }
     }
 
@@ -209,7 +215,8 @@ public enum GatewayRoutes {
     }
 
     /// The caller, from `Authorization: Bearer <access token>`.
-    /// - Throws: `Problem` 401 when the header is missing or the token is refused.
+    /// - Throws: `Problem` 401 when the header is missing or the token is refused, 429 when the
+    ///   user is over the per-user rate limit.
     static func authenticate(
         _ request: Request,
         context: BasicRequestContext,
@@ -223,12 +230,17 @@ public enum GatewayRoutes {
         guard header.utf8.count <= AccessTokenVerifier.maxTokenBytes + 7, header.hasPrefix("Bearer ") else {
             throw Problem.unauthorized("invalid-token", "expected Authorization: Bearer <access token>")
         }
+        let user: UserID
         do {
-            return try services.verifier.verify(String(header.dropFirst(7))).subject
+            user = try services.verifier.verify(String(header.dropFirst(7))).subject
         } catch {
             context.logger.notice("access token refused", metadata: ["token.error": "\(error.code)"])
             throw Problem.unauthorized(error.code, error.description)
         }
+        // The per-user limit is spent here, once the token is verified: a forged token cannot
+        // spend another user's requests, and the token is verified once per request.
+        try services.rateLimiter.check(user: user)
+        return user
     }
 
     // MARK: Jobs
@@ -372,16 +384,16 @@ public enum GatewayRoutes {
     /// The request body, at most `maxBodyBytes`, read within `requestTimeout` (a client that
     /// trickles its body in keeps the connection from idling out, not the request from ending).
     /// - Throws: `Problem` 413 when the body is too large, 408 when it is not all there in time.
-    static func body(_ request: Request, _ services: GatewayServices) async throws -> Data {
-        if let length = request.headers[.contentLength].flatMap(Int.init), length > services.maxBodyBytes {
-            throw tooLarge(services)
+    static func body(_ request: Request, _ services: GatewayServices, limit: Int? = nil) async throws -> Data {
+        let limit = limit ?? services.maxBodyBytes
+        if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
+            throw tooLarge(limit)
         }
         enum Read: Sendable {
             case body(ByteBuffer)
             case failed
             case timedOut
         }
-        let limit = services.maxBodyBytes
         let timeout = services.requestTimeout
         let read: Read = await withTaskGroup(of: Read.self) { group in
             group.addTask {
@@ -402,7 +414,7 @@ public enum GatewayRoutes {
         }
         switch read {
         case .body(let buffer): return Data(buffer.readableBytesView)
-        case .failed: throw tooLarge(services)
+        case .failed: throw tooLarge(limit)
         case .timedOut:
             throw Problem(
                 status: 408,
@@ -413,12 +425,14 @@ public enum GatewayRoutes {
         }
     }
 
-    static func tooLarge(_ services: GatewayServices) -> Problem {
+    static func tooLarge(_ services: GatewayServices) -> Problem { tooLarge(services.maxBodyBytes) }
+
+    static func tooLarge(_ limit: Int) -> Problem {
         Problem(
             status: 413,
             code: "body-too-large",
             title: "Request body too large",
-            detail: "the body is over \(services.maxBodyBytes) bytes"
+            detail: "the body is over \(limit) bytes"
         )
     }
 

@@ -43,6 +43,9 @@ public struct GatewayConfiguration: Sendable {
     /// Where the story-worker stores page pictures (`STORY_STORAGE_ROOT`, the worker's default
     /// when unset); the gateway only reads it.
     public var storyStorageRoot = "story-illustrations"
+    /// Rate limits and trusted proxies (`RATE_LIMIT_*`, `TRUSTED_PROXIES`; their variables are
+    /// `RateLimitConfiguration.variables`).
+    public var rateLimits = RateLimitConfiguration()
 
     /// The gateway's own settings, with their defaults (the README's table mirrors them).
     public static let variables: [WorkerConfiguration.Variable] = [
@@ -178,6 +181,7 @@ public struct GatewayConfiguration: Sendable {
             }
             configuration.storyStorageRoot = root
         }
+        configuration.rateLimits = try RateLimitConfiguration.fromEnvironment(environment)
         // A request's statements get its time, not the workers' 30 s, unless set explicitly.
         if value("DB_STATEMENT_TIMEOUT_MS") == nil, configuration.base.database.responseTimeout == nil {
             configuration.base.database.statementTimeout = configuration.requestTimeout

@@ -50,7 +50,11 @@ public enum GatewayMain {
             // A connection that sends nothing (a slow or stalled client) is closed after the
             // request timeout.
             server: .http1(
-                configuration: .init(idleTimeout: .milliseconds(Int64(configuration.requestTimeout.milliseconds)))
+                configuration: .init(
+                    // The socket's peer, for the rate limits (RateLimit.swift).
+                    additionalChannelHandlers: [PeerAddressHandler()],
+                    idleTimeout: .milliseconds(Int64(configuration.requestTimeout.milliseconds))
+                )
             ),
             configuration: .init(
                 address: .hostname(configuration.base.httpHost, port: configuration.base.httpPort),

@@ -317,7 +317,7 @@ private struct ComposeFile {
         )
     }
 
-    @Test(arguments: workers + ["migrate"])
+    @Test(arguments: workers + ["migrate", "gateway"])
     func serviceRunsItsProgramFromTheImage(service name: String) throws {
         let compose = try ComposeFile.load()
         let service = try compose.service(name)
@@ -371,6 +371,61 @@ private struct ComposeFile {
         }
         #expect(!runtime.contains("-dev "), "deploy/Dockerfile: development packages in the runtime stage")
         #expect(runtime.contains("USER 10001"), "deploy/Dockerfile: the runtime stage must run as uid 10001")
+    }
+
+    // MARK: gateway
+
+    /// Issue 16: the gateway is the one published port besides the broker UI, on this machine
+    /// by default; it connects as its own broker user and database role, waits for the migration
+    /// and reports ready only when it can serve.
+    @Test func theGatewayIsTheOnlyPublishedPortBesidesTheBrokerUI() throws {
+        let compose = try ComposeFile.load()
+        for (name, service) in compose.services where !["rabbitmq", "gateway"].contains(name) {
+            #expect(service["ports"] == nil, "\(name): publishes a port; only the gateway and the broker UI may")
+        }
+        let gateway = try compose.service("gateway")
+        let ports = list(gateway["ports"]).compactMap(text)
+        #expect(ports.count == 1, "gateway: ports \(ports)")
+        let published = ports.first ?? ""
+        #expect(published.hasSuffix("}:8080"), "gateway: the container port must be 8080 (HTTP_PORT), got \(published)")
+        // ${GATEWAY_PUBLISH:-127.0.0.1:8080}: the host side, this machine only unless .env says otherwise.
+        let host = published.firstIndex(of: "}").map { String(published[...$0]) } ?? published
+        #expect(
+            resolvedDefault(host).hasPrefix("127.0.0.1:"),
+            "gateway: published on all interfaces by default: \(published)"
+        )
+        let environment = environmentOf(gateway)
+        #expect(environment["HTTP_PORT"] == "8080")
+        #expect(
+            (environment["AMQP_URL"] ?? "").hasPrefix("amqp://gateway:${GATEWAY_AMQP_PASSWORD"),
+            "gateway: AMQP_URL must be the gateway broker user: \(environment["AMQP_URL"] ?? "")"
+        )
+        #expect(
+            environmentOf(try compose.service("rabbitmq"))["GATEWAY_AMQP_PASSWORD"].map {
+                variableNames(in: $0).contains("GATEWAY_AMQP_PASSWORD")
+            } == true,
+            "rabbitmq: environment lacks GATEWAY_AMQP_PASSWORD"
+        )
+        let url = environment["DATABASE_URL"] ?? ""
+        #expect(databaseUser(url) == "astro_gateway", "gateway: DATABASE_URL must connect as astro_gateway: \(url)")
+        let password = databasePassword(url)
+        #expect(password.hasPrefix("${GATEWAY_DB_PASSWORD"), "gateway: DATABASE_URL password \(password)")
+        let migratePassword = environmentOf(try compose.service("migrate"))["GATEWAY_DB_PASSWORD"] ?? ""
+        #expect(
+            resolvedDefault(password) == resolvedDefault(migratePassword) && !migratePassword.isEmpty,
+            "gateway: GATEWAY_DB_PASSWORD defaults differ between the gateway and migrate"
+        )
+        #expect(environment["GATEWAY_ENV"] != nil, "gateway: GATEWAY_ENV is not passed through")
+        #expect(
+            environment["GATEWAY_SIGNING_KEY_FILE"] != nil,
+            "gateway: GATEWAY_SIGNING_KEY_FILE is not passed through"
+        )
+        let dependencies = dependsOn(gateway)
+        #expect(dependencies["migrate"] == "service_completed_successfully")
+        #expect(dependencies["rabbitmq"] == "service_healthy" && dependencies["postgres"] == "service_healthy")
+        expectHealthCheck(gateway, service: "gateway")
+        let probe = list(mapping(gateway["healthcheck"])?["test"]).compactMap(text).joined(separator: " ")
+        #expect(probe.contains("/readyz") && probe.contains("8080"), "gateway: healthcheck \(probe)")
     }
 
     // MARK: billing

@@ -44,7 +44,8 @@ struct KubernetesManifestTests {
         let required: [(kind: String, count: Int)] = [
             ("Deployment", workers), ("Job", 1), ("ScaledObject", workers), ("PodDisruptionBudget", workers),
             ("TriggerAuthentication", 1), ("ServiceAccount", 1), ("ConfigMap", 1), ("Secret", 1),
-            ("PersistentVolumeClaim", 1),
+            ("PersistentVolumeClaim", 1), ("Service", 1), ("Ingress", 1), ("HorizontalPodAutoscaler", 1),
+            ("NetworkPolicy", 2),
         ]
         for (kind, count) in required {
             #expect(
@@ -720,7 +721,10 @@ struct KubernetesManifestTests {
 
         let roles = spec["managed"]["roles"].list
         let names = roles.compactMap { $0["name"].string }
-        #expect(names.sorted() == Worker.all.map(\.role).sorted(), "\(cluster.label): managed roles \(names)")
+        #expect(
+            names.sorted() == (Worker.all.map(\.role) + ["astro_gateway"]).sorted(),
+            "\(cluster.label): managed roles \(names)"
+        )
         for role in roles {
             let name = role["name"].string ?? "?"
             #expect(role["login"].bool == true, "\(cluster.label): role \(name) must be a login role")
@@ -747,11 +751,11 @@ struct KubernetesManifestTests {
         )
 
         // Every database client connects to the primary's service.
-        var clients = Worker.all.compactMap { production.first("Deployment", $0.name) }
+        var clients = (Worker.all.map(\.name) + ["gateway"]).compactMap { production.first("Deployment", $0) }
         clients += production.all("Job")
         #expect(
-            clients.count == Worker.all.count + 1,
-            "production: expected \(Worker.all.count) worker Deployments and the migrate Job"
+            clients.count == Worker.all.count + 2,
+            "production: expected \(Worker.all.count) worker Deployments, the gateway and the migrate Job"
         )
         for client in clients {
             let env = Environment(container: client.container, rendering: production)
@@ -787,6 +791,242 @@ struct KubernetesManifestTests {
                 #expect(text.contains(mode), "deploy/k8s/README.md does not say why \(claim.name) is \(mode)")
             }
         }
+    }
+}
+
+// MARK: - The gateway and the network policies (issue 16)
+
+extension KubernetesManifestTests {
+    @Test(
+        "gateway Deployment: probes, resources, hardened, production, own credentials, key from a Secret",
+        arguments: Target.allCases
+    )
+    func gatewayDeployment(target: Target) throws {
+        let rendering = target.render()
+        let deployment = try #require(rendering.first("Deployment", "gateway"), "\(target.rawValue): no gateway")
+        let place = "\(target.rawValue): \(deployment.label)"
+        let pod = deployment.pod
+        let container = try #require(
+            pod["containers"].list.first { $0["name"].string == "gateway" },
+            "\(place): no container named gateway"
+        )
+        let env = Environment(container: container, rendering: rendering)
+        #expect(container["command"].list.compactMap(\.string) == ["/app/gateway"], "\(place): command")
+        #expect((container["image"].string ?? "").contains("astrosvitla-backend"), "\(place): image")
+        #expect(deployment.value["spec"]["replicas"] == .null, "\(place): replicas is the autoscaler's to set")
+        let http = container["ports"].list.first { $0["name"].string == "http" }
+        #expect(http?["containerPort"].int == workerHTTPPort, "\(place): no container port http 8080")
+        #expect(env.value("HTTP_PORT") == "\(workerHTTPPort)", "\(place): HTTP_PORT")
+        for (probe, path) in [
+            ("startupProbe", "/healthz"), ("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"),
+        ] {
+            let get = container[probe]["httpGet"]
+            #expect(get["path"].string == path, "\(place): \(probe) must GET \(path)")
+            #expect(get["port"].string == "http" || get["port"].int == workerHTTPPort, "\(place): \(probe) port")
+        }
+        for section in ["requests", "limits"] {
+            for resource in ["cpu", "memory"] {
+                #expect(
+                    container["resources"][section][resource].quantity != nil,
+                    "\(place): resources.\(section).\(resource) is missing or not a quantity"
+                )
+            }
+        }
+        // The HorizontalPodAutoscaler measures CPU against the request: it must be set.
+        #expect((container["resources"]["requests"]["cpu"].quantity ?? 0) > 0, "\(place): no CPU request")
+        let hardening = hardeningProblems(pod: pod, container: container)
+        #expect(hardening.isEmpty, "\(place):\n\(hardening.joined(separator: "\n"))")
+        #expect(pod["automountServiceAccountToken"].bool == false, "\(place): automountServiceAccountToken")
+        #expect((pod["terminationGracePeriodSeconds"].int ?? 30) > 10, "\(place): grace below the request timeout")
+
+        // Production mode, and the signing key a file from a Secret (never the environment).
+        #expect(env.value("GATEWAY_ENV") == "production", "\(place): GATEWAY_ENV must be production")
+        let keyPath = try #require(env.value("GATEWAY_SIGNING_KEY_FILE"), "\(place): no GATEWAY_SIGNING_KEY_FILE")
+        let key = secretFile(at: keyPath, pod: pod, container: container, rendering: rendering)
+        #expect(key != nil, "\(place): GATEWAY_SIGNING_KEY_FILE \(keyPath) is not mounted from a key of a Secret")
+        if let key, let secret = rendering.first("Secret", key.0) {
+            #expect(secretData(secret)[key.1]?.contains("PRIVATE KEY") == true, "\(secret.label): not a PEM key")
+        }
+        #expect(env.entries["GATEWAY_SIGNING_KEY"] == nil, "\(place): a key in the environment")
+
+        // Its own credentials: the gateway broker user and the astro_gateway role, from Secrets.
+        for variable in ["AMQP_URL", "DATABASE_URL"] {
+            #expect(env.entries[variable]?.secret != nil, "\(place): \(variable) must come from a Secret")
+        }
+        let broker = URLComponents(string: env.value("AMQP_URL") ?? "")
+        #expect(broker?.user == "gateway", "\(place): AMQP_URL must connect as the gateway broker user")
+        let database = URLComponents(string: env.value("DATABASE_URL") ?? "")
+        #expect(database?.user == "astro_gateway", "\(place): DATABASE_URL must connect as astro_gateway")
+        for worker in Worker.all {
+            let workerSecret = rendering.environment(ofDeployment: worker.name)?.entries["DATABASE_URL"]?.secret?.name
+            #expect(
+                workerSecret != env.entries["DATABASE_URL"]?.secret?.name,
+                "\(place): shares \(worker.name)'s Secret"
+            )
+        }
+        for (variable, user) in [("AMQP_URL", "gateway"), ("DATABASE_URL", "astro_gateway")] {
+            guard let name = env.entries[variable]?.secret?.name, let secret = rendering.first("Secret", name) else {
+                continue
+            }
+            let data = secretData(secret)
+            #expect(data["username"] == user, "\(secret.label): username must be \(user)")
+            #expect(
+                data["password"] != nil
+                    && data["password"] == URLComponents(string: env.value(variable) ?? "")?.password,
+                "\(secret.label): key password must hold the password of \(variable)"
+            )
+        }
+        // The migrate Job lets astro_gateway log in, unless CloudNativePG manages the role.
+        let job = try #require(rendering.all("Job").first, "\(target.rawValue): no migrate Job")
+        let jobEnv = Environment(container: job.container, rendering: rendering)
+        let managed = rendering.all("Cluster").flatMap {
+            $0.value["spec"]["managed"]["roles"].list.compactMap { $0["name"].string }
+        }
+        if managed.contains("astro_gateway") {
+            #expect(jobEnv.entries["GATEWAY_DB_PASSWORD"] == nil, "\(job.label): CloudNativePG manages astro_gateway")
+        } else {
+            let entry = jobEnv.entries["GATEWAY_DB_PASSWORD"]
+            #expect(
+                entry?.secret?.name == env.entries["DATABASE_URL"]?.secret?.name && entry?.secret?.key == "password",
+                "\(job.label): GATEWAY_DB_PASSWORD must come from key password of the gateway's Secret"
+            )
+        }
+    }
+
+    @Test(
+        "gateway exposure: Service, TLS Ingress with a body limit, CPU autoscaler, disruption budget",
+        arguments: Target.allCases
+    )
+    func gatewayExposure(target: Target) throws {
+        let rendering = target.render()
+        let deployment = try #require(rendering.first("Deployment", "gateway"), "\(target.rawValue): no gateway")
+        let labels = deployment.value["spec"]["template"]["metadata"]["labels"].map.compactMapValues(\.string)
+
+        let service = try #require(rendering.first("Service", "gateway"), "\(target.rawValue): no Service gateway")
+        let selector = service.value["spec"]["selector"].map.compactMapValues(\.string)
+        #expect(!selector.isEmpty && matches(selector, labels), "\(service.label): does not select the gateway pods")
+        let servicePort = try #require(service.value["spec"]["ports"].list.first, "\(service.label): no port")
+        #expect(
+            servicePort["targetPort"].string == "http" || servicePort["targetPort"].int == workerHTTPPort,
+            "\(service.label): targetPort must be the gateway's http port"
+        )
+        #expect(service.value["spec"]["type"].string ?? "ClusterIP" == "ClusterIP", "\(service.label): not ClusterIP")
+
+        let ingresses = rendering.all("Ingress")
+        #expect(ingresses.count == 1, "\(target.rawValue): \(ingresses.count) Ingress objects")
+        let ingress = try #require(ingresses.first)
+        let tls = ingress.value["spec"]["tls"].list
+        #expect(
+            !tls.isEmpty && tls.allSatisfy { $0["secretName"].string != nil && !$0["hosts"].list.isEmpty },
+            "\(ingress.label): TLS must terminate here (tls with hosts and secretName)"
+        )
+        let hosts = Set(tls.flatMap { $0["hosts"].list.compactMap(\.string) })
+        for rule in ingress.value["spec"]["rules"].list {
+            #expect(hosts.contains(rule["host"].string ?? ""), "\(ingress.label): rule host \(rule["host"]) has no TLS")
+            for path in rule["http"]["paths"].list {
+                #expect(path["backend"]["service"]["name"].string == "gateway", "\(ingress.label): backend")
+            }
+        }
+        let bodySize = ingress.value["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-body-size"]
+        let bytes = (bodySize.string?.lowercased()).flatMap { text -> Double? in
+            if text.hasSuffix("k") { return Double(text.dropLast()).map { $0 * 1024 } }
+            if text.hasSuffix("m") { return Double(text.dropLast()).map { $0 * 1_048_576 } }
+            return Double(text)
+        }
+        // At least the Apple endpoint's 64 KiB, at most a little over it: the gateway answers 413
+        // itself, the ingress keeps larger bodies from reaching it at all.
+        #expect(
+            bytes.map { (65_536...1_048_576).contains($0) } == true,
+            "\(ingress.label): proxy-body-size \(bodySize) must be 64k…1m"
+        )
+
+        let autoscalers = rendering.all("HorizontalPodAutoscaler").filter {
+            $0.value["spec"]["scaleTargetRef"]["name"].string == "gateway"
+        }
+        let autoscaler = try #require(
+            autoscalers.first,
+            "\(target.rawValue): no HorizontalPodAutoscaler for the gateway"
+        )
+        #expect(autoscaler.apiVersion == "autoscaling/v2", "\(autoscaler.label): apiVersion")
+        #expect(autoscaler.value["spec"]["scaleTargetRef"]["kind"].string == "Deployment")
+        #expect((autoscaler.value["spec"]["minReplicas"].int ?? 1) >= 2, "\(autoscaler.label): one replica is no HA")
+        #expect(
+            (autoscaler.value["spec"]["maxReplicas"].int ?? 0) > (autoscaler.value["spec"]["minReplicas"].int ?? 1),
+            "\(autoscaler.label): maxReplicas must exceed minReplicas"
+        )
+        let cpu = autoscaler.value["spec"]["metrics"].list.first {
+            $0["type"].string == "Resource" && $0["resource"]["name"].string == "cpu"
+        }
+        #expect(
+            cpu?["resource"]["target"]["type"].string == "Utilization",
+            "\(autoscaler.label): no CPU utilization target"
+        )
+
+        let budget = rendering.all("PodDisruptionBudget").first {
+            matches($0.value["spec"]["selector"]["matchLabels"].map.compactMapValues(\.string), labels)
+        }
+        #expect(budget != nil, "\(target.rawValue): no PodDisruptionBudget for the gateway")
+    }
+
+    @Test(
+        "NetworkPolicy: workers accept only their probe and metrics port; the gateway only from the ingress",
+        arguments: Target.allCases
+    )
+    func networkPolicies(target: Target) throws {
+        let rendering = target.render()
+        let allPolicies = rendering.all("NetworkPolicy")
+        func policies(for labels: [String: String]) -> [Resource] {
+            allPolicies.filter {
+                matches($0.value["spec"]["podSelector"]["matchLabels"].map.compactMapValues(\.string), labels)
+            }
+        }
+        func onlyTheHTTPPort(_ rule: Value) -> Bool {
+            let ports = rule["ports"].list
+            return !ports.isEmpty
+                && ports.allSatisfy {
+                    ($0["port"].string == "http" || $0["port"].int == workerHTTPPort)
+                        && ($0["protocol"].string ?? "TCP") == "TCP" && $0["endPort"] == .null
+                }
+        }
+        for worker in Worker.all {
+            let deployment = try #require(rendering.first("Deployment", worker.name))
+            let labels = deployment.value["spec"]["template"]["metadata"]["labels"].map.compactMapValues(\.string)
+            let selecting = policies(for: labels)
+            #expect(!selecting.isEmpty, "\(target.rawValue): no NetworkPolicy selects \(worker.name)'s pods")
+            for policy in selecting {
+                let types = policy.value["spec"]["policyTypes"].list.compactMap(\.string)
+                #expect(types.contains("Ingress"), "\(policy.label): policyTypes must include Ingress")
+                for rule in policy.value["spec"]["ingress"].list {
+                    #expect(onlyTheHTTPPort(rule), "\(policy.label): a rule opens more than the health port: \(rule)")
+                }
+            }
+            // The health port is the container's port http (probes and /metrics).
+            let port = deployment.container["ports"].list.first { $0["name"].string == "http" }
+            #expect(port?["containerPort"].int == workerHTTPPort, "\(deployment.label): port http")
+        }
+
+        let gateway = try #require(rendering.first("Deployment", "gateway"))
+        let labels = gateway.value["spec"]["template"]["metadata"]["labels"].map.compactMapValues(\.string)
+        let selecting = policies(for: labels)
+        #expect(!selecting.isEmpty, "\(target.rawValue): no NetworkPolicy selects the gateway's pods")
+        var fromIngress = false
+        for policy in selecting {
+            #expect(
+                policy.value["spec"]["policyTypes"].list.compactMap(\.string).contains("Ingress"),
+                "\(policy.label): policyTypes must include Ingress"
+            )
+            for rule in policy.value["spec"]["ingress"].list {
+                let sources = rule["from"].list
+                #expect(!sources.isEmpty, "\(policy.label): a rule admits every source: \(rule)")
+                #expect(onlyTheHTTPPort(rule), "\(policy.label): a rule opens more than port http: \(rule)")
+                for source in sources {
+                    #expect(source["ipBlock"] == .null, "\(policy.label): an ipBlock source bypasses the ingress")
+                    let namespace = source["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"].string
+                    if namespace?.contains("ingress") == true { fromIngress = true }
+                }
+            }
+        }
+        #expect(fromIngress, "\(target.rawValue): the gateway's NetworkPolicy does not admit the ingress controller")
     }
 }
 

@@ -132,7 +132,7 @@ enum GatewayHarness {
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.client),
                 "DATABASE_URL": try await gatewayDatabaseURL(),
                 "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
-            ].merging(environment) { _, new in new },
+            ].merging(Self.unlimited) { _, new in new }.merging(environment) { _, new in new },
             label: label
         )
         processes.insert(gateway, at: 0)
@@ -149,6 +149,14 @@ enum GatewayHarness {
         }
         return running
     }
+
+    /// Rate limits far above anything a test sends from its one address (the limits stay on,
+    /// never reached); GatewayLimitsTests sets low ones.
+    static let unlimited = [
+        "RATE_LIMIT_USER_PER_SECOND": "100000", "RATE_LIMIT_USER_BURST": "100000",
+        "RATE_LIMIT_IP_PER_SECOND": "100000", "RATE_LIMIT_IP_BURST": "100000",
+        "RATE_LIMIT_REGISTER_PER_MINUTE": "1000000", "RATE_LIMIT_REGISTER_BURST": "100000",
+    ]
 
     /// Registers a device; returns its user id and access token.
     static func register(_ base: String) async throws -> (user: String, token: String) {

@@ -1,0 +1,144 @@
+import AstroDomain
+import Crypto
+import Foundation
+import Hummingbird
+
+/// The shape of an App Store Server Notification V2 request body, `{"signedPayload": "<JWS>"}`,
+/// checked before anything is published: one JSON object whose `signedPayload` is a compact JWS
+/// of three base64url parts, a header with `alg` ES256 and an `x5c` chain, a payload that is a
+/// JSON object, and a 64-byte ES256 signature.
+///
+/// Shape only: the signature, the chain to Apple's root and the payload's fields are verified by
+/// the billing-worker (`StoreNotificationHandler`), which is what makes a notification authentic —
+/// this endpoint has no bearer token because Apple calls it. Members other than `signedPayload`
+/// are ignored, so a field Apple adds later is not refused (a refusal would be retried forever).
+public struct AppStoreNotificationShape: Sendable, Hashable {
+    /// The largest body read (64 KiB): a notification carries the signed transaction and renewal
+    /// info, each a JWS with its own certificate chain, inside its own signed payload — about
+    /// 30 KB in practice; the billing-worker accepts up to 128 KiB per JWS.
+    public static let maxBodyBytes = 65_536
+    /// The longest JWS header part (base64url), which carries the `x5c` certificates.
+    public static let maxHeaderBytes = 24_576
+    /// The most certificates in `x5c` (Apple's chain has three).
+    public static let maxCertificates = 8
+
+    /// The JWS, as Apple sent it.
+    public var signedPayload: String
+    /// What the payload says its `notificationUUID` and `notificationType` are — unverified, for
+    /// logs only.
+    public var claimedUUID: String?
+    public var claimedType: String?
+
+    /// Checks `body`.
+    /// - Throws: `Problem` 400 `invalid-json` (not a JSON object) or `invalid-notification` (with
+    ///   `field` `signedPayload`) for any other deviation.
+    public init(body: Data) throws(Problem) {
+        guard let value = try? JSONValue.parse(body), case .object(let members) = value else {
+            throw Problem.invalid("invalid-json", "the body is not a JSON object")
+        }
+        guard case .string(let jws)? = members["signedPayload"] else {
+            throw Self.invalid("signedPayload: expected the notification's JWS string")
+        }
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty }) else {
+            throw Self.invalid("signedPayload: expected a compact JWS (header.payload.signature)")
+        }
+        guard parts[0].utf8.count <= Self.maxHeaderBytes,
+            let headerData = Base64URL.decode(parts[0]),
+            let header = try? JSONValue.parse(headerData), case .object(let fields) = header
+        else {
+            throw Self.invalid(
+                "signedPayload: the JWS header is not base64url JSON of at most \(Self.maxHeaderBytes) bytes"
+            )
+        }
+        guard fields["alg"] == "ES256" else {
+            throw Self.invalid("signedPayload: the JWS header's alg is not ES256")
+        }
+        guard case .array(let chain)? = fields["x5c"], (1...Self.maxCertificates).contains(chain.count),
+            chain.allSatisfy({ $0.stringValue.map { !$0.isEmpty } ?? false })
+        else {
+            throw Self.invalid(
+                "signedPayload: the JWS header has no x5c chain of 1–\(Self.maxCertificates) certificates"
+            )
+        }
+        guard let payloadData = Base64URL.decode(parts[1]),
+            let payload = try? JSONValue.parse(payloadData), case .object(let claims) = payload
+        else {
+            throw Self.invalid("signedPayload: the JWS payload is not base64url JSON")
+        }
+        guard Base64URL.decode(parts[2])?.count == 64 else {
+            throw Self.invalid("signedPayload: the JWS signature is not a 64-byte ES256 signature")
+        }
+        signedPayload = jws
+        claimedUUID = claims["notificationUUID"]?.stringValue.map { String($0.prefix(64)) }
+        claimedType = claims["notificationType"]?.stringValue.map { String($0.prefix(64)) }
+    }
+
+    static func invalid(_ detail: String) -> Problem {
+        Problem.invalid("invalid-notification", detail, field: "signedPayload")
+    }
+
+    /// The job id: a version-8 UUID from the SHA-256 of the JWS, so every delivery of the same
+    /// notification is the same job. Apple retries until it gets a 200 (and a 200 may be lost on
+    /// the way back), and the worker runs a job id once: a retry is acknowledged as a duplicate
+    /// instead of becoming another job. Derived from the whole JWS, not from its (unverified)
+    /// `notificationUUID`: a forged payload that copied a real notification's UUID would
+    /// otherwise take the real one's job id first and make the real notification a duplicate of
+    /// a rejected job. A redelivery Apple signed again has another id; billing then recognizes
+    /// it by its verified `notificationUUID` (NotificationLedger) and changes nothing twice.
+    public var jobID: JobID {
+        var bytes = Array(SHA256.hash(data: Data(signedPayload.utf8)).prefix(16))
+        bytes[6] = (bytes[6] & 0x0F) | 0x80
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        let uuid = UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9],
+                bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            )
+        )
+        return JobID(uuid)
+    }
+}
+
+extension GatewayRoutes {
+    /// `POST /v1/appstore/notifications`: App Store Server Notifications V2. Checks the body's
+    /// size and shape, publishes `billing.store-notification` and answers 200 only once the
+    /// broker confirmed it; otherwise 503, which Apple retries (so nothing is lost), and a
+    /// duplicate is harmless (the same job id, and billing deduplicates by `notificationUUID`).
+    /// No bearer token: the billing-worker verifies the JWS and its chain to Apple's root, and a
+    /// notification that does not verify is dead-lettered without effect.
+    /// - Throws: `Problem` 400, 408, 413 or 503.
+    static func appStoreNotification(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let data = try await body(request, services, limit: AppStoreNotificationShape.maxBodyBytes)
+        let notification: AppStoreNotificationShape
+        do {
+            notification = try AppStoreNotificationShape(body: data)
+        } catch {
+            context.logger.notice("app store notification refused", metadata: ["problem.code": "\(error.code)"])
+            throw error
+        }
+        let jobID = notification.jobID
+        let job = StoreNotificationRequest(jobID: jobID, signedPayload: notification.signedPayload)
+        try await publish(
+            .billingStoreNotification,
+            jobID: jobID,
+            body: try JSONCoding.encoder.encode(job),
+            context: context,
+            services
+        )
+        context.logger.info(
+            "app store notification queued",
+            metadata: [
+                "job.id": "\(jobID)", "job.type": "billing.store-notification",
+                // What the payload claims; the billing-worker verifies it.
+                "notification.claimed_uuid": "\(notification.claimedUUID ?? "")",
+                "notification.claimed_type": "\(notification.claimedType ?? "")",
+            ]
+        )
+        return json(["jobId": .string(jobID.description)], status: .ok)
+    }
+}
