@@ -14,6 +14,7 @@ public struct GatewayRoute: Sendable, Hashable {
         case refreshToken
         case createProfile
         case getJob
+        case streamEvents
     }
 
     /// `GET` or `POST`.
@@ -56,7 +57,13 @@ public enum GatewayAPI {
             operation: .createProfile,
             statuses: [202, 400, 401, 408, 413, 422, 500, 503]
         ),
-        GatewayRoute(method: .get, path: "/v1/jobs/{id}", operation: .getJob, statuses: [200, 401, 404, 500, 503]),
+        GatewayRoute(
+            method: .get,
+            path: "/v1/jobs/{id}",
+            operation: .getJob,
+            statuses: [200, 400, 401, 404, 500, 503]
+        ),
+        GatewayRoute(method: .get, path: "/v1/events", operation: .streamEvents, statuses: [200, 401, 429, 503]),
     ]
 
     /// The documented statuses of each route, by `"<METHOD> <path>"`, for `RequestMiddleware`'s check.
