@@ -122,34 +122,78 @@ final class JobWaiter: Sendable {
     let id: UInt64
     let jobID: JobID
     let user: UserID
-    private let signals: AsyncStream<Void>
-    private let continuation: AsyncStream<Void>.Continuation
+
+    private struct State {
+        /// An event arrived while nobody waited: the next wait returns at once.
+        var signalled = false
+        /// The current wait, and its number.
+        var continuation: CheckedContinuation<Bool, Never>?
+        var wait: UInt64 = 0
+        /// The number of a wait that timed out or was cancelled before it was suspended.
+        var expired: UInt64 = 0
+    }
+    private let state = Mutex(State())
 
     init(id: UInt64, jobID: JobID, user: UserID) {
         self.id = id
         self.jobID = jobID
         self.user = user
-        (signals, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
-    func signal() { continuation.yield(()) }
+    /// An event of the job arrived: ends the current wait with true, or the next one.
+    func signal() {
+        let continuation = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            guard let continuation = state.continuation else {
+                state.signalled = true
+                return nil
+            }
+            state.continuation = nil
+            return continuation
+        }
+        continuation?.resume(returning: true)
+    }
+
+    /// Ends wait number `wait` with false (its time is up, or its task was cancelled).
+    private func expire(_ wait: UInt64) {
+        let continuation = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            guard state.wait == wait else { return nil }
+            guard let continuation = state.continuation else {
+                state.expired = wait
+                return nil
+            }
+            state.continuation = nil
+            return continuation
+        }
+        continuation?.resume(returning: false)
+    }
 
     /// Waits until an event of the job arrived (true; also when one arrived since the last wait)
-    /// or `timeout` passed (false).
+    /// or `timeout` passed or the task was cancelled (false). Waits may follow one another.
     func wait(timeout: Duration) async -> Bool {
-        let signals = self.signals
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                for await _ in signals { return true }
-                return false
+        let number = state.withLock { state -> UInt64 in
+            state.wait += 1
+            return state.wait
+        }
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            self.expire(number)
+        }
+        defer { timer.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let answer = state.withLock { state -> Bool? in
+                    if state.signalled {
+                        state.signalled = false
+                        return true
+                    }
+                    if state.expired == number { return false }
+                    state.continuation = continuation
+                    return nil
+                }
+                if let answer { continuation.resume(returning: answer) }
             }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
+        } onCancel: {
+            self.expire(number)
         }
     }
 }
