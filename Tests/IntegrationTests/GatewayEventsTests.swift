@@ -252,6 +252,29 @@ struct GatewayEventsTests {
         #expect(!running.processes.output.contains("status not in the route table"))
     }
 
+    /// The broker drops the gateway's connections: the subscription comes back on a new queue,
+    /// and the open stream is told with a reset (events in between may be lost), not left silent.
+    @Test func aLostSubscriptionResetsOpenStreams() async throws {
+        let running = try await GatewayHarness.launch(chartWorker: false, label: "gateway-events-gap")
+        defer { running.processes.stop() }
+        let base = running.base
+        let alice = try await GatewayHarness.register(base)
+        let stream = try SSEClient(base, token: alice.token)
+        defer { stream.close() }
+        try await stream.waitUntilOpen()
+        try await AMQPTestEnvironment.stack(
+            "rabbit-ctl",
+            ["close_all_user_connections", "gateway", "test: broker gap"]
+        )
+        let reset = try await stream.waitFor("a reset after the gap", timeout: .seconds(30)) { $0.type == "reset" }
+        #expect(reset.data?["code"] == "events-interrupted")
+        #expect(reset.id == "")
+        try await RuntimeTestEnvironment.eventually("the gateway is ready again", timeout: .seconds(30)) {
+            (try? await GatewayHarness.request("GET", "\(base)/readyz"))?.status == 200
+        }
+        #expect(!running.processes.output.contains("status not in the route table"))
+    }
+
     @Test func aLongPollAnswersWhenTheJobEndsOrWhenTheWaitIsOver() async throws {
         _ = try await RuntimeTestEnvironment.contractPublisher(purging: [.chartCalculate])
         // No chart-worker yet: jobs stay queued.
