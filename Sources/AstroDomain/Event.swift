@@ -43,10 +43,14 @@ public struct JobError: Error, Sendable, Hashable, Codable, CustomStringConverti
     public var jsonValue: JSONValue { ["code": .string(code), "message": .string(message)] }
 }
 
-/// An outcome published on `astro.events`: `{"jobId", "type", "occurredAt", ...fields}` or
-/// with `"error": {"code", "message"}` (CONTRACT.md).
+/// An outcome published on `astro.events`: `{"jobId", "userId", "type", "occurredAt", ...fields}`
+/// or with `"error": {"code", "message"}` (CONTRACT.md).
 public struct JobEvent: Sendable, Hashable {
     public var jobID: JobID
+    /// The user the event is about (the job's `userId`): the gateway delivers an event only to
+    /// this user's live streams, so every event a user should see carries it. Nil only where no
+    /// user is known (a body too broken to name one, a notification for no recorded purchase).
+    public var userID: UserID?
     public var type: EventType
     public var occurredAt: Date
     /// The ids and values of what was written (`profileId`, `chartId`, ...).
@@ -55,22 +59,34 @@ public struct JobEvent: Sendable, Hashable {
 
     public init(
         jobID: JobID,
+        userID: UserID? = nil,
         type: EventType,
         occurredAt: Date = Date(),
         fields: [String: JSONValue] = [:],
         error: JobError? = nil
     ) {
         self.jobID = jobID
+        self.userID = userID
         self.type = type
         self.occurredAt = occurredAt
         self.fields = fields
         self.error = error
     }
 
+    /// The field naming the event's user: `userId`.
+    public static let userIDKey = "userId"
+
+    /// The user an event body names (its `userId`), nil when it names none or not as a UUID.
+    public static func userID(in object: [String: JSONValue]) -> UserID? {
+        guard case .string(let text)? = object[userIDKey] else { return nil }
+        return UserID(text)
+    }
+
     /// The event's JSON body.
     public func jsonData() throws -> Data {
         var object = fields
         object["jobId"] = .string(jobID.description)
+        if let userID { object[JobEvent.userIDKey] = .string(userID.description) }
         object["type"] = .string(type.rawValue)
         object["occurredAt"] = .string(ISO8601.string(from: occurredAt))
         if let error {

@@ -50,7 +50,14 @@ public struct ReportRequestHandler: JobHandler {
                 status: .succeeded,
                 result: .object(fields),
                 messages: [
-                    try .event(JobEvent(jobID: request.jobID, type: .billingCreditConsumed, fields: fields)),
+                    try .event(
+                        JobEvent(
+                            jobID: request.jobID,
+                            userID: request.userID,
+                            type: .billingCreditConsumed,
+                            fields: fields
+                        )
+                    ),
                     .job(.reportGenerate, body: try JSONCoding.encoder.encode(generate)),
                 ]
             )
@@ -60,7 +67,11 @@ public struct ReportRequestHandler: JobHandler {
             return JobOutcome(
                 status: .succeeded,
                 result: .object(fields),
-                messages: [try .event(JobEvent(jobID: request.jobID, type: .reportCompleted, fields: fields))]
+                messages: [
+                    try .event(
+                        JobEvent(jobID: request.jobID, userID: request.userID, type: .reportCompleted, fields: fields)
+                    )
+                ]
             )
         case .inProgress(let creditID, let requestJobID):
             fields["creditId"] = .string(creditID.description)
@@ -79,7 +90,15 @@ public struct ReportRequestHandler: JobHandler {
                 status: .failed(error),
                 result: .object(fields),
                 messages: [
-                    try .event(JobEvent(jobID: request.jobID, type: .reportFailed, fields: fields, error: error))
+                    try .event(
+                        JobEvent(
+                            jobID: request.jobID,
+                            userID: request.userID,
+                            type: .reportFailed,
+                            fields: fields,
+                            error: error
+                        )
+                    )
                 ]
             )
         }
@@ -129,7 +148,11 @@ public struct RefundCreditHandler: JobHandler {
             return JobOutcome(
                 status: .succeeded,
                 result: .object(fields),
-                messages: [try .event(JobEvent(jobID: request.jobID, type: .billingCreditRefunded, fields: fields))]
+                messages: [
+                    try .event(
+                        JobEvent(jobID: request.jobID, userID: userID, type: .billingCreditRefunded, fields: fields)
+                    )
+                ]
             )
         }
     }

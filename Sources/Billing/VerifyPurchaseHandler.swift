@@ -219,7 +219,16 @@ public struct VerifyPurchaseHandler: JobHandler {
             return JobOutcome(
                 status: .succeeded,
                 result: .object(fields),
-                messages: [try .event(JobEvent(jobID: request.jobID, type: .billingCreditsIssued, fields: fields))]
+                messages: [
+                    try .event(
+                        JobEvent(
+                            jobID: request.jobID,
+                            userID: request.userID,
+                            type: .billingCreditsIssued,
+                            fields: fields
+                        )
+                    )
+                ]
             )
         }
     }
@@ -236,7 +245,13 @@ public struct VerifyPurchaseHandler: JobHandler {
             result: .object(fields),
             messages: [
                 try .event(
-                    JobEvent(jobID: request.jobID, type: .billingPurchaseRejected, fields: fields, error: error)
+                    JobEvent(
+                        jobID: request.jobID,
+                        userID: request.userID,
+                        type: .billingPurchaseRejected,
+                        fields: fields,
+                        error: error
+                    )
                 )
             ]
         )

@@ -361,7 +361,7 @@ public struct ChartCalculateHandler: JobHandler {
             "chartId": .string(ChartID(chartID).description),
             "unchanged": .bool(unchanged),
         ]
-        let event = JobEvent(jobID: job.jobID, type: .chartCalculated, fields: fields)
+        let event = JobEvent(jobID: job.jobID, userID: request.userID, type: .chartCalculated, fields: fields)
         return JobOutcome(result: .object(fields), messages: [try .event(event)])
     }
 

@@ -23,6 +23,7 @@ public struct GatewayRoute: Sendable, Hashable {
         case recordStoryRead
         case getStoryPageImage
         case receiveAppStoreNotification
+        case streamEvents
     }
 
     /// `GET` or `POST`.
@@ -74,7 +75,13 @@ public enum GatewayAPI {
             operation: .createProfile,
             statuses: [202, 400, 401, 408, 413, 422, 500, 503]
         ),
-        GatewayRoute(method: .get, path: "/v1/jobs/{id}", operation: .getJob, statuses: [200, 401, 404, 500, 503]),
+        GatewayRoute(
+            method: .get,
+            path: "/v1/jobs/{id}",
+            operation: .getJob,
+            statuses: [200, 400, 401, 404, 500, 503]
+        ),
+        GatewayRoute(method: .get, path: "/v1/events", operation: .streamEvents, statuses: [200, 401, 429, 503]),
         // Magical Stories (StoryRoutes.swift).
         GatewayRoute(
             method: .get,

@@ -14,6 +14,8 @@ public struct GatewayServices: Sendable {
     let pool: PostgresPool
     let publisher: AMQPPublisher
     let metrics: GatewayMetrics
+    /// The live events of this replica (`GET /v1/events`, long polls), fed by `EventSubscription`.
+    let events: EventHub
     let refreshTokenLifetime: Duration
     let maxBodyBytes: Int
     let requestTimeout: Duration
@@ -49,6 +51,7 @@ public struct GatewayServices: Sendable {
         self.pool = pool
         self.publisher = publisher
         self.metrics = metrics
+        events = EventHub(metrics: metrics)
         refreshTokenLifetime = configuration.refreshTokenLifetime
         maxBodyBytes = configuration.maxBodyBytes
         requestTimeout = configuration.requestTimeout
@@ -94,10 +97,12 @@ public enum GatewayRoutes {
         case .readyz:
             let database = await services.pool.ping()
             let broker = services.publisher.isConnected && !services.publisher.isBlocked
-            guard database, broker else {
+            let events = services.events.isSubscribed
+            guard database, broker, events else {
                 throw Problem.unavailable(
                     "not-ready",
-                    "database \(database ? "reachable" : "unreachable"), broker \(broker ? "connected" : "not connected")"
+                    "database \(database ? "reachable" : "unreachable"), broker \(broker ? "connected" : "not connected"), "
+                        + "events \(events ? "subscribed" : "not subscribed")"
                 )
             }
             return text("ready\n")
@@ -120,7 +125,9 @@ public enum GatewayRoutes {
         case .createProfile:
             return try await createProfile(request, context: context, services)
         case .getJob:
-            return try await job(request, context: context, services)
+            return try await jobWithWait(request, context: context, services)
+        case .streamEvents:
+            return try await events(request, context: context, services)
         case .listChildren:
             return try await listChildren(request, context: context, services)
         case .listChildAchievements:

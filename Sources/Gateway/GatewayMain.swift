@@ -60,7 +60,10 @@ public enum GatewayMain {
                 address: .hostname(configuration.base.httpHost, port: configuration.base.httpPort),
                 serverName: "gateway"
             ),
-            services: [BrokerConnector(publisher: publisher, logger: logger)],
+            services: [
+                BrokerConnector(publisher: publisher, logger: logger),
+                EventSubscription(hub: services.events, configuration: configuration.base.amqp, logger: logger),
+            ],
             logger: logger
         )
         logger.info(

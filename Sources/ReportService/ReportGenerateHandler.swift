@@ -119,7 +119,9 @@ public struct ReportGenerateHandler: JobHandler {
             fields["reportId"] = .string(ReportID(try existing.decode(UUID.self, "id")).description)
             fields["alreadyWritten"] = true
             var messages = [
-                try OutboxMessage.event(JobEvent(jobID: request.jobID, type: .reportCompleted, fields: fields))
+                try OutboxMessage.event(
+                    JobEvent(jobID: request.jobID, userID: request.userID, type: .reportCompleted, fields: fields)
+                )
             ]
             // Paid twice for one report (cannot happen through report.request): give this one back.
             if try existing.decode(UUID?.self, "credit_id") != request.creditID.uuid {
@@ -149,7 +151,15 @@ public struct ReportGenerateHandler: JobHandler {
                 status: .failed(error),
                 result: .object(fields),
                 messages: [
-                    try .event(JobEvent(jobID: request.jobID, type: .reportFailed, fields: fields, error: error))
+                    try .event(
+                        JobEvent(
+                            jobID: request.jobID,
+                            userID: request.userID,
+                            type: .reportFailed,
+                            fields: fields,
+                            error: error
+                        )
+                    )
                 ]
             )
         }
@@ -218,7 +228,11 @@ public struct ReportGenerateHandler: JobHandler {
         return JobOutcome(
             status: .succeeded,
             result: .object(fields),
-            messages: [try .event(JobEvent(jobID: request.jobID, type: .reportCompleted, fields: fields))]
+            messages: [
+                try .event(
+                    JobEvent(jobID: request.jobID, userID: request.userID, type: .reportCompleted, fields: fields)
+                )
+            ]
         )
     }
 
@@ -288,7 +302,15 @@ public struct ReportGenerateHandler: JobHandler {
             result: .object(fields),
             messages: [
                 try refund(request, jobID: job.jobID, reason: error.code),
-                try .event(JobEvent(jobID: request.jobID, type: .reportFailed, fields: fields, error: error)),
+                try .event(
+                    JobEvent(
+                        jobID: request.jobID,
+                        userID: request.userID,
+                        type: .reportFailed,
+                        fields: fields,
+                        error: error
+                    )
+                ),
             ]
         )
     }

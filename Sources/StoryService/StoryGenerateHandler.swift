@@ -215,7 +215,11 @@ public struct StoryGenerateHandler: JobHandler {
         return JobOutcome(
             status: .succeeded,
             result: .object(fields),
-            messages: [try .event(JobEvent(jobID: request.jobID, type: .storyGenerated, fields: fields))]
+            messages: [
+                try .event(
+                    JobEvent(jobID: request.jobID, userID: request.userID, type: .storyGenerated, fields: fields)
+                )
+            ]
         )
     }
 

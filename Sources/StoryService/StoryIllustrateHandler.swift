@@ -203,7 +203,13 @@ public struct StoryIllustrateHandler: JobHandler {
                 message: "\(reasons). Retry with story.illustrate pages [\(pages)]"
             )
         }
-        let event = JobEvent(jobID: request.jobID, type: .storyIllustrated, fields: fields, error: error)
+        let event = JobEvent(
+            jobID: request.jobID,
+            userID: request.userID,
+            type: .storyIllustrated,
+            fields: fields,
+            error: error
+        )
         return JobOutcome(
             status: error.map { .failed($0) } ?? .succeeded,
             result: .object(fields),

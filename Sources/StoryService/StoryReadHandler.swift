@@ -158,6 +158,7 @@ public struct StoryReadHandler: JobHandler {
                     try .event(
                         JobEvent(
                             jobID: JobID.derived(from: request.jobID, purpose: "achievement:\(status.ruleKey)"),
+                            userID: request.userID,
                             type: .achievementEarned,
                             fields: achievement
                         )
@@ -169,7 +170,12 @@ public struct StoryReadHandler: JobHandler {
         } else {
             fields["alreadyRecorded"] = true
         }
-        messages.insert(try .event(JobEvent(jobID: request.jobID, type: .storyReadRecorded, fields: fields)), at: 0)
+        messages.insert(
+            try .event(
+                JobEvent(jobID: request.jobID, userID: request.userID, type: .storyReadRecorded, fields: fields)
+            ),
+            at: 0
+        )
         return JobOutcome(status: .succeeded, result: .object(fields), messages: messages)
     }
 }

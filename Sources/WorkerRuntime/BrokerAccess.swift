@@ -103,9 +103,21 @@ public enum BrokerAccess {
         readsEvents: true,
         privateQueuePrefix: "astroctl.wait."
     )
+    /// The app's HTTP gateway: it publishes the jobs people ask for through `astro.requests`
+    /// (as `client` does), and each replica binds one private queue (`gateway.events.<random>`)
+    /// to every event for the live event streams (`GET /v1/events`) and long polls. A user of
+    /// its own, so that the public-facing service's credentials are not astroctl's and can be
+    /// rotated or revoked alone.
+    public static let gateway = Service(
+        user: "gateway",
+        passwordVariable: "GATEWAY_AMQP_PASSWORD",
+        requests: JobType.requestable,
+        readsEvents: true,
+        privateQueuePrefix: "gateway.events."
+    )
 
     /// Every service user, workers first.
-    public static let services = [chartWorker, billingWorker, reportWorker, storyWorker, client]
+    public static let services = [chartWorker, billingWorker, reportWorker, storyWorker, client, gateway]
 
     /// The user a worker of these queues connects as.
     public static func service(consuming queues: [JobType]) -> Service? {

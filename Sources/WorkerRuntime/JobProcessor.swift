@@ -298,7 +298,14 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
                     permanentFailure: true
                 )
             case .transient:
-                await retryOrDeadLetter(delivery, job: job, error: error, acknowledger: acknowledger, logger: logger)
+                await retryOrDeadLetter(
+                    delivery,
+                    job: job,
+                    userID: head.userID,
+                    error: error,
+                    acknowledger: acknowledger,
+                    logger: logger
+                )
             }
         }
     }
@@ -476,7 +483,14 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         } catch {
             // The rejection could not be recorded (database down): try again later rather than
             // lose the failed event.
-            await retryOrDeadLetter(delivery, job: job, error: error, acknowledger: acknowledger, logger: logger)
+            await retryOrDeadLetter(
+                delivery,
+                job: job,
+                userID: userID,
+                error: error,
+                acknowledger: acknowledger,
+                logger: logger
+            )
         }
     }
 
@@ -485,6 +499,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
     private func retryOrDeadLetter(
         _ delivery: Delivery,
         job: JobEnvelope,
+        userID: UUID?,
         error: any Error,
         acknowledger: some DeliveryAcknowledger,
         logger: Logger
@@ -500,7 +515,8 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
                 message: "failed \(job.attempt) times; last error: \(failure.message)"
             )
             do {
-                if case .finishedBefore = try await recordDeadJob(delivery, job: job, userID: nil, error: exhausted) {
+                if case .finishedBefore = try await recordDeadJob(delivery, job: job, userID: userID, error: exhausted)
+                {
                     metrics.recordJob(queue: delivery.queue, outcome: .duplicate)
                     await settle(delivery, acknowledger: acknowledger, logger: logger)
                     return
@@ -596,7 +612,9 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         error: JobError,
         deadLetter sendDeadLetter: Bool = true
     ) async throws -> DeadRecord {
-        let event = try OutboxMessage.event(JobEvent(jobID: job.jobID, type: job.type.failedEvent, error: error))
+        let event = try OutboxMessage.event(
+            JobEvent(jobID: job.jobID, userID: userID.map(UserID.init), type: job.type.failedEvent, error: error)
+        )
         let deadLetter =
             sendDeadLetter
             ? [DeliveryCopies.deadLetter(of: delivery, code: error.code, message: error.message, attempt: job.attempt)]

@@ -20,7 +20,7 @@ struct BrokerDefinitions: AsyncParsableCommand {
             import it (rabbitmqctl import_definitions). Passwords come from RABBITMQ_USER \
             and RABBITMQ_PASSWORD (the administrator) and CHART_WORKER_AMQP_PASSWORD, \
             BILLING_WORKER_AMQP_PASSWORD, REPORT_WORKER_AMQP_PASSWORD, \
-            STORY_WORKER_AMQP_PASSWORD and CLIENT_AMQP_PASSWORD; a service whose variable \
+            STORY_WORKER_AMQP_PASSWORD, CLIENT_AMQP_PASSWORD and GATEWAY_AMQP_PASSWORD; a service whose variable \
             is unset is left out. With --template every password is a ${VARIABLE} \
             placeholder (deploy/rabbitmq/definitions.json is this template).
 

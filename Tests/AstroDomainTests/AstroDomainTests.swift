@@ -76,6 +76,26 @@ import Testing
         #expect(object["occurredAt"] as? String == "2026-11-18T11:06:40Z")
         #expect(object["chartId"] as? String == "abc")
         #expect(object["error"] == nil)
+        #expect(object["userId"] == nil)
+    }
+
+    /// Every event a user should see names the user (the gateway routes live events by it).
+    @Test func eventJSONCarriesTheUser() throws {
+        let user = UserID.random()
+        let event = JobEvent(
+            jobID: .random(),
+            userID: user,
+            type: "chart.failed",
+            error: JobError(code: "x", message: "y")
+        )
+        let object = try JSONDecoder().decode(JSONValue.self, from: event.jsonData())
+        #expect(object["userId"]?.stringValue == user.description)
+        guard case .object(let members) = object else {
+            Issue.record("not an object")
+            return
+        }
+        #expect(JobEvent.userID(in: members) == user)
+        #expect(JobEvent.userID(in: ["userId": "not-a-uuid"]) == nil)
     }
 
     @Test func failedEventCarriesCodeAndMessage() throws {

@@ -104,6 +104,48 @@ struct BrokerAccessTests {
         #expect(try await publisher.queueState(JobType.reportGenerate.rawValue).messageCount == 0)
     }
 
+    /// The gateway's own user asks for the jobs people ask for, never the internal ones, and may
+    /// declare its replicas' exclusive event queues (`gateway.events.*`) bound to every event —
+    /// but not astroctl's queues, nor may astroctl's user declare the gateway's.
+    @Test func theGatewayAsksForClientJobsAndReadsEventsOnItsOwnQueues() async throws {
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: [
+            .chartCalculate, .reportGenerate, .billingRefundCredit,
+        ])
+        defer { Task { await publisher.close() } }
+        #expect(
+            try await refusal(
+                as: BrokerAccess.gateway,
+                exchange: BrokerNames.requestsExchange,
+                routingKey: "chart.calculate",
+                mandatory: true
+            ) == nil
+        )
+        // (Mandatory and confirmed: it reached the queue. Its count is not checked here, as a
+        // chart-worker of a test running alongside may already have taken it.)
+        for (exchange, key) in [
+            (BrokerNames.requestsExchange, "billing.refund-credit"), (BrokerNames.requestsExchange, "report.generate"),
+            (BrokerNames.jobsExchange, "chart.calculate"), (BrokerNames.eventsExchange, "chart.calculated"),
+        ] {
+            #expect(
+                Self.isAccessRefused(try await refusal(as: BrokerAccess.gateway, exchange: exchange, routingKey: key)),
+                "\(exchange) \(key)"
+            )
+        }
+        func eventQueue(_ name: String) -> Topology {
+            Topology(
+                queues: [QueueSpec(name: name, durable: false, exclusive: true, autoDelete: true)],
+                bindings: [BindingSpec(queue: name, exchange: BrokerNames.eventsExchange, routingKey: "#")]
+            )
+        }
+        let suffix = UUID().uuidString.lowercased()
+        #expect(try await declarationRefusal(as: BrokerAccess.gateway, eventQueue("gateway.events.\(suffix)")) == nil)
+        let foreign = try await declarationRefusal(as: BrokerAccess.gateway, eventQueue("astroctl.wait.\(suffix)"))
+        #expect(Self.isAccessRefused(foreign), "\(String(describing: foreign))")
+        let client = try await declarationRefusal(as: BrokerAccess.client, eventQueue("gateway.events.x\(suffix)"))
+        #expect(Self.isAccessRefused(client), "\(String(describing: client))")
+        _ = try await publisher.purgeQueue("chart.calculate")
+    }
+
     /// A queue's dead-letter exchange and routing key are not checked against topic permissions:
     /// the client's private queue may dead-letter only into astro.requests, where an internal
     /// job type routes nowhere.

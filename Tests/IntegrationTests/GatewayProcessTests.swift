@@ -52,7 +52,7 @@ struct GatewayProcessTests {
         let (gateway, gatewayLog) = try Self.start(
             "gateway",
             environment: [
-                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.client),
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.gateway),
                 "DATABASE_URL": try await Self.gatewayDatabaseURL(),
                 "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
             ],
@@ -300,7 +300,7 @@ struct GatewayProcessTests {
         let (gateway, log) = try Self.start(
             "gateway",
             environment: [
-                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.client),
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.gateway),
                 "DATABASE_URL": try await Self.gatewayDatabaseURL(),
                 "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "REQUEST_TIMEOUT_MS": "1500",
             ],

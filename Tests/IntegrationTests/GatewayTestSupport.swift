@@ -62,11 +62,12 @@ enum GatewayHarness {
         _ url: String,
         token: String? = nil,
         body: JSONValue? = nil,
-        headers: [String: String] = [:]
+        headers: [String: String] = [:],
+        timeout: TimeInterval = 10
     ) async throws -> HTTPAnswer {
         var request = URLRequest(url: URL(string: url)!)
         request.httpMethod = method
-        request.timeoutInterval = 10
+        request.timeoutInterval = timeout
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         if let body {
             request.httpBody = body.jsonData()
@@ -93,7 +94,7 @@ enum GatewayHarness {
         return text
     }
 
-    /// A running gateway (the client broker user, the gateway's database role) and, when asked,
+    /// A running gateway (the gateway's broker user and database role) and, when asked,
     /// a chart-worker; stop them with `processes.stop()`.
     struct Running {
         let base: String
@@ -129,7 +130,7 @@ enum GatewayHarness {
         let (gateway, gatewayLog) = try start(
             "gateway",
             environment: [
-                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.client),
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.gateway),
                 "DATABASE_URL": try await gatewayDatabaseURL(),
                 "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
             ].merging(Self.unlimited) { _, new in new }.merging(environment) { _, new in new },

@@ -99,7 +99,13 @@ import WorkerRuntimeTestKit
     @Test func aTransientFailureIsRetriedWithAGrowingAttemptThenDeadLetteredWhenAttemptsRunOut() async throws {
         let runtime = runtime()
         let jobID = JobID.random()
-        var delivery = TestDeliveries.job(TestHandler.jobType, jobID: jobID, fields: ["prepare": "transient"])
+        let user = UUID()
+        var delivery = TestDeliveries.job(
+            TestHandler.jobType,
+            jobID: jobID,
+            userID: user,
+            fields: ["prepare": "transient"]
+        )
 
         for attempt in 1...2 {
             await runtime.process(delivery)
@@ -146,13 +152,22 @@ import WorkerRuntimeTestKit
         #expect(rows[1].message.exchange == BrokerNames.retryExchange)
         #expect(rows[1].message.headers[BrokerNames.Header.reasonCode] == "retries-exhausted")
         #expect(rows[1].message.headers[BrokerNames.Header.attempt] == "3")
+        // The failed event names the job's user, so the gateway can deliver it to that user.
+        let event = try JSONDecoder().decode(JSONValue.self, from: rows[2].message.body)
+        #expect(event["userId"]?.stringValue == user.uuidString.lowercased())
     }
 
     @Test(arguments: [("permanent", "test-permanent"), ("reject", "test-invalid")])
     func aPermanentFailureIsDeadLetteredAtOnceWithItsCode(script: String, code: String) async throws {
         let runtime = runtime()
         let jobID = JobID.random()
-        let delivery = TestDeliveries.job(TestHandler.jobType, jobID: jobID, fields: ["prepare": .string(script)])
+        let user = UUID()
+        let delivery = TestDeliveries.job(
+            TestHandler.jobType,
+            jobID: jobID,
+            userID: user,
+            fields: ["prepare": .string(script)]
+        )
 
         await runtime.process(delivery)
 
@@ -168,6 +183,8 @@ import WorkerRuntimeTestKit
         #expect(deadLetter.message.body == delivery.body)
         let failed = try #require(rows.first { $0.message.routingKey == TestHandler.jobType.failedEvent.rawValue })
         #expect(String(decoding: failed.message.body, as: UTF8.self).contains(code))
+        let event = try JSONDecoder().decode(JSONValue.self, from: failed.message.body)
+        #expect(event["userId"]?.stringValue == user.uuidString.lowercased())
     }
 
     @Test func aRetryThatCannotBePublishedReturnsTheMessageToItsQueue() async throws {

@@ -1,0 +1,212 @@
+import AstroDomain
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// `GET /v1/events` (the caller's live events as Server-Sent Events) and the long poll of
+/// `GET /v1/jobs/{id}?wait=N`.
+extension GatewayRoutes {
+    static let lastEventIDHeader = HTTPFields.Element.Name("Last-Event-ID")!
+    static let accelBufferingHeader = HTTPFields.Element.Name("X-Accel-Buffering")!
+
+    /// The longest long poll, in seconds.
+    static let maxWaitSeconds = 30
+
+    // MARK: Event stream
+
+    /// The caller's events as `text/event-stream`: each event's `id:` (its stable broker message
+    /// id), `event:` (its type) and `data:` (its JSON, one line); comment heartbeats; with
+    /// `Last-Event-ID`, first the caller's kept events after that one, or a `reset` event when
+    /// that id is not kept.
+    /// - Throws: `Problem` 401 (token), 429 (the caller's maximum of streams), 503 (this
+    ///   replica's maximum of streams, or its event subscription is down).
+    static func events(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        // An id this gateway never gives (too long, odd characters) can only be unknown: it gets
+        // a reset, as an expired one does. An empty header is no header.
+        var lastEventID: String?
+        if let header = request.headers[lastEventIDHeader], !header.isEmpty {
+            lastEventID = EventHub.isUsableID(header) ? header : "\u{0}"
+        }
+        let stream: EventStream
+        do {
+            stream = try services.events.open(user: user, lastEventID: lastEventID)
+        } catch .tooManyForUser {
+            throw Problem(
+                status: 429,
+                code: "too-many-streams",
+                title: "Too many event streams",
+                detail: "at most \(services.events.limits.streamsPerUser) open event streams per user; close one first",
+                retryAfter: 5
+            )
+        } catch .replicaFull {
+            throw Problem.unavailable(
+                "streams-unavailable",
+                "this server holds its maximum of event streams; try again"
+            )
+        } catch .unsubscribed {
+            throw Problem.unavailable("events-unavailable", "live events are not available right now; try again")
+        }
+        context.logger.info(
+            "event stream opened",
+            metadata: ["user.id": "\(user)", "stream.resume": "\(lastEventID != nil)"]
+        )
+        let hub = services.events
+        let logger = context.logger
+        return Response(
+            status: .ok,
+            headers: [
+                .contentType: "text/event-stream",
+                .cacheControl: "no-cache",
+                // Proxies such as nginx would otherwise hold events back in their buffers.
+                accelBufferingHeader: "no",
+            ],
+            body: ResponseBody { writer in
+                try await Self.writeStream(stream, to: &writer, hub: hub, logger: logger)
+            }
+        )
+    }
+
+    /// Error that ends a stream by closing the connection (a slow or vanished client).
+    struct EventStreamCut: Error {
+        var reason: StreamEnd
+    }
+
+    /// The writer, handed to the one child task that writes while the handler's task waits for
+    /// it: only one task uses it at a time (the handler takes it back once that task ended), which
+    /// the compiler cannot see.
+    private final class WriterBox: @unchecked Sendable {
+        var writer: any ResponseBodyWriter
+        init(_ writer: any ResponseBodyWriter) { self.writer = writer }
+    }
+
+    /// Writes the stream's items until it ends. A slow client (its queue full, or a write
+    /// stalled) is cut off by cancelling the write; on graceful shutdown the queued items are
+    /// written and the body ends cleanly.
+    static func writeStream(
+        _ stream: EventStream,
+        to writer: inout any ResponseBodyWriter,
+        hub: EventHub,
+        logger: Logger
+    ) async throws {
+        let box = WriterBox(writer)
+        let metrics = hub.metrics
+        let end: StreamEnd? = await withGracefulShutdownHandler {
+            await withTaskGroup(of: StreamEnd?.self) { group in
+                group.addTask { await pump(stream, box, metrics) }
+                group.addTask {
+                    for await _ in stream.stop { return .slowClient }
+                    return nil
+                }
+                let first = await group.next() ?? nil
+                group.cancelAll()
+                return first
+            }
+        } onGracefulShutdown: {
+            stream.end(.shutdown)
+        }
+        hub.close(stream)
+        let reason = end ?? stream.endReason ?? .clientGone
+        logger.info("event stream ended", metadata: ["stream.end": "\(reason)"])
+        switch reason {
+        case .shutdown:
+            writer = box.writer
+            try await writer.finish(nil)
+        case .slowClient, .clientGone:
+            throw EventStreamCut(reason: reason)
+        }
+    }
+
+    /// Writes items as they come; returns why the stream ended.
+    private static func pump(_ stream: EventStream, _ box: WriterBox, _ metrics: GatewayMetrics) async -> StreamEnd? {
+        do {
+            // The client's reconnection delay, and a first line so that the headers go out now.
+            try await box.writer.write(ByteBuffer(string: ": live events\nretry: 3000\n\n"))
+            for await item in stream.items {
+                stream.writeStarted(at: .now)
+                try await box.writer.write(ByteBuffer(string: sseText(item)))
+                stream.writeFinished()
+                if case .event = item { metrics.eventDelivered() }
+            }
+            return stream.endReason ?? .shutdown
+        } catch {
+            stream.end(.clientGone)
+            return stream.endReason
+        }
+    }
+
+    /// One item in the event-stream format. A reset carries an empty `id:`, which clears the
+    /// client's last event id: its next reconnection asks for live events only.
+    static func sseText(_ item: StreamItem) -> String {
+        switch item {
+        case .event(let event):
+            return "id: \(event.id)\nevent: \(event.type)\ndata: \(event.json)\n\n"
+        case .reset(let code, let detail):
+            let data = JSONValue.object(["code": .string(code), "detail": .string(detail)]).jsonData()
+            return "id:\nevent: reset\ndata: \(String(decoding: data, as: UTF8.self))\n\n"
+        case .heartbeat:
+            return ": heartbeat\n\n"
+        }
+    }
+
+    // MARK: Long poll
+
+    /// `GET /v1/jobs/{id}`, with `?wait=N` (0…30 seconds): answers as soon as the job is
+    /// terminal, or after N seconds with its current state. The wait is woken by the job's events
+    /// on this replica's subscription and confirmed by reading the job again; no polling.
+    /// - Throws: `Problem` 401, 400 (`wait` not a whole number in 0…30), 404, 503.
+    static func jobWithWait(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let values = request.uri.queryParameters[values: "wait"]
+        guard !values.isEmpty else { return try await job(request, context: context, services) }
+        let user = try authenticate(request, context: context, services)
+        guard values.count == 1, let seconds = waitSeconds(String(values[0])) else {
+            throw Problem.invalid(
+                "invalid-wait",
+                "wait: expected one whole number of seconds in 0…\(maxWaitSeconds)",
+                field: "wait"
+            )
+        }
+        guard seconds > 0, let text = context.parameters.get("id"), text.utf8.count <= 36, let jobID = JobID(text)
+        else {
+            return try await job(request, context: context, services)
+        }
+        // Registered before the first read, so that an event arriving between the read and the
+        // wait still wakes it. At the replica's or the user's maximum of waits, the answer is the
+        // current state at once.
+        guard let waiter = services.events.registerWaiter(jobID: jobID, user: user) else {
+            return try await job(request, context: context, services)
+        }
+        defer { services.events.unregister(waiter) }
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while true {
+            guard let view = try await database(context, { try await services.store.job(jobID, user: user) }) else {
+                throw Problem.notFound()
+            }
+            let remaining = deadline - .now
+            if ["succeeded", "failed", "dead"].contains(view.status) || remaining <= .zero { break }
+            // While the subscription is down no event can wake the wait: the state is read again
+            // every second instead.
+            let step = services.events.isSubscribed ? remaining : min(remaining, .seconds(1))
+            _ = await waiter.wait(timeout: step)
+            if Task.isCancelled { break }
+        }
+        return try await job(request, context: context, services)
+    }
+
+    /// The `wait` parameter: 1–2 digits, 0…30.
+    static func waitSeconds(_ text: String) -> Int? {
+        guard (1...2).contains(text.utf8.count), text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+            let value = Int(text), (0...maxWaitSeconds).contains(value)
+        else { return nil }
+        return value
+    }
+}

@@ -1,0 +1,342 @@
+import AstroDomain
+import Foundation
+import Synchronization
+import Testing
+import WorkerRuntime
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Live results through the real gateway, broker, database and chart-worker: `GET /v1/events`
+/// delivers the caller's events and no one else's, resumes with `Last-Event-ID` (or says
+/// `reset`), and `GET /v1/jobs/{id}?wait=N` answers when the job ends or after N seconds.
+@Suite(.serialized, .timeLimit(.minutes(4)))
+struct GatewayEventsTests {
+    /// One Server-Sent Event as a client reads it.
+    struct SSEEvent {
+        var id: String?
+        var type: String
+        var data: JSONValue?
+    }
+
+    /// A `curl -N` reading an event stream; what it read so far, parsed.
+    final class SSEClient: @unchecked Sendable {
+        private final class Buffer: Sendable {
+            let data = Mutex(Data())
+        }
+        private let process = Process()
+        private let buffer = Buffer()
+
+        init(_ base: String, token: String, lastEventID: String? = nil) throws {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            var arguments = ["-sS", "-N", "-i", "-H", "Authorization: Bearer \(token)"]
+            if let lastEventID { arguments += ["-H", "Last-Event-ID: \(lastEventID)"] }
+            process.arguments = arguments + ["\(base)/v1/events"]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            let buffer = self.buffer
+            pipe.fileHandleForReading.readabilityHandler = { handle in
+                let data = handle.availableData
+                if data.isEmpty {
+                    handle.readabilityHandler = nil
+                } else {
+                    buffer.data.withLock { $0.append(data) }
+                }
+            }
+            try process.run()
+        }
+
+        var text: String { buffer.data.withLock { String(decoding: $0, as: UTF8.self) } }
+
+        /// The status line's code, once the head arrived.
+        var status: Int? {
+            let text = self.text
+            guard text.hasPrefix("HTTP/1.1 "), text.count >= 12 else { return nil }
+            return Int(text.dropFirst(9).prefix(3))
+        }
+
+        /// The events read so far (comments skipped).
+        var events: [SSEEvent] {
+            let text = self.text.replacingOccurrences(of: "\r\n", with: "\n")
+            guard let head = text.range(of: "\n\n") else { return [] }
+            var events: [SSEEvent] = []
+            // Only complete blocks (each ends with a blank line).
+            var blocks = text[head.upperBound...].components(separatedBy: "\n\n")
+            blocks.removeLast()
+            for block in blocks {
+                var event = SSEEvent(id: nil, type: "message", data: nil)
+                var isEvent = false
+                for line in block.split(separator: "\n", omittingEmptySubsequences: false) {
+                    if line.hasPrefix("id:") {
+                        event.id = line.dropFirst(3).trimmingCharacters(in: .whitespaces)
+                    } else if line.hasPrefix("event:") {
+                        event.type = line.dropFirst(6).trimmingCharacters(in: .whitespaces)
+                        isEvent = true
+                    } else if line.hasPrefix("data:") {
+                        event.data = try? JSONValue.parse(Data(line.dropFirst(5).utf8))
+                        isEvent = true
+                    }
+                }
+                if isEvent { events.append(event) }
+            }
+            return events
+        }
+
+        var isRunning: Bool { process.isRunning }
+
+        /// Disconnects. SIGKILL, because the test process may hand its children SIGTERM ignored
+        /// (an ignored signal stays ignored across exec), and curl then never exits.
+        func close() {
+            if process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
+        }
+
+        /// Waits until the stream answered 200 and wrote its first line.
+        func waitUntilOpen() async throws {
+            try await RuntimeTestEnvironment.eventually("the stream is open", timeout: .seconds(10)) {
+                self.status == 200 && self.text.contains("retry: 3000")
+            }
+        }
+
+        /// Waits for an event matching `match`.
+        func waitFor(
+            _ what: String,
+            timeout: Duration = .seconds(30),
+            _ match: (SSEEvent) -> Bool
+        ) async throws
+            -> SSEEvent
+        {
+            var found: SSEEvent?
+            try await RuntimeTestEnvironment.eventually(what, timeout: timeout) {
+                found = self.events.first(where: match)
+                return found != nil
+            }
+            return try #require(found)
+        }
+    }
+
+    static func postProfile(_ base: String, token: String, name: String) async throws -> String {
+        guard case .object(var profile)? = GatewayHarness.profile["profile"] else { throw CancellationError() }
+        profile["name"] = .string(name)
+        let body: JSONValue = ["profile": .object(profile)]
+        let answer = try await GatewayHarness.request("POST", "\(base)/v1/profiles", token: token, body: body)
+        #expect(answer.status == 202)
+        return try #require(answer.json?["jobId"]?.stringValue)
+    }
+
+    @Test func theStreamDeliversTheCallersEventsOnlyAndResumes() async throws {
+        _ = try await RuntimeTestEnvironment.contractPublisher(purging: [.chartCalculate])
+        let running = try await GatewayHarness.launch(chartWorker: true, label: "gateway-events")
+        defer { running.processes.stop() }
+        let base = running.base
+        let alice = try await GatewayHarness.register(base)
+        let bob = try await GatewayHarness.register(base)
+
+        // Without a token: 401.
+        #expect(try await GatewayHarness.request("GET", "\(base)/v1/events").status == 401)
+
+        let aliceStream = try SSEClient(base, token: alice.token)
+        defer { aliceStream.close() }
+        let bobStream = try SSEClient(base, token: bob.token)
+        defer { bobStream.close() }
+        try await aliceStream.waitUntilOpen()
+        try await bobStream.waitUntilOpen()
+        #expect(aliceStream.text.lowercased().contains("content-type: text/event-stream"))
+
+        // Alice's chart arrives on her stream, with her userId and a stable id.
+        let aliceJob = try await Self.postProfile(base, token: alice.token, name: "Alice")
+        let first = try await aliceStream.waitFor("alice's chart.calculated") {
+            $0.type == "chart.calculated" && $0.data?["jobId"]?.stringValue == aliceJob
+        }
+        #expect(first.data?["userId"]?.stringValue == alice.user)
+        #expect(first.data?["chartId"]?.stringValue != nil)
+        let firstID = try #require(first.id)
+        #expect(!firstID.isEmpty)
+
+        // Bob's reaches Bob, never Alice.
+        let bobJob = try await Self.postProfile(base, token: bob.token, name: "Bob")
+        let bobs = try await bobStream.waitFor("bob's chart.calculated") {
+            $0.data?["jobId"]?.stringValue == bobJob
+        }
+        #expect(bobs.data?["userId"]?.stringValue == bob.user)
+        #expect(!bobStream.events.contains { $0.data?["jobId"]?.stringValue == aliceJob })
+        #expect(!aliceStream.events.contains { $0.data?["jobId"]?.stringValue == bobJob })
+        #expect(aliceStream.events.allSatisfy { $0.data?["userId"]?.stringValue == alice.user })
+
+        // Alice disconnects; two more jobs end while she is away (the long poll waits for each).
+        aliceStream.close()
+        var missed: [String] = []
+        for name in ["Alice 2", "Alice 3"] {
+            let job = try await Self.postProfile(base, token: alice.token, name: name)
+            let polled = try await GatewayHarness.request(
+                "GET",
+                "\(base)/v1/jobs/\(job)?wait=20",
+                token: alice.token,
+                timeout: 30
+            )
+            #expect(polled.status == 200)
+            #expect(polled.json?["status"] == "succeeded")
+            missed.append(job)
+        }
+        // Resuming from her first event: exactly the two she missed, in order, then live ones.
+        let resumed = try SSEClient(base, token: alice.token, lastEventID: firstID)
+        defer { resumed.close() }
+        try await resumed.waitUntilOpen()
+        try await RuntimeTestEnvironment.eventually("the missed events are replayed", timeout: .seconds(10)) {
+            resumed.events.count >= 2
+        }
+        #expect(resumed.events.map { $0.data?["jobId"]?.stringValue } == missed.map { Optional($0) })
+        #expect(resumed.events.allSatisfy { $0.type == "chart.calculated" && $0.id != nil && $0.id != firstID })
+        let live = try await Self.postProfile(base, token: alice.token, name: "Alice 4")
+        _ = try await resumed.waitFor("a live event after the replay") { $0.data?["jobId"]?.stringValue == live }
+
+        // An id the server does not hold: a reset first, with an empty id.
+        let unknown = try SSEClient(base, token: alice.token, lastEventID: UUID().uuidString.lowercased())
+        defer { unknown.close() }
+        try await unknown.waitUntilOpen()
+        let reset = try await unknown.waitFor("a reset", timeout: .seconds(5)) { $0.type == "reset" }
+        #expect(reset.data?["code"] == "unknown-last-event-id")
+        #expect(reset.id == "")
+        #expect(unknown.events.first?.type == "reset")
+
+        // At most four streams per user: the fifth is refused with 429.
+        let carol = try await GatewayHarness.register(base)
+        var streams: [SSEClient] = []
+        defer { for stream in streams { stream.close() } }
+        for _ in 0..<4 {
+            let stream = try SSEClient(base, token: carol.token)
+            streams.append(stream)
+            try await stream.waitUntilOpen()
+        }
+        let refused = try await GatewayHarness.request("GET", "\(base)/v1/events", token: carol.token)
+        #expect(refused.status == 429)
+        #expect(refused.json?["code"] == "too-many-streams")
+        #expect(refused.headers["retry-after"] != nil)
+        // A closed stream frees its place: the refusal probes the user's streams, so the dead one
+        // is noticed at once rather than at its next heartbeat.
+        streams.removeFirst().close()
+        var another: SSEClient?
+        try await RuntimeTestEnvironment.eventually("a place is free again", timeout: .seconds(5)) {
+            let attempt = try SSEClient(base, token: carol.token)
+            try await RuntimeTestEnvironment.eventually("an answer", timeout: .seconds(5)) { attempt.status != nil }
+            if attempt.status == 200 {
+                another = attempt
+                return true
+            }
+            attempt.close()
+            return false
+        }
+        let reopened = try #require(another)
+        streams.append(reopened)
+        try await reopened.waitUntilOpen()
+
+        let metrics = try await GatewayHarness.rawGet("\(base)/metrics")
+        #expect(metrics.contains("gateway_events_delivered_total"))
+        #expect(metrics.contains("gateway_event_streams_open"))
+
+        // A graceful shutdown ends the open streams cleanly and the gateway exits 0.
+        let gateway = running.processes.processes[0]
+        gateway.terminate()
+        try await RuntimeTestEnvironment.eventually("the streams end on shutdown", timeout: .seconds(15)) {
+            !resumed.isRunning && !reopened.isRunning && !gateway.isRunning
+        }
+        #expect(gateway.terminationStatus == 0, "\(running.processes.output)")
+        #expect(!running.processes.output.contains("status not in the route table"))
+    }
+
+    /// The broker drops the gateway's connections: the subscription comes back on a new queue,
+    /// and the open stream is told with a reset (events in between may be lost), not left silent.
+    @Test func aLostSubscriptionResetsOpenStreams() async throws {
+        let running = try await GatewayHarness.launch(chartWorker: false, label: "gateway-events-gap")
+        defer { running.processes.stop() }
+        let base = running.base
+        let alice = try await GatewayHarness.register(base)
+        let stream = try SSEClient(base, token: alice.token)
+        defer { stream.close() }
+        try await stream.waitUntilOpen()
+        try await AMQPTestEnvironment.stack(
+            "rabbit-ctl",
+            ["close_all_user_connections", "gateway", "test: broker gap"]
+        )
+        let reset = try await stream.waitFor("a reset after the gap", timeout: .seconds(30)) { $0.type == "reset" }
+        #expect(reset.data?["code"] == "events-interrupted")
+        #expect(reset.id == "")
+        try await RuntimeTestEnvironment.eventually("the gateway is ready again", timeout: .seconds(30)) {
+            (try? await GatewayHarness.request("GET", "\(base)/readyz"))?.status == 200
+        }
+        #expect(!running.processes.output.contains("status not in the route table"))
+    }
+
+    @Test func aLongPollAnswersWhenTheJobEndsOrWhenTheWaitIsOver() async throws {
+        _ = try await RuntimeTestEnvironment.contractPublisher(purging: [.chartCalculate])
+        // No chart-worker yet: jobs stay queued.
+        let running = try await GatewayHarness.launch(chartWorker: false, label: "gateway-wait")
+        defer { running.processes.stop() }
+        let base = running.base
+        let alice = try await GatewayHarness.register(base)
+        let bob = try await GatewayHarness.register(base)
+        let job = try await Self.postProfile(base, token: alice.token, name: "Waiting")
+
+        // Out of range or not a number: 400 invalid-wait.
+        for wait in ["31", "-1", "abc", "1.5", "", "100", "5&wait=6"] {
+            let answer = try await GatewayHarness.request(
+                "GET",
+                "\(base)/v1/jobs/\(job)?wait=\(wait)",
+                token: alice.token
+            )
+            #expect(answer.status == 400, "wait=\(wait)")
+            #expect(answer.json?["code"] == "invalid-wait", "wait=\(wait)")
+            #expect(answer.json?["field"] == "wait", "wait=\(wait)")
+        }
+        // Another user's job: 404, at once.
+        let foreign = try await GatewayHarness.request("GET", "\(base)/v1/jobs/\(job)?wait=5", token: bob.token)
+        #expect(foreign.status == 404)
+        // wait=0 answers at once.
+        let clock = ContinuousClock()
+        var started = clock.now
+        let immediate = try await GatewayHarness.request("GET", "\(base)/v1/jobs/\(job)?wait=0", token: alice.token)
+        #expect(immediate.status == 200)
+        #expect(immediate.json?["status"] == "queued")
+        #expect(clock.now - started < .seconds(1))
+
+        // A job that does not end: the answer comes after the wait, with its current state.
+        started = clock.now
+        let timedOut = try await GatewayHarness.request("GET", "\(base)/v1/jobs/\(job)?wait=2", token: alice.token)
+        let waited = clock.now - started
+        #expect(timedOut.status == 200)
+        #expect(timedOut.json?["status"] == "queued")
+        #expect(waited >= .milliseconds(1900) && waited < .seconds(5), "\(waited)")
+
+        // A long poll in flight answers as soon as a worker finishes the job, well before its 25 s.
+        let url = "\(base)/v1/jobs/\(job)?wait=25"
+        let token = alice.token
+        started = clock.now
+        let poll = Task { try await GatewayHarness.request("GET", url, token: token, timeout: 40) }
+        try await Task.sleep(for: .seconds(1))
+        let (worker, workerLog) = try GatewayHarness.start(
+            "chart-worker",
+            environment: [
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
+                "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
+                "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
+            ],
+            label: "gateway-wait-chart-worker"
+        )
+        let workers = GatewayHarness.Processes(processes: [worker], logs: [workerLog])
+        defer { workers.stop() }
+        let finished = try await poll.value
+        let elapsed = clock.now - started
+        #expect(finished.status == 200)
+        #expect(finished.json?["status"] == "succeeded", "\(workers.output)")
+        #expect(elapsed < .seconds(15), "\(elapsed)")
+        #expect(!running.processes.output.contains("status not in the route table"))
+    }
+}
