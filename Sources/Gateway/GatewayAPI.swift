@@ -24,9 +24,20 @@ public struct GatewayRoute: Sendable, Hashable {
         case getStoryPageImage
         case receiveAppStoreNotification
         case streamEvents
+        case listProfiles
+        case getProfile
+        case updateProfile
+        case deleteProfile
+        case getProfileChart
+        case createPurchase
+        case getCredits
+        case listLedger
+        case requestReport
+        case getReport
+        case listReports
     }
 
-    /// `GET` or `POST`.
+    /// `GET`, `POST`, `PUT` or `DELETE`.
     public var method: HTTPRequest.Method
     /// The path in the router's syntax, which is also OpenAPI's: `/v1/jobs/{id}`.
     public var path: String
@@ -82,6 +93,63 @@ public enum GatewayAPI {
             statuses: [200, 400, 401, 404, 500, 503]
         ),
         GatewayRoute(method: .get, path: "/v1/events", operation: .streamEvents, statuses: [200, 401, 429, 503]),
+        // Profiles, their charts, purchases, credits, the ledger and reports (GatewayResources.swift).
+        GatewayRoute(
+            method: .get,
+            path: "/v1/profiles",
+            operation: .listProfiles,
+            statuses: [200, 400, 401, 500, 503]
+        ),
+        GatewayRoute(
+            method: .get,
+            path: "/v1/profiles/{id}",
+            operation: .getProfile,
+            statuses: [200, 401, 404, 500, 503]
+        ),
+        GatewayRoute(
+            method: .put,
+            path: "/v1/profiles/{id}",
+            operation: .updateProfile,
+            statuses: [202, 400, 401, 404, 408, 413, 422, 500, 503]
+        ),
+        GatewayRoute(
+            method: .delete,
+            path: "/v1/profiles/{id}",
+            operation: .deleteProfile,
+            statuses: [204, 401, 404, 500, 503]
+        ),
+        GatewayRoute(
+            method: .get,
+            path: "/v1/profiles/{id}/chart",
+            operation: .getProfileChart,
+            statuses: [200, 401, 404, 500, 503]
+        ),
+        GatewayRoute(
+            method: .post,
+            path: "/v1/purchases",
+            operation: .createPurchase,
+            statuses: [202, 400, 401, 408, 413, 422, 500, 503]
+        ),
+        GatewayRoute(method: .get, path: "/v1/credits", operation: .getCredits, statuses: [200, 401, 500, 503]),
+        GatewayRoute(method: .get, path: "/v1/ledger", operation: .listLedger, statuses: [200, 400, 401, 500, 503]),
+        GatewayRoute(
+            method: .post,
+            path: "/v1/reports",
+            operation: .requestReport,
+            statuses: [202, 400, 401, 404, 408, 409, 413, 422, 500, 503]
+        ),
+        GatewayRoute(
+            method: .get,
+            path: "/v1/reports",
+            operation: .listReports,
+            statuses: [200, 400, 401, 404, 500, 503]
+        ),
+        GatewayRoute(
+            method: .get,
+            path: "/v1/reports/{id}",
+            operation: .getReport,
+            statuses: [200, 401, 404, 500, 503]
+        ),
         // Magical Stories (StoryRoutes.swift).
         GatewayRoute(
             method: .get,

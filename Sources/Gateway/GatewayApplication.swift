@@ -11,6 +11,7 @@ public struct GatewayServices: Sendable {
     let signer: AccessTokenSigner
     let verifier: AccessTokenVerifier
     let store: GatewayStore
+    let resources: ResourceStore
     let pool: PostgresPool
     let publisher: AMQPPublisher
     let metrics: GatewayMetrics
@@ -48,6 +49,7 @@ public struct GatewayServices: Sendable {
             audience: configuration.audience
         )
         store = GatewayStore(pool: pool)
+        resources = ResourceStore(pool: pool)
         self.pool = pool
         self.publisher = publisher
         self.metrics = metrics
@@ -146,6 +148,28 @@ public enum GatewayRoutes {
             return try await pageImage(request, context: context, services)
         case .receiveAppStoreNotification:
             return try await appStoreNotification(request, context: context, services)
+        case .listProfiles:
+            return try await listProfiles(request, context: context, services)
+        case .getProfile:
+            return try await getProfile(request, context: context, services)
+        case .updateProfile:
+            return try await updateProfile(request, context: context, services)
+        case .deleteProfile:
+            return try await deleteProfile(request, context: context, services)
+        case .getProfileChart:
+            return try await getProfileChart(request, context: context, services)
+        case .createPurchase:
+            return try await createPurchase(request, context: context, services)
+        case .getCredits:
+            return try await getCredits(request, context: context, services)
+        case .listLedger:
+            return try await listLedger(request, context: context, services)
+        case .requestReport:
+            return try await requestReport(request, context: context, services)
+        case .getReport:
+            return try await getReport(request, context: context, services)
+        case .listReports:
+            return try await listReports(request, context: context, services)
         }
     }
 

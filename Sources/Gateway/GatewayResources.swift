@@ -1,0 +1,535 @@
+import AstroDomain
+import Foundation
+import Hummingbird
+
+/// `limit` and `cursor` of the list routes.
+///
+/// `limit`: 1…100 items, 20 when absent. `cursor`: the `nextCursor` of the previous page, opaque
+/// to the client (base64url of a kind letter and the last item's position); anything else, or a
+/// cursor of another list, is 400 `invalid-cursor`. Every list query names the caller, so a
+/// cursor made up by hand reaches nothing of another user's.
+enum Pagination {
+    static let defaultLimit = GatewayRoutes.defaultListLimit
+    static let maxLimit = GatewayRoutes.maxListLimit
+    /// The longest cursor read (the longest the gateway writes is a profile name's: 50
+    /// characters of up to 4 bytes, in base64url).
+    static let maxCursorBytes = 512
+
+    /// The page size asked for.
+    /// - Throws: `Problem` 400 `invalid-limit` for anything but one whole number 1…100.
+    /// - Parameter values: Every `limit` of the query.
+    static func limit(_ values: [String]) throws -> Int {
+        guard let text = values.first else { return defaultLimit }
+        guard values.count == 1, (1...3).contains(text.utf8.count),
+            text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+            let limit = Int(text), (1...maxLimit).contains(limit)
+        else {
+            throw Problem.invalid("invalid-limit", "limit: a whole number from 1 to \(maxLimit)", field: "limit")
+        }
+        return limit
+    }
+
+    /// The cursor's position text for a list of `kind`, or `nil` for the first page.
+    /// - Throws: `Problem` 400 `invalid-cursor` for a cursor this list did not write.
+    /// - Parameter values: Every `cursor` of the query.
+    static func cursor(_ values: [String], kind: Character) throws -> Substring? {
+        guard let text = values.first else { return nil }
+        guard values.count == 1, (1...maxCursorBytes).contains(text.utf8.count),
+            let data = Base64URL.decode(Substring(text)),
+            let decoded = String(validating: data, as: UTF8.self),
+            decoded.utf8.count > 2, decoded.first == kind, decoded.dropFirst().first == ":"
+        else {
+            throw invalidCursor
+        }
+        return decoded.dropFirst(2)
+    }
+
+    /// A cursor of a list of `kind` at `position`.
+    static func cursor(kind: Character, _ position: String) -> String {
+        Base64URL.encode(Array("\(kind):\(position)".utf8))
+    }
+
+    static let invalidCursor = Problem.invalid(
+        "invalid-cursor",
+        "cursor: not a nextCursor of this list",
+        field: "cursor"
+    )
+
+    /// Digits only, 1…`maxDigits` of them, as a number.
+    static func digits(_ text: Substring, maxDigits: Int) -> Int64? {
+        guard (1...maxDigits).contains(text.utf8.count),
+            text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+        else { return nil }
+        return Int64(text)
+    }
+
+    /// A profiles cursor: the last profile's name (1…50 characters, as the schema allows).
+    static func profileName(_ position: Substring) throws -> String {
+        guard (1...50).contains(position.unicodeScalars.count), !position.utf8.contains(0) else {
+            throw invalidCursor
+        }
+        return String(position)
+    }
+
+    /// A ledger cursor: the last entry's id.
+    static func ledgerID(_ position: Substring) throws -> Int64 {
+        guard let id = digits(position, maxDigits: 19), id > 0 else { throw invalidCursor }
+        return id
+    }
+
+    /// A reports cursor: the last report's `created_at` in microseconds (below 2^53, where a
+    /// Double is still exact in the interval arithmetic that turns it back into a timestamp) and
+    /// its id.
+    static func reportPosition(_ position: Substring) throws -> ResourceStore.ReportPosition {
+        let parts = position.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, let micros = digits(parts[0], maxDigits: 16), micros < 9_007_199_254_740_992,
+            parts[1].utf8.count == 36, let id = ReportID(String(parts[1]))
+        else { throw invalidCursor }
+        return ResourceStore.ReportPosition(micros: micros, id: id)
+    }
+}
+
+extension GatewayRoutes {
+    // MARK: Profiles
+
+    static func listProfiles(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let parameters = request.uri.queryParameters
+        let limit = try Pagination.limit(parameters.getAll("limit"))
+        let after = try Pagination.cursor(parameters.getAll("cursor"), kind: "p").map(Pagination.profileName)
+        // One more than asked says whether there is a next page.
+        let rows = try await database(context) {
+            try await services.resources.profiles(user: user, after: after, limit: limit + 1)
+        }
+        let page = rows.prefix(limit)
+        let next = rows.count > limit ? page.last.map { Pagination.cursor(kind: "p", $0.name) } : nil
+        return self.page(page.map(profileJSON), next: next)
+    }
+
+    static func getProfile(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let id = ProfileID(try pathID(context, "id"))
+        guard let profile = try await database(context, { try await services.resources.profile(id, user: user) })
+        else {
+            throw Problem.notFound()
+        }
+        return respond(profileJSON(profile), status: .ok)
+    }
+
+    static func profileJSON(_ profile: ResourceStore.ProfileView) -> JSONValue {
+        var chart = JSONValue.null
+        if let summary = profile.chart {
+            chart = [
+                "id": .string(summary.id.description),
+                "houseSystem": .string(summary.houseSystem),
+                "engineVersion": .string(summary.engineVersion),
+                "calculatedAt": .string(ISO8601.string(from: summary.calculatedAt)),
+            ]
+        }
+        return [
+            "id": .string(profile.id.description),
+            "name": .string(profile.name),
+            "birthDate": .string(profile.birthDate),
+            "birthTime": .string(profile.birthTime),
+            "timezone": .string(profile.timezone),
+            "latitude": .number(profile.latitude),
+            "longitude": .number(profile.longitude),
+            "locationName": .string(profile.locationName),
+            "createdAt": .string(ISO8601.string(from: profile.createdAt)),
+            "updatedAt": .string(ISO8601.string(from: profile.updatedAt)),
+            "chart": chart,
+        ]
+    }
+
+    /// A page of a list: `items`, and `nextCursor` when there is more.
+    static func page(_ items: [JSONValue], next: String?) -> Response {
+        var object: [String: JSONValue] = ["items": .array(items)]
+        if let next { object["nextCursor"] = .string(next) }
+        return json(object, status: .ok)
+    }
+
+    /// A JSON answer of any JSON value.
+    static func respond(_ value: JSONValue, status: HTTPResponse.Status) -> Response {
+        Response(
+            status: status,
+            headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(bytes: value.jsonData()))
+        )
+    }
+
+    /// New birth data for the caller's profile: a `chart.calculate` job with the profile's id,
+    /// which the chart-worker runs as an update (the profile and its chart in one transaction).
+    static func updateProfile(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let id = ProfileID(try pathID(context, "id"))
+        let idempotencyKey = try idempotencyKey(request)
+        guard try await database(context, { try await services.resources.profileHasChart(id, user: user) }) != nil
+        else {
+            throw Problem.notFound()
+        }
+        let data = try await body(request, services)
+        guard case .object(var members) = try jsonObject(data) else { throw Problem.invalid("invalid-json", "") }
+        if case .object(var profile)? = members["profile"] {
+            // The path names the profile; a body naming another one is a mistake, not a move.
+            if let named = profile["id"], named != .null {
+                guard case .string(let text) = named, text.utf8.count == 36, ProfileID(text) == id else {
+                    throw Problem.invalid(
+                        "profile-id-mismatch",
+                        "profile.id: the body names another profile than the path",
+                        field: "profile.id"
+                    )
+                }
+            }
+            profile["id"] = .string(id.description)
+            members["profile"] = .object(profile)
+        }
+        members["userId"] = .string(user.description)
+        members["jobId"] = .string(JobID.random().description)
+        let validated: ChartCalculateRequest
+        do {
+            validated = try ChartCalculateRequest(json: .object(members))
+        } catch {
+            throw Problem.chartInput(error)
+        }
+        return try await accept(
+            .chartCalculate,
+            user: user,
+            idempotencyKey: idempotencyKey,
+            requestHash: requestHash(.chartCalculate, path: "PUT /v1/profiles/\(id)", data),
+            context: context,
+            services
+        ) { jobID in
+            var job = validated
+            job.jobID = jobID
+            return (try job.jsonData(), [:])
+        }
+    }
+
+    /// Deletes the caller's profile, its chart and its reports.
+    ///
+    /// The gateway deletes the row itself (migration 0015 grants it DELETE on `user_profiles`
+    /// and nothing else): there is no computation to queue, the app expects the profile gone
+    /// when the answer comes, and the schema's foreign keys already say what goes with it.
+    /// Credits spent on the profile stay spent, and the ledger keeps the profile's id.
+    static func deleteProfile(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let id = ProfileID(try pathID(context, "id"))
+        guard try await database(context, { try await services.resources.deleteProfile(id, user: user) }) else {
+            throw Problem.notFound()
+        }
+        context.logger.info("profile deleted", metadata: ["profile.id": "\(id)", "user.id": "\(user)"])
+        return Response(status: .noContent)
+    }
+
+    /// The stored chart, as stored: one statement, the document passed through unparsed.
+    static func getProfileChart(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let id = ProfileID(try pathID(context, "id"))
+        switch try await database(context, { try await services.resources.chart(id, user: user) }) {
+        case .chart(let document):
+            return Response(
+                status: .ok,
+                headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(string: document))
+            )
+        case .notCalculated:
+            throw Problem(
+                status: 404,
+                code: "chart-not-calculated",
+                title: "Not found",
+                detail: "the profile's chart is not calculated yet"
+            )
+        case .noProfile:
+            throw Problem.notFound()
+        }
+    }
+
+    // MARK: Purchases, credits, ledger
+
+    /// A StoreKit 2 purchase to verify: `billing.verify-purchase` for the caller.
+    static func createPurchase(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let idempotencyKey = try idempotencyKey(request)
+        let data = try await body(request, services)
+        let json = try jsonObject(data)
+        let signed = try optionalString(json, "signedTransaction")
+        let transactionID = try optionalString(json, "transactionId")
+        let job: VerifyPurchaseRequest
+        switch (signed, transactionID) {
+        case (let signed?, nil):
+            guard isCompactJWS(signed) else {
+                throw unprocessable(
+                    "invalid-signed-transaction",
+                    "signedTransaction: expected StoreKit 2's JWS (three base64url parts)",
+                    field: "signedTransaction"
+                )
+            }
+            job = VerifyPurchaseRequest(jobID: .random(), userID: user, signedTransaction: signed)
+        case (nil, let id?):
+            guard (1...64).contains(id.utf8.count),
+                id.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+            else {
+                throw unprocessable(
+                    "invalid-transaction-id",
+                    "transactionId: 1 to 64 digits",
+                    field: "transactionId"
+                )
+            }
+            job = VerifyPurchaseRequest(jobID: .random(), userID: user, transactionID: id)
+        case (_?, _?):
+            throw unprocessable(
+                "conflicting-fields",
+                "send signedTransaction or transactionId, not both",
+                field: "transactionId"
+            )
+        case (nil, nil):
+            throw unprocessable(
+                "missing-field",
+                "signedTransaction: missing (or send transactionId)",
+                field: "signedTransaction"
+            )
+        }
+        return try await accept(
+            .billingVerifyPurchase,
+            user: user,
+            idempotencyKey: idempotencyKey,
+            requestHash: requestHash(.billingVerifyPurchase, path: "POST /v1/purchases", data),
+            context: context,
+            services
+        ) { jobID in
+            var body = job
+            body.jobID = jobID
+            return (try JSONCoding.encoder.encode(body), [:])
+        }
+    }
+
+    /// A compact JWS: three non-empty base64url parts.
+    static func isCompactJWS(_ text: String) -> Bool {
+        let parts = text.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        return parts.count == 3
+            && parts.allSatisfy { part in
+                !part.isEmpty
+                    && part.allSatisfy { byte in
+                        switch byte {
+                        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
+                            true
+                        default: false
+                        }
+                    }
+            }
+    }
+
+    static func getCredits(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let counts = try await database(context) { try await services.resources.availableCredits(user: user) }
+        var byArea: [String: JSONValue] = ["any": .number(Double(counts[nil] ?? 0))]
+        for area in ReportArea.allCases { byArea[area.rawValue] = .number(Double(counts[area] ?? 0)) }
+        return json(
+            ["available": .number(Double(counts.values.reduce(0, +))), "byArea": .object(byArea)],
+            status: .ok
+        )
+    }
+
+    static func listLedger(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let parameters = request.uri.queryParameters
+        let limit = try Pagination.limit(parameters.getAll("limit"))
+        let before = try Pagination.cursor(parameters.getAll("cursor"), kind: "l").map(Pagination.ledgerID)
+        let rows = try await database(context) {
+            try await services.resources.ledger(user: user, before: before, limit: limit + 1)
+        }
+        let page = rows.prefix(limit)
+        let next = rows.count > limit ? page.last.map { Pagination.cursor(kind: "l", "\($0.id)") } : nil
+        return self.page(page.map(ledgerJSON), next: next)
+    }
+
+    static func ledgerJSON(_ entry: ResourceStore.LedgerEntryView) -> JSONValue {
+        func optional(_ text: String?) -> JSONValue { text.map(JSONValue.string) ?? .null }
+        let object: [String: JSONValue] = [
+            "id": .number(Double(entry.id)),
+            "entry": .string(entry.entry),
+            "creditId": .string(entry.creditID.description),
+            "transactionId": .string(entry.transactionID),
+            "jobId": .string(entry.jobID.description),
+            "profileId": optional(entry.profileID?.description),
+            "area": optional(entry.area),
+            "language": optional(entry.language),
+            "reason": optional(entry.reason),
+            "createdAt": .string(ISO8601.string(from: entry.createdAt)),
+        ]
+        return .object(object)
+    }
+
+    // MARK: Reports
+
+    /// Spend a credit on a report: `report.request` for the caller's profile.
+    static func requestReport(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let idempotencyKey = try idempotencyKey(request)
+        let data = try await body(request, services)
+        let json = try jsonObject(data)
+        guard let profileText = try optionalString(json, "profileId") else {
+            throw unprocessable("missing-field", "profileId: missing", field: "profileId")
+        }
+        guard profileText.utf8.count == 36, let profile = ProfileID(profileText) else {
+            throw unprocessable("invalid-id", "profileId: not a UUID", field: "profileId")
+        }
+        guard let area = try optionalString(json, "area").flatMap(ReportArea.init(rawValue:)) else {
+            throw unprocessable(
+                "unknown-area",
+                "area: one of \(ReportArea.allCases.map(\.rawValue).joined(separator: ", "))",
+                field: "area"
+            )
+        }
+        guard let language = try optionalString(json, "language").flatMap(ReportLanguage.init(rawValue:)) else {
+            throw unprocessable(
+                "unknown-language",
+                "language: one of \(ReportLanguage.allCases.map(\.rawValue).joined(separator: ", "))",
+                field: "language"
+            )
+        }
+        // The billing-worker checks the same again in the transaction that spends the credit; the
+        // check here answers at once instead of with a failed job, and never publishes a job
+        // about another user's profile.
+        switch try await database(context, { try await services.resources.profileHasChart(profile, user: user) }) {
+        case nil:
+            throw Problem(
+                status: 404,
+                code: "profile-not-found",
+                title: "Not found",
+                detail: "no such profile",
+                field: "profileId"
+            )
+        case false?:
+            throw Problem(
+                status: 409,
+                code: "chart-not-calculated",
+                title: "Conflict",
+                detail: "the profile's chart is not calculated yet; wait for its chart.calculate job",
+                field: "profileId"
+            )
+        case true?:
+            break
+        }
+        let job = ReportRequest(jobID: .random(), userID: user, profileID: profile, area: area, language: language)
+        return try await accept(
+            .reportRequest,
+            user: user,
+            idempotencyKey: idempotencyKey,
+            requestHash: requestHash(.reportRequest, path: "POST /v1/reports", data),
+            context: context,
+            services
+        ) { jobID in
+            var body = job
+            body.jobID = jobID
+            return (try JSONCoding.encoder.encode(body), [:])
+        }
+    }
+
+    static func getReport(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let id = ReportID(try pathID(context, "id"))
+        guard let report = try await database(context, { try await services.resources.report(id, user: user) }) else {
+            throw Problem.notFound()
+        }
+        return respond(reportJSON(report), status: .ok)
+    }
+
+    static func listReports(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let parameters = request.uri.queryParameters
+        var profile: ProfileID?
+        let named = parameters.getAll("profileId")
+        if let text = named.first {
+            // An id like any other: malformed, unknown and another user's all answer 404.
+            guard named.count == 1, text.utf8.count == 36, let id = ProfileID(text) else { throw Problem.notFound() }
+            profile = id
+        }
+        let limit = try Pagination.limit(parameters.getAll("limit"))
+        let after = try Pagination.cursor(parameters.getAll("cursor"), kind: "r").map(Pagination.reportPosition)
+        guard
+            let rows = try await database(
+                context,
+                { try await services.resources.reports(user: user, profile: profile, after: after, limit: limit + 1) }
+            )
+        else {
+            throw Problem.notFound()
+        }
+        let page = rows.prefix(limit)
+        let next =
+            rows.count > limit ? page.last.map { Pagination.cursor(kind: "r", "\($0.position):\($0.id)") } : nil
+        return self.page(page.map(reportJSON), next: next)
+    }
+
+    static func reportJSON(_ report: ResourceStore.ReportView) -> JSONValue {
+        var object: [String: JSONValue] = [
+            "id": .string(report.id.description),
+            "profileId": .string(report.profileID.description),
+            "area": .string(report.area),
+            "language": .string(report.language),
+            "wordCount": .number(Double(report.wordCount)),
+            "writer": .string(report.writer),
+            "generatedAt": .string(ISO8601.string(from: report.generatedAt)),
+            "createdAt": .string(ISO8601.string(from: report.createdAt)),
+        ]
+        if let text = report.text { object["text"] = .string(text) }
+        return .object(object)
+    }
+
+    // MARK: Helpers
+
+    /// A string member of a body; `nil` when absent or `null`.
+    /// - Throws: `Problem` 422 `invalid-field-type` for another type.
+    static func optionalString(_ json: JSONValue, _ key: String) throws -> String? {
+        switch json[key] {
+        case nil, .null?: return nil
+        case .string(let text)?: return text
+        default: throw unprocessable("invalid-field-type", "\(key): expected a string", field: key)
+        }
+    }
+}
