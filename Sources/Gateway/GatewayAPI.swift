@@ -14,6 +14,7 @@ public struct GatewayRoute: Sendable, Hashable {
         case refreshToken
         case createProfile
         case getJob
+        case createDeviceChallenge
     }
 
     /// `GET` or `POST`.
@@ -42,7 +43,7 @@ public enum GatewayAPI {
             method: .post,
             path: "/v1/devices",
             operation: .registerDevice,
-            statuses: [201, 408, 413, 500, 503]
+            statuses: [201, 400, 408, 409, 413, 422, 500, 503]
         ),
         GatewayRoute(
             method: .post,
@@ -57,6 +58,12 @@ public enum GatewayAPI {
             statuses: [202, 400, 401, 408, 413, 422, 500, 503]
         ),
         GatewayRoute(method: .get, path: "/v1/jobs/{id}", operation: .getJob, statuses: [200, 401, 404, 500, 503]),
+        GatewayRoute(
+            method: .post,
+            path: "/v1/devices/challenge",
+            operation: .createDeviceChallenge,
+            statuses: [201, 404, 500, 503]
+        ),
     ]
 
     /// The documented statuses of each route, by `"<METHOD> <path>"`, for `RequestMiddleware`'s check.

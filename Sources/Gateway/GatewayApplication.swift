@@ -17,6 +17,8 @@ public struct GatewayServices: Sendable {
     let refreshTokenLifetime: Duration
     let maxBodyBytes: Int
     let requestTimeout: Duration
+    /// App Attest verification, when `APP_ATTEST_APP_ID` is set.
+    let appAttest: AppAttestService?
 
     /// - Parameters:
     ///   - configuration: Keys, lifetimes and limits.
@@ -48,6 +50,7 @@ public struct GatewayServices: Sendable {
         refreshTokenLifetime = configuration.refreshTokenLifetime
         maxBodyBytes = configuration.maxBodyBytes
         requestTimeout = configuration.requestTimeout
+        appAttest = configuration.appAttest.map(AppAttestService.init)
     }
 }
 
@@ -63,6 +66,9 @@ public enum GatewayRoutes {
     public static func router(_ services: GatewayServices) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: RequestMiddleware(metrics: services.metrics))
+        if services.appAttest?.settings.requireAssertions == true {
+            router.add(middleware: AppAttestAssertionMiddleware(services: services))
+        }
         for route in GatewayAPI.routes {
             let operation = route.operation
             router.on(RouterPath(route.path), method: route.method) { request, context in
@@ -112,6 +118,8 @@ public enum GatewayRoutes {
             return try await createProfile(request, context: context, services)
         case .getJob:
             return try await job(request, context: context, services)
+        case .createDeviceChallenge:
+            return try await createDeviceChallenge(request, context: context, services)
         }
     }
 
@@ -122,6 +130,9 @@ public enum GatewayRoutes {
         context: BasicRequestContext,
         _ services: GatewayServices
     ) async throws -> Response {
+        if services.appAttest != nil {
+            return try await registerAttestedDevice(request, context: context, services)
+        }
         _ = try await body(request, services)
         let refreshToken = RefreshToken.make()
         let user = try await database(context) {

@@ -40,6 +40,8 @@ public struct GatewayConfiguration: Sendable {
     /// `DB_STATEMENT_TIMEOUT_MS` says otherwise) or the broker's confirm, and longest a connection
     /// may stay idle (`REQUEST_TIMEOUT_MS`).
     public var requestTimeout: Duration = .seconds(10)
+    /// App Attest (`APP_ATTEST_*`); nil when `APP_ATTEST_APP_ID` is not set.
+    public var appAttest: AppAttestSettings?
 
     /// The gateway's own settings, with their defaults (the README's table mirrors them).
     public static let variables: [WorkerConfiguration.Variable] = [
@@ -68,6 +70,31 @@ public struct GatewayConfiguration: Sendable {
             name: "REQUEST_TIMEOUT_MS",
             defaultValue: "10000",
             meaning: "longest wait for a connection, a statement or the broker's confirm; idle connections closed"
+        ),
+        .init(
+            name: "APP_ATTEST_APP_ID",
+            defaultValue: "none: App Attest off",
+            meaning: "TEAMID.bundle.id; when set, registering a device requires an App Attest attestation"
+        ),
+        .init(
+            name: "APP_ATTEST_ENVIRONMENT",
+            defaultValue: "production",
+            meaning: "production or development: whose App Attest keys (aaguid) are accepted"
+        ),
+        .init(
+            name: "APP_ATTEST_ROOT_CA_FILE",
+            defaultValue: "none: Apple App Attestation Root CA",
+            meaning: "PEM roots trusted instead of Apple's (tests); refused when GATEWAY_ENV=production"
+        ),
+        .init(
+            name: "APP_ATTEST_REQUIRE_ASSERTIONS",
+            defaultValue: "false",
+            meaning: "true: authenticated POST/PUT/PATCH/DELETE requests must carry X-App-Attest-Assertion"
+        ),
+        .init(
+            name: "APP_ATTEST_CHALLENGE_TTL_SECONDS",
+            defaultValue: "300",
+            meaning: "lifetime of a registration challenge (30…3600)"
         ),
     ]
 
@@ -164,6 +191,7 @@ public struct GatewayConfiguration: Sendable {
         configuration.refreshTokenLifetime = .seconds(try int("REFRESH_TOKEN_TTL_DAYS", 90, 1...365) * 86_400)
         configuration.maxBodyBytes = try int("MAX_BODY_BYTES", 16_384, 1024...1_048_576)
         configuration.requestTimeout = .milliseconds(try int("REQUEST_TIMEOUT_MS", 10_000, 100...120_000))
+        configuration.appAttest = try AppAttestSettings.fromEnvironment(environment, mode: mode)
         // A request's statements get its time, not the workers' 30 s, unless set explicitly.
         if value("DB_STATEMENT_TIMEOUT_MS") == nil, configuration.base.database.responseTimeout == nil {
             configuration.base.database.statementTimeout = configuration.requestTimeout
