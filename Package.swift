@@ -241,7 +241,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "AMQP", "CRabbitMQ", "Postgres", "AstroDomain", "WorkerRuntime", "StoreKitVerification",
+                "AMQP", "CRabbitMQ", "Postgres", "AstroDomain", "WorkerRuntime", "StoreKitVerification", "AppAttest",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
