@@ -108,6 +108,17 @@ let package = Package(
             ],
             resources: [.copy("Resources")]
         ),
+        // App Attest: a strict bounded CBOR decoder, attestation and assertion verification to
+        // Apple's App Attestation root (shipped), and a development authority for tests.
+        .target(
+            name: "AppAttest",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ],
+            resources: [.copy("Resources")]
+        ),
         // A small HTTP/1.1 server on loopback, for the local fakes of outside services.
         .target(name: "LoopbackHTTP"),
         // Client of the App Store Server API (transaction look-up), authenticated with an ES256 JWT.
@@ -212,7 +223,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "AMQP", "Postgres", "AstroDomain", "WorkerRuntime",
+                "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", "AppAttest",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -237,7 +248,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "AMQP", "CRabbitMQ", "Postgres", "AstroDomain", "WorkerRuntime", "StoreKitVerification",
+                "AMQP", "CRabbitMQ", "Postgres", "AstroDomain", "WorkerRuntime", "StoreKitVerification", "AppAttest",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -281,11 +292,18 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: [
-                "Gateway", "AstroDomain", "WorkerRuntime", .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Yams", package: "Yams"),
+                "Gateway", "AstroDomain", "WorkerRuntime", "AppAttest",
+                .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
             ]
         ),
         .testTarget(name: "BillingTests", dependencies: ["Billing", "StoreKitVerification", "AstroDomain"]),
+        .testTarget(
+            name: "AppAttestTests",
+            dependencies: [
+                "AppAttest", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+            ]
+        ),
         // Offline checks of docker-compose.yml and deploy/k8s (no Docker or cluster needed).
         .testTarget(name: "DeployTests", dependencies: [.product(name: "Yams", package: "Yams")]),
         .testTarget(name: "StoriesTests", dependencies: ["Stories", "AstroDomain", "Reports", "LLMClient", "LLMFake"]),
@@ -304,7 +322,7 @@ let package = Package(
                 "AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain", "SampleJobs", "ChartService",
                 "ChartEngine", "Ephemeris", "Billing", "StoreKitVerification", "AppStoreServerAPI",
                 "AppStoreServerFake", "Reports", "ReportService", "LLMClient", "LLMFake", "Stories",
-                "StoryIllustration", "StoryService", "Gateway",
+                "StoryIllustration", "StoryService", "Gateway", "AppAttest",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
             ]
         ),

@@ -4,7 +4,7 @@
 # seed corpus (Fuzz/corpus/<target>), one target after the other.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET…]     SECONDS defaults to 30; targets default to all of them:
-#                                           json amqp-table jws url http
+#                                           json amqp-table jws url http cbor
 #
 # Environment:
 #   FUZZ_OUT         where each target's working corpus, log and crash artifacts go
@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-ALL_TARGETS=(json amqp-table jws url http)
+ALL_TARGETS=(json amqp-table jws url http cbor)
 seconds=${1:-30}
 [ $# -gt 0 ] && shift
 targets=("$@")

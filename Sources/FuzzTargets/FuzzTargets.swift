@@ -78,6 +78,7 @@ public enum FuzzTargets {
     /// All targets, in the order scripts/fuzz.sh runs them.
     public static let all: [FuzzTarget] = [
         JSONTarget.target, AMQPTableTarget.target, JWSTarget.target, URLTarget.target, HTTPTarget.target,
+        CBORTarget.target,
     ]
 
     /// The target called `name`, if there is one.

@@ -35,6 +35,7 @@ public struct GatewayRoute: Sendable, Hashable {
         case requestReport
         case getReport
         case listReports
+        case createDeviceChallenge
     }
 
     /// `GET`, `POST`, `PUT` or `DELETE`.
@@ -72,7 +73,7 @@ public enum GatewayAPI {
             method: .post,
             path: "/v1/devices",
             operation: .registerDevice,
-            statuses: [201, 400, 408, 413, 500, 503]
+            statuses: [201, 400, 408, 409, 413, 422, 500, 503]
         ),
         GatewayRoute(
             method: .post,
@@ -204,6 +205,12 @@ public enum GatewayAPI {
             path: "/v1/appstore/notifications",
             operation: .receiveAppStoreNotification,
             statuses: [200, 400, 408, 413, 500, 503]
+        ),
+        GatewayRoute(
+            method: .post,
+            path: "/v1/devices/challenge",
+            operation: .createDeviceChallenge,
+            statuses: [201, 404, 500, 503]
         ),
     ]
 

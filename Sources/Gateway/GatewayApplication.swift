@@ -24,6 +24,8 @@ public struct GatewayServices: Sendable {
     let stories: StoryStore
     let illustrations: IllustrationFiles
     let rateLimiter: RateLimiter
+    /// App Attest verification, when `APP_ATTEST_APP_ID` is set.
+    let appAttest: AppAttestService?
 
     /// - Parameters:
     ///   - configuration: Keys, lifetimes and limits.
@@ -60,6 +62,7 @@ public struct GatewayServices: Sendable {
         stories = StoryStore(pool: pool)
         illustrations = IllustrationFiles(root: configuration.storyStorageRoot)
         rateLimiter = RateLimiter(configuration: configuration.rateLimits, metrics: metrics)
+        appAttest = configuration.appAttest.map(AppAttestService.init)
     }
 }
 
@@ -77,6 +80,9 @@ public enum GatewayRoutes {
         router.add(middleware: RequestMiddleware(metrics: services.metrics))
         // Inside RequestMiddleware, so a 429 is a logged, counted problem with the request id.
         router.add(middleware: RateLimitMiddleware(limiter: services.rateLimiter))
+        if services.appAttest?.settings.requireAssertions == true {
+            router.add(middleware: AppAttestAssertionMiddleware(services: services))
+        }
         for route in GatewayAPI.routes {
             let operation = route.operation
             router.on(RouterPath(route.path), method: route.method) { request, context in
@@ -170,6 +176,8 @@ public enum GatewayRoutes {
             return try await getReport(request, context: context, services)
         case .listReports:
             return try await listReports(request, context: context, services)
+        case .createDeviceChallenge:
+            return try await createDeviceChallenge(request, context: context, services)
         }
     }
 
@@ -180,6 +188,9 @@ public enum GatewayRoutes {
         context: BasicRequestContext,
         _ services: GatewayServices
     ) async throws -> Response {
+        if services.appAttest != nil {
+            return try await registerAttestedDevice(request, context: context, services)
+        }
         // No members are read today, but a body that is not an object is a client bug to report,
         // not to ignore.
         let data = try await body(request, services)

@@ -46,6 +46,8 @@ public struct GatewayConfiguration: Sendable {
     /// Rate limits and trusted proxies (`RATE_LIMIT_*`, `TRUSTED_PROXIES`; their variables are
     /// `RateLimitConfiguration.variables`).
     public var rateLimits = RateLimitConfiguration()
+    /// App Attest (`APP_ATTEST_*`); nil when `APP_ATTEST_APP_ID` is not set.
+    public var appAttest: AppAttestSettings?
 
     /// The gateway's own settings, with their defaults (the README's table mirrors them).
     public static let variables: [WorkerConfiguration.Variable] = [
@@ -79,6 +81,31 @@ public struct GatewayConfiguration: Sendable {
             name: "STORY_STORAGE_ROOT",
             defaultValue: "story-illustrations",
             meaning: "the story-worker's picture folder, read-only (the same volume)"
+        ),
+        .init(
+            name: "APP_ATTEST_APP_ID",
+            defaultValue: "none: App Attest off",
+            meaning: "TEAMID.bundle.id; when set, registering a device requires an App Attest attestation"
+        ),
+        .init(
+            name: "APP_ATTEST_ENVIRONMENT",
+            defaultValue: "production",
+            meaning: "production or development: whose App Attest keys (aaguid) are accepted"
+        ),
+        .init(
+            name: "APP_ATTEST_ROOT_CA_FILE",
+            defaultValue: "none: Apple App Attestation Root CA",
+            meaning: "PEM roots trusted instead of Apple's (tests); refused when GATEWAY_ENV=production"
+        ),
+        .init(
+            name: "APP_ATTEST_REQUIRE_ASSERTIONS",
+            defaultValue: "false",
+            meaning: "true: authenticated POST/PUT/PATCH/DELETE requests must carry X-App-Attest-Assertion"
+        ),
+        .init(
+            name: "APP_ATTEST_CHALLENGE_TTL_SECONDS",
+            defaultValue: "300",
+            meaning: "lifetime of a registration challenge (30…3600)"
         ),
     ]
 
@@ -182,6 +209,7 @@ public struct GatewayConfiguration: Sendable {
             configuration.storyStorageRoot = root
         }
         configuration.rateLimits = try RateLimitConfiguration.fromEnvironment(environment)
+        configuration.appAttest = try AppAttestSettings.fromEnvironment(environment, mode: mode)
         // A request's statements get its time, not the workers' 30 s, unless set explicitly.
         if value("DB_STATEMENT_TIMEOUT_MS") == nil, configuration.base.database.responseTimeout == nil {
             configuration.base.database.statementTimeout = configuration.requestTimeout

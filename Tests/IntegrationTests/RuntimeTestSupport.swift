@@ -46,7 +46,21 @@ enum RuntimeTestEnvironment {
         let database = try await database()
         let password = "test-\(role.rawValue)"
         let pool = PostgresPool(configuration: database, options: .init(maxConnections: 1), logger: logger)
-        try await pool.withConnection { try role.enableLogin(password: password, database: $0) }
+        // Suites run in parallel: two ALTER ROLE of the same role at once fail with PostgreSQL's
+        // "tuple concurrently updated"; the statement is idempotent, so it is tried again.
+        var attempt = 0
+        while true {
+            do {
+                try await pool.withConnection { try role.enableLogin(password: password, database: $0) }
+                break
+            } catch let error as PostgresError where attempt < 5 && "\(error)".contains("concurrently updated") {
+                attempt += 1
+                try await Task.sleep(for: .milliseconds(20 * attempt))
+            } catch {
+                await pool.close()
+                throw error
+            }
+        }
         await pool.close()
         return "postgres://\(role.rawValue):\(password)@\(database.host):\(database.port)/\(database.database)"
     }
