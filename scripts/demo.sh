@@ -2,8 +2,10 @@
 # The end-to-end demo: installs what is missing, builds, starts a throwaway RabbitMQ and
 # PostgreSQL, applies the schema, starts the four workers and a sample worker, publishes jobs
 # that succeed, retry and get dead-lettered, computes a natal chart through the chart-worker,
-# buys and spends a report credit, writes, illustrates and reads a children's story, shows what
-# became of them all, and stops everything.
+# buys and spends a report credit, writes, illustrates and reads a children's story, then walks
+# the app's journey through the gateway with curl (register, profile, live events over SSE,
+# purchase, report, and Apple's refund notification revoking a credit), shows what became of
+# them all, and stops everything.
 # Exit status 0 means every step did what it should.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -46,7 +48,7 @@ wait_status() { # jobId expected
 
 echo "==> astroctl migrate (as the schema owner; it also lets each worker's own database role log in)"
 export CHART_WORKER_DB_PASSWORD=demo-chart REPORT_WORKER_DB_PASSWORD=demo-report BILLING_WORKER_DB_PASSWORD=demo-billing
-export STORY_WORKER_DB_PASSWORD=demo-story
+export STORY_WORKER_DB_PASSWORD=demo-story GATEWAY_DB_PASSWORD=demo-gateway
 "$astroctl" migrate
 # Each worker connects as its own least-privilege role, as docker compose and Kubernetes do.
 role_url() { echo "$DATABASE_URL" | sed -E "s#//[^@]*@#//$1:$2@#"; }
@@ -55,6 +57,7 @@ url_report_worker=$(role_url astro_report_worker "$REPORT_WORKER_DB_PASSWORD")
 url_billing_worker=$(role_url astro_billing_worker "$BILLING_WORKER_DB_PASSWORD")
 url_story_worker=$(role_url astro_story_worker "$STORY_WORKER_DB_PASSWORD")
 url_sample_worker=$DATABASE_URL
+url_gateway=$(role_url astro_gateway "$GATEWAY_DB_PASSWORD")
 
 echo "==> a development PKI for signing test purchases (the billing-worker trusts it instead of Apple's root)"
 pki=$ASTRO_STACK_DIR/dev-pki
@@ -135,6 +138,91 @@ for ago in 3 2 1; do
 done
 child=$(psql "$DATABASE_URL" -Atc "SELECT child_profile_id FROM stories.stories WHERE id = '$story'")
 "$astroctl" stories achievements --child "$child"
+
+echo
+echo "==> the app's journey through the gateway, with curl, as the iOS app makes it"
+gateway_port=$(free_port)
+DATABASE_URL=$url_gateway AMQP_URL=$GATEWAY_AMQP_URL HTTP_PORT=$gateway_port \
+    "$bin/gateway" >"$logs/gateway.log" 2>&1 &
+pids+=($!)
+wait_ready gateway "$gateway_port"
+api=http://127.0.0.1:$gateway_port
+field() { python3 -c "import json,sys; d=json.load(sys.stdin); print(d$1)"; }
+events=$ASTRO_STACK_DIR/events.txt
+wait_event() { # type jobId: the event of that job on the SSE stream
+    for _ in $(seq 1 300); do
+        if grep -A1 -x "event: $1" "$events" | grep -q "$2"; then
+            echo "    SSE: $1 (job $2)"; return 0
+        fi
+        sleep 0.1
+    done
+    echo "demo: no $1 event for job $2 on the stream; it holds:" >&2; cat "$events" >&2; return 1
+}
+echo "--> POST /v1/devices: an anonymous user for this installation"
+device=$(curl -fsS -X POST "$api/v1/devices")
+app_user=$(echo "$device" | field '["userId"]')
+token=$(echo "$device" | field '["accessToken"]')
+echo "    user $app_user, an ES256 access token ($(echo "$device" | field '["expiresIn"]') s) and a refresh token"
+auth=(-H "Authorization: Bearer $token")
+json=(-H 'Content-Type: application/json')
+echo "--> GET /v1/events: the user's live events (Server-Sent Events), kept open"
+curl -sN "${auth[@]}" "$api/v1/events" >"$events" &
+sse_pid=$!
+pids+=($sse_pid)
+sleep 0.5
+echo "--> POST /v1/profiles (Idempotency-Key: retrying the same request makes no second job)"
+key=$(python3 -c 'import uuid; print(uuid.uuid4())')
+profile_body='{"profile":{"name":"Me","birthDate":"1990-10-07","birthTime":"15:00","timezone":"Europe/Kyiv","latitude":50.4501,"longitude":30.5234,"locationName":"Kyiv, Ukraine"}}'
+chart_job=$(curl -fsS -X POST "$api/v1/profiles" "${auth[@]}" "${json[@]}" -H "Idempotency-Key: $key" -d "$profile_body" | field '["jobId"]')
+again=$(curl -fsS -X POST "$api/v1/profiles" "${auth[@]}" "${json[@]}" -H "Idempotency-Key: $key" -d "$profile_body" | field '["jobId"]')
+[ "$again" = "$chart_job" ] || { echo "demo: a retried POST made a second job" >&2; exit 1; }
+echo "    202, job $chart_job (the retry answered the same job)"
+wait_event chart.calculated "$chart_job"
+app_profile=$(curl -fsS "${auth[@]}" "$api/v1/jobs/$chart_job" | field '["result"]["profileId"]')
+echo "--> GET /v1/profiles/$app_profile/chart"
+curl -fsS "${auth[@]}" "$api/v1/profiles/$app_profile/chart" | python3 -c '
+import json, sys
+chart = json.load(sys.stdin)
+print("    %d planets, %d houses, ascendant %.2f°, midheaven %.2f°" % (len(chart["planets"]), len(chart["houses"]),
+      chart["ascendant"], chart["midheaven"]))'
+echo "--> POST /v1/purchases: a StoreKit 2 transaction (dev-signed here; the app sends Transaction.jwsRepresentation)"
+bought_tx=$(python3 -c 'import random; print(2000000000000000 + random.randrange(10**12))')
+signed=$("$astroctl" billing dev-sign --pki "$pki" --user "$app_user" --transaction-id "$bought_tx" \
+    --product com.astrosvitla.astroinsight.report.career)
+purchase_job=$(curl -fsS -X POST "$api/v1/purchases" "${auth[@]}" "${json[@]}" -d "{\"signedTransaction\":\"$signed\"}" | field '["jobId"]')
+wait_event billing.credits-issued "$purchase_job"
+echo "    GET /v1/credits: $(curl -fsS "${auth[@]}" "$api/v1/credits" | field '["available"]') available"
+echo "--> POST /v1/reports: a career report in English, paid with that credit"
+report_job=$(curl -fsS -X POST "$api/v1/reports" "${auth[@]}" "${json[@]}" \
+    -d "{\"profileId\":\"$app_profile\",\"area\":\"career\",\"language\":\"en\"}" | field '["jobId"]')
+wait_event report.completed "$report_job"
+report_id=$(curl -fsS "${auth[@]}" "$api/v1/reports?profileId=$app_profile" | field '["items"][0]["id"]')
+echo "--> GET /v1/reports/$report_id (its first lines)"
+curl -fsS "${auth[@]}" "$api/v1/reports/$report_id" |
+    python3 -c 'import json,sys; print("\n".join("    " + l for l in json.load(sys.stdin)["text"].splitlines()[:4]))'
+echo "--> a second credit bought, then Apple refunds it: a dev-signed REFUND notification POSTed to the Apple endpoint"
+refund_tx=$(python3 -c 'import random; print(2000000000000000 + random.randrange(10**12))')
+signed=$("$astroctl" billing dev-sign --pki "$pki" --user "$app_user" --transaction-id "$refund_tx" \
+    --product com.astrosvitla.astroinsight.report.career)
+purchase_job=$(curl -fsS -X POST "$api/v1/purchases" "${auth[@]}" "${json[@]}" -d "{\"signedTransaction\":\"$signed\"}" | field '["jobId"]')
+wait_event billing.credits-issued "$purchase_job"
+echo "    GET /v1/credits: $(curl -fsS "${auth[@]}" "$api/v1/credits" | field '["available"]') available"
+notification=$("$astroctl" billing dev-sign --pki "$pki" --user "$app_user" --transaction-id "$refund_tx" \
+    --product com.astrosvitla.astroinsight.report.career --revoked --notification REFUND)
+answer=$(curl -fsS -w ' %{http_code}' -X POST "$api/v1/appstore/notifications" "${json[@]}" -d "{\"signedPayload\":\"$notification\"}")
+echo "    POST /v1/appstore/notifications (no token: Apple's signature is the proof): ${answer##* }"
+wait_event billing.credits-revoked "$(echo "${answer% *}" | field '["jobId"]')"
+left=$(curl -fsS "${auth[@]}" "$api/v1/credits" | field '["available"]')
+echo "    GET /v1/credits: $left available (the refunded credit is revoked; the spent one paid for the report)"
+[ "$left" = 0 ] || { echo "demo: the refunded credit is still available" >&2; exit 1; }
+echo "--> GET /v1/ledger"
+curl -fsS "${auth[@]}" "$api/v1/ledger" | python3 -c '
+import json, sys
+for e in reversed(json.load(sys.stdin)["items"]):
+    print("    %-9s credit %s  transaction %s" % (e["entry"], e["creditId"][:8], e["transactionId"]))'
+kill "$sse_pid" 2>/dev/null || true
+echo "--> the whole stream the app received:"
+grep '^event:' "$events" | sed 's/^/    /'
 
 echo
 echo "==> sample-worker metrics"
