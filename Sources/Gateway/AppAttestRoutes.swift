@@ -155,7 +155,8 @@ struct AppAttestAssertionMiddleware: RouterMiddleware {
         else {
             return try await next(request, context)
         }
-        let user = try GatewayRoutes.authenticate(request, context: context, services)
+        // The handler authenticates again and spends the user's request then.
+        let user = try GatewayRoutes.authenticate(request, context: context, services, chargeRateLimit: false)
         guard let header = request.headers[GatewayRoutes.assertionHeader] else {
             throw Problem.unauthorized("assertion-required", "this request needs an X-App-Attest-Assertion header")
         }

@@ -177,13 +177,13 @@ extension GatewayRoutes {
         }
         guard seconds > 0, let text = context.parameters.get("id"), text.utf8.count <= 36, let jobID = JobID(text)
         else {
-            return try await job(request, context: context, services)
+            return try await job(request, context: context, services, user: user)
         }
         // Registered before the first read, so that an event arriving between the read and the
         // wait still wakes it. At the replica's or the user's maximum of waits, the answer is the
         // current state at once.
         guard let waiter = services.events.registerWaiter(jobID: jobID, user: user) else {
-            return try await job(request, context: context, services)
+            return try await job(request, context: context, services, user: user)
         }
         defer { services.events.unregister(waiter) }
         let deadline = ContinuousClock.now + .seconds(seconds)
@@ -199,7 +199,7 @@ extension GatewayRoutes {
             _ = await waiter.wait(timeout: step)
             if Task.isCancelled { break }
         }
-        return try await job(request, context: context, services)
+        return try await job(request, context: context, services, user: user)
     }
 
     /// The `wait` parameter: 1–2 digits, 0…30.

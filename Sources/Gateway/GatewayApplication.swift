@@ -257,12 +257,16 @@ public enum GatewayRoutes {
     }
 
     /// The caller, from `Authorization: Bearer <access token>`.
+    /// - Parameter chargeRateLimit: Whether this call spends one of the user's requests; false
+    ///   for a check that precedes the handler's own (the App Attest middleware), so that a
+    ///   request is counted once.
     /// - Throws: `Problem` 401 when the header is missing or the token is refused, 429 when the
     ///   user is over the per-user rate limit.
     static func authenticate(
         _ request: Request,
         context: BasicRequestContext,
-        _ services: GatewayServices
+        _ services: GatewayServices,
+        chargeRateLimit: Bool = true
     ) throws
         -> UserID
     {
@@ -281,7 +285,7 @@ public enum GatewayRoutes {
         }
         // The per-user limit is spent here, once the token is verified: a forged token cannot
         // spend another user's requests, and the token is verified once per request.
-        try services.rateLimiter.check(user: user)
+        if chargeRateLimit { try services.rateLimiter.check(user: user) }
         return user
     }
 
@@ -339,7 +343,7 @@ public enum GatewayRoutes {
             var job = validated
             job.jobID = recorded.jobID
             try await publish(.chartCalculate, jobID: job.jobID, body: try job.jsonData(), context: context, services)
-            try await database(context) { try await services.store.markPublished(job.jobID) }
+            await markPublished(job.jobID, context: context, services)
         }
         context.logger.info(
             "job accepted",
@@ -348,6 +352,21 @@ public enum GatewayRoutes {
         var response = json(["jobId": .string(recorded.jobID.description)], status: .accepted)
         response.headers[.location] = "/v1/jobs/\(recorded.jobID)"
         return response
+    }
+
+    /// Records that the broker confirmed `jobID`. The job is queued whatever happens here, so a
+    /// failure is logged and the answer is still 202: a 503 would invite a retry without
+    /// `Idempotency-Key` that makes a second job. A retry with the key publishes the same job id
+    /// again, which the worker runs once.
+    static func markPublished(_ jobID: JobID, context: BasicRequestContext, _ services: GatewayServices) async {
+        do {
+            try await services.store.markPublished(jobID)
+        } catch {
+            context.logger.error(
+                "job queued, but its confirm was not recorded",
+                metadata: ["job.id": "\(jobID)", "db.error": "\(error)"]
+            )
+        }
     }
 
     /// Publishes a job to `astro.requests` and returns once the broker confirmed it.
@@ -385,14 +404,17 @@ public enum GatewayRoutes {
         }
     }
 
+    /// `GET /v1/jobs/{id}`; `user` is the caller when a long poll already authenticated it (a
+    /// token that expired during the wait still gets its answer, and the request counts once).
     static func job(
         _ request: Request,
         context: BasicRequestContext,
-        _ services: GatewayServices
+        _ services: GatewayServices,
+        user authenticated: UserID? = nil
     ) async throws
         -> Response
     {
-        let user = try authenticate(request, context: context, services)
+        let user = try authenticated ?? authenticate(request, context: context, services)
         guard let text = context.parameters.get("id"), text.utf8.count <= 36, let jobID = JobID(text) else {
             throw Problem.notFound()
         }

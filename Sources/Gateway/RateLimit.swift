@@ -544,6 +544,8 @@ extension GatewayMetrics {
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = BasicRequestContext
     static let forwardedFor = HTTPFields.Element.Name("X-Forwarded-For")!
+    /// Routes no limit applies to: probes, metrics and the document.
+    static let unlimited: Set<String> = ["/healthz", "/readyz", "/metrics", "/openapi.yaml"]
     let limiter: RateLimiter
 
     func handle(
@@ -551,13 +553,18 @@ struct RateLimitMiddleware: RouterMiddleware {
         context: BasicRequestContext,
         next: (Request, BasicRequestContext) async throws -> Response
     ) async throws -> Response {
-        guard request.uri.path.hasPrefix("/v1/") else { return try await next(request, context) }
+        // By the route the router matched, not the raw path: the router ignores empty segments
+        // and a trailing slash, so `//v1/devices` or `/v1/devices/` must count as `/v1/devices`.
+        // A request no route matched is limited too.
+        let route = context.endpointPath
+        if let route, Self.unlimited.contains(route) { return try await next(request, context) }
         let peer = request.headers[PeerAddressHandler.header].flatMap { BucketKey(address: $0) }
         let client = limiter.resolver.client(peer: peer, forwardedFor: request.headers[values: Self.forwardedFor])
         do {
             try limiter.check(
                 address: client,
-                registration: request.method == .post && request.uri.path == "/v1/devices"
+                registration: request.method == .post
+                    && (route == "/v1/devices" || route == "/v1/devices/challenge")
             )
         } catch {
             context.logger.debug("rate limited", metadata: ["client.key": "\(client?.description ?? "unknown")"])

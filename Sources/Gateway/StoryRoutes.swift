@@ -434,7 +434,7 @@ extension GatewayRoutes {
         let (data, extra) = try body(recorded.jobID)
         if !recorded.published {
             try await publish(kind, jobID: recorded.jobID, body: data, context: context, services)
-            try await database(context) { try await services.store.markPublished(recorded.jobID) }
+            await markPublished(recorded.jobID, context: context, services)
         }
         context.logger.info(
             "job accepted",

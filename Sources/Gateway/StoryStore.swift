@@ -25,7 +25,9 @@ struct StoryStore: Sendable {
             else { return nil }
             let parts = decoded.split(separator: ".", omittingEmptySubsequences: false)
             guard parts.count == 2, parts[0].utf8.count <= 19, parts[0].utf8.allSatisfy({ (48...57).contains($0) }),
-                let micros = Int64(parts[0]), let id = UUID(uuidString: String(parts[1]))
+                let micros = Int64(parts[0]), let id = UUID(uuidString: String(parts[1])),
+                // Beyond PostgreSQL's timestamps a cursor would be a 500 "out of range", not a 400.
+                micros < 9_007_199_254_740_992
             else { return nil }
             createdAtMicros = micros
             self.id = id

@@ -140,7 +140,8 @@ struct GatewayStore: Sendable {
         var finishedAt: Date?
     }
 
-    /// The user's job, or `nil` when it is not theirs, or was never accepted.
+    /// The user's job, or `nil` when it is not theirs, or was never accepted (not confirmed by the
+    /// broker, unless a worker has already seen it: its confirm was lost, not its message).
     func job(_ jobID: JobID, user: UserID) async throws -> JobView? {
         try await pool.withConnection { database -> JobView? in
             guard
@@ -149,7 +150,7 @@ struct GatewayStore: Sendable {
                     SELECT g.kind, coalesce(j.status, 'queued') AS status, coalesce(j.attempts, 0) AS attempts,
                            j.error::text AS error, j.result::text AS result, g.created_at, j.finished_at
                     FROM gateway_jobs g LEFT JOIN jobs j ON j.id = g.job_id
-                    WHERE g.job_id = $1 AND g.user_id = $2 AND g.published_at IS NOT NULL
+                    WHERE g.job_id = $1 AND g.user_id = $2 AND (g.published_at IS NOT NULL OR j.id IS NOT NULL)
                     """,
                     [jobID.uuid, user.uuid]
                 ).first

@@ -51,6 +51,10 @@ struct GatewayLimitsTests {
         let refused = try await Self.request("POST", "\(base)/v1/devices")
         Self.expectLimited(refused)
         #expect(refused.headers["retry-after"] == "1")
+        // The router ignores empty segments and a trailing slash; the limit follows the route,
+        // so another spelling of the path is the same registration.
+        Self.expectLimited(try await Self.request("POST", "\(base)//v1/devices"))
+        Self.expectLimited(try await Self.request("POST", "\(base)/v1/devices/"))
         try await Task.sleep(for: .milliseconds(1100))
         #expect(try await Self.request("POST", "\(base)/v1/devices").status == 201)
 
@@ -66,7 +70,7 @@ struct GatewayLimitsTests {
         // Probes and metrics are never limited, and the refusals are counted.
         for _ in 0..<5 { #expect(try await Self.request("GET", "\(base)/healthz").status == 200) }
         let metrics = try await GatewayHarness.rawGet("\(base)/metrics")
-        #expect(metrics.contains(#"gateway_rate_limited_total{limit="register"} 1"#), "\(metrics)")
+        #expect(metrics.contains(#"gateway_rate_limited_total{limit="register"} 3"#), "\(metrics)")
         #expect(metrics.contains(#"gateway_rate_limited_total{limit="user"} 1"#), "\(metrics)")
         #expect(!gateway.processes.output.contains("status not in the route table"), "\(gateway.processes.output)")
     }

@@ -110,6 +110,9 @@ enum GatewayHarness {
         environment: [String: String] = [:],
         label: String = "gateway"
     ) async throws -> Running {
+        // The broker's topology, as `astroctl migrate` declares it before any service starts in a
+        // deployment: the gateway's event queue binds to `astro.events`.
+        await (try RuntimeTestEnvironment.contractPublisher(purging: [])).close()
         let port = Int.random(in: 20_000..<40_000)
         let base = "http://127.0.0.1:\(port)"
         var processes: [Process] = []
