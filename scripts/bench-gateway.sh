@@ -44,14 +44,18 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 role_url() { echo "$DATABASE_URL" | sed -E "s#//[^@]*@#//$1:$2@#"; }
 json_field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+# CPU seconds (user + system) a process has used so far.
+cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.1f", ($14 + $15) / hz}' "/proc/$1/stat"; }
 
 export CHART_WORKER_DB_PASSWORD=bench-chart GATEWAY_DB_PASSWORD=bench-gateway
 "$bin/astroctl" migrate >/dev/null
+worker_pids=()
 for i in 1 2; do
     DATABASE_URL=$(role_url astro_chart_worker "$CHART_WORKER_DB_PASSWORD") AMQP_URL=$CHART_WORKER_AMQP_URL \
         MIGRATE_ON_START=false HTTP_HOST=127.0.0.1 HTTP_PORT=0 LOG_LEVEL=warning \
         "$bin/chart-worker" >"$logs/chart-worker-$i.log" 2>&1 &
     pids+=($!)
+    worker_pids+=($!)
 done
 port=$(free_port)
 DATABASE_URL=$(role_url astro_gateway "$GATEWAY_DB_PASSWORD") AMQP_URL=${GATEWAY_AMQP_URL:-$CLIENT_AMQP_URL} \
@@ -92,7 +96,10 @@ for _ in $(seq 1 "$runs"); do
     python3 scripts/gateway-load.py journey --base "$base" --tokens "$tokens" --rate 200 --seconds 15
 done
 for _ in $(seq 1 "$runs"); do
+    before="$(cpu_seconds "$gateway_pid") $(cpu_seconds "${worker_pids[0]}") $(cpu_seconds "${worker_pids[1]}")"
     python3 scripts/gateway-load.py journey --base "$base" --tokens "$tokens" --rate 1200 --seconds 15 --connections 64
+    after="$(cpu_seconds "$gateway_pid") $(cpu_seconds "${worker_pids[0]}") $(cpu_seconds "${worker_pids[1]}")"
+    echo "$before $after" | awk '{printf "    CPU seconds during the run: gateway %.1f, chart-workers %.1f and %.1f\n", $4-$1, $5-$2, $6-$3}'
 done
 
 echo "==> 4. gateway memory"

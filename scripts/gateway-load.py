@@ -281,7 +281,10 @@ def main():
     args = parser.parse_args()
     if args.rate <= 0 or args.seconds <= 0 or args.connections <= 0:
         parser.error("--rate, --seconds and --connections must be positive")
+    started = time.process_time()
     result = asyncio.run(run_get(args) if args.mode == "get" else run_journey(args))
+    # The load generator's own CPU: on a small machine it competes with what it measures.
+    result["generator_cpu_s"] = round(time.process_time() - started, 1)
     print(json.dumps(result))
 
 

@@ -120,10 +120,20 @@ struct GatewayStore: Sendable {
     }
 
     /// Marks a job published (the broker confirmed it).
+    ///
+    /// Committed without waiting for the disk (`synchronous_commit = off` for this transaction
+    /// only): losing this mark in a database crash costs nothing but a retry publishing the same
+    /// job id again, which the worker runs once; waiting would put a second flush of the WAL on
+    /// every accepted request. The row itself (`record`) is committed durably before the publish.
     func markPublished(_ jobID: JobID) async throws {
         _ = try await pool.withConnection { database in
+            // One statement, so one implicit transaction, whose commit reads the setting.
             try database.execute(
-                "UPDATE gateway_jobs SET published_at = now() WHERE job_id = $1 AND published_at IS NULL",
+                """
+                WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
+                UPDATE gateway_jobs SET published_at = now() FROM relaxed
+                WHERE job_id = $1 AND published_at IS NULL
+                """,
                 [jobID.uuid]
             )
         }
