@@ -191,10 +191,21 @@ public enum GatewayRoutes {
         if services.appAttest != nil {
             return try await registerAttestedDevice(request, context: context, services)
         }
-        // No members are read today, but a body that is not an object is a client bug to report,
-        // not to ignore.
+        // Without App Attest no member is read, but a body that is not an object, or App Attest
+        // members not shaped as the document says, is a client bug to report, not to ignore.
         let data = try await body(request, services)
-        if !data.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) { _ = try jsonObject(data) }
+        if !data.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) {
+            let object = try jsonObject(data)
+            for (name, code, maxBytes) in [
+                ("keyId", "invalid-key-id", Int.max), ("attestation", "invalid-attestation", Int.max),
+                ("challenge", "invalid-challenge", 128),
+            ] {
+                guard let member = object[name] else { continue }
+                guard case .string(let text) = member, text.utf8.count <= maxBytes else {
+                    throw Problem.invalid(code, "\(name): not shaped as documented", field: name)
+                }
+            }
+        }
         let refreshToken = RefreshToken.make()
         let user = try await database(context) {
             try await services.store.createUser(

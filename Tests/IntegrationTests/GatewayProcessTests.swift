@@ -100,6 +100,15 @@ struct GatewayProcessTests {
         let notAnObject = try await Self.request("POST", "\(base)/v1/devices", body: .array([]))
         #expect(notAnObject.status == 400)
         #expect(notAnObject.json?["code"]?.stringValue == "invalid-json")
+        // Without App Attest its members are ignored, but only when shaped as the document says.
+        let longChallenge = try await Self.request(
+            "POST",
+            "\(base)/v1/devices",
+            body: ["challenge": .string(String(repeating: "0", count: 129))]
+        )
+        #expect(longChallenge.status == 400)
+        #expect(longChallenge.json?["field"]?.stringValue == "challenge")
+        #expect(try await Self.request("POST", "\(base)/v1/devices", body: ["challenge": "abc"]).status == 201)
 
         // Post a profile; a retry with the same key answers with the same job.
         let key = UUID().uuidString
