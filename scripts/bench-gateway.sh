@@ -45,6 +45,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 role_url() { echo "$DATABASE_URL" | sed -E "s#//[^@]*@#//$1:$2@#"; }
 json_field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 # CPU seconds (user + system) a process has used so far.
+rss() { echo "    gateway memory: $(awk '/VmRSS|VmHWM/ {printf "%s %s kB  ", $1, $2}' "/proc/$gateway_pid/status")"; }
 cpu_seconds() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.1f", ($14 + $15) / hz}' "/proc/$1/stat"; }
 
 export CHART_WORKER_DB_PASSWORD=bench-chart GATEWAY_DB_PASSWORD=bench-gateway
@@ -84,17 +85,20 @@ for _ in $(seq 1 "$runs"); do
         awk '/Requests\/sec/ {rps=$2} /^ +99%/ {p99=$2} /^ +50%/ {p50=$2} /Non-2xx/ {bad=$NF}
              END {printf "{\"mode\":\"wrk\",\"requests_per_s\":%s,\"p50\":\"%s\",\"p99\":\"%s\",\"non_2xx\":%d}\n", rps, p50, p99, bad}'
 done
+rss
 echo "==> 2. the same GET offered at 1,000 req/s for 15 s ($runs runs)"
 for _ in $(seq 1 "$runs"); do
     python3 scripts/gateway-load.py get --url "$chart_url" --token "$token" --rate 1000 --seconds 15 --connections 32
 done
 
+rss
 echo "==> 3. POST /v1/profiles → chart.calculated on SSE, 50 users"
 tokens=$ASTRO_STACK_DIR/tokens.txt
 for _ in $(seq 1 50); do curl -fsS -X POST "$base/v1/devices" | json_field '["accessToken"]'; done >"$tokens"
 for _ in $(seq 1 "$runs"); do
     python3 scripts/gateway-load.py journey --base "$base" --tokens "$tokens" --rate 200 --seconds 15
 done
+rss
 for _ in $(seq 1 "$runs"); do
     before="$(cpu_seconds "$gateway_pid") $(cpu_seconds "${worker_pids[0]}") $(cpu_seconds "${worker_pids[1]}")"
     python3 scripts/gateway-load.py journey --base "$base" --tokens "$tokens" --rate 1200 --seconds 15 --connections 64
@@ -102,5 +106,7 @@ for _ in $(seq 1 "$runs"); do
     echo "$before $after" | awk '{printf "    CPU seconds during the run: gateway %.1f, chart-workers %.1f and %.1f\n", $4-$1, $5-$2, $6-$3}'
 done
 
-echo "==> 4. gateway memory"
-grep -E 'VmHWM|VmRSS' "/proc/$gateway_pid/status"
+echo "==> 4. gateway memory (VmHWM: the peak)"
+rss
+echo "==> 5. the gateway's event-stream counters (a stream closed as too slow loses the events after it)"
+curl -fsS "$base/metrics" | grep -E '^gateway_(event|events)_' || true
