@@ -129,12 +129,27 @@ async def run_get(args):
     return result
 
 
-async def sse_stream(host, port, token, on_event, ready):
+async def sse_stream(host, port, token, on_event, ready, stats):
+    """Reads one user's stream; like the app, reconnects with Last-Event-ID when it is closed
+    (the gateway closes a stream that falls too far behind)."""
+    last_id = None
+    while True:
+        try:
+            last_id = await sse_connection(host, port, token, on_event, ready, last_id)
+        except (OSError, ConnectionError, asyncio.IncompleteReadError, ValueError, RuntimeError):
+            pass
+        stats["reconnects"] += 1
+        await asyncio.sleep(0.05)
+
+
+async def sse_connection(host, port, token, on_event, ready, last_id):
     reader, writer = await asyncio.open_connection(host, port)
+    resume = f"Last-Event-ID: {last_id}\r\n" if last_id else ""
     writer.write((f"GET /v1/events HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
-                  "Accept: text/event-stream\r\n\r\n").encode())
+                  f"Accept: text/event-stream\r\n{resume}\r\n").encode())
     status_line = await reader.readline()
     if b" 200 " not in status_line:
+        writer.close()
         raise RuntimeError(f"SSE answered {status_line!r}")
     chunked = False
     while True:
@@ -150,15 +165,15 @@ async def sse_stream(host, port, token, on_event, ready):
             if chunked:
                 size_line = await reader.readline()
                 if not size_line:
-                    return
+                    return last_id
                 size = int(size_line.strip() or b"0", 16)
                 if size == 0:
-                    return
+                    return last_id
                 buffer += (await reader.readexactly(size + 2))[:-2]
             else:
                 data = await reader.read(65536)
                 if not data:
-                    return
+                    return last_id
                 buffer += data
             while b"\n\n" in buffer:
                 message, buffer = buffer.split(b"\n\n", 1)
@@ -168,6 +183,8 @@ async def sse_stream(host, port, token, on_event, ready):
                         event = field[6:].strip()
                     elif field.startswith("data:"):
                         data.append(field[5:].lstrip())
+                    elif field.startswith("id:") and field[3:].strip():
+                        last_id = field[3:].strip()
                 if event and data:
                     on_event(event, "\n".join(data))
     finally:
@@ -194,9 +211,10 @@ async def run_journey(args):
             arrived_by_job[job] = now
 
     streams = []
+    stream_stats = {"reconnects": 0}
     for token in tokens:
         ready = asyncio.Event()
-        streams.append(asyncio.create_task(sse_stream(base.hostname, base.port, token, on_event, ready)))
+        streams.append(asyncio.create_task(sse_stream(base.hostname, base.port, token, on_event, ready, stream_stats)))
         await asyncio.wait_for(ready.wait(), 10)
 
     total = int(args.rate * args.seconds)
@@ -257,7 +275,8 @@ async def run_journey(args):
     done = len(latencies)
     result = {"mode": "journey", "users": len(tokens), "offered_per_s": args.rate, "posted": total,
               "completed": done, "missing": len(due_by_job), "errors": errors, "statuses": statuses,
-              "completed_per_s": round(done / (finished - start), 1)}
+              "completed_per_s": round(done / (finished - start), 1),
+              "stream_reconnects": stream_stats["reconnects"]}
     result.update(percentiles(latencies))
     return result
 
