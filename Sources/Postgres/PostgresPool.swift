@@ -46,7 +46,8 @@ public final class PostgresPool: Sendable {
     private struct Waiter {
         let id: UInt64
         let continuation: CheckedContinuation<ConnectionThread, any Error>
-        var timeoutTask: Task<Void, Never>?
+        /// Waiters queue in FIFO order with one timeout, so the first has the earliest deadline.
+        let deadline: ContinuousClock.Instant
     }
 
     private struct State {
@@ -59,6 +60,8 @@ public final class PostgresPool: Sendable {
         var nextWaiterID: UInt64 = 0
         var closed = false
         var drainWaiters: [CheckedContinuation<Void, Never>] = []
+        /// Whether the one task that times waiters out is running (it stops when none wait).
+        var timerRunning = false
     }
 
     private let configuration: PostgresConfiguration
@@ -162,7 +165,6 @@ public final class PostgresPool: Sendable {
             return waiters
         }
         for waiter in waiters {
-            waiter.timeoutTask?.cancel()
             waiter.continuation.resume(throwing: Self.closedError())
         }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -192,7 +194,7 @@ public final class PostgresPool: Sendable {
     private enum Decision {
         case lease(ConnectionThread)
         case fail(any Error)
-        case wait
+        case wait(startTimer: Bool)
     }
 
     /// Takes an idle thread, starts a new one below the bound, or waits in FIFO order.
@@ -221,26 +223,19 @@ public final class PostgresPool: Sendable {
                         state.leased += 1
                         return .lease(thread)
                     }
-                    state.waiters.append(Waiter(id: waiterID, continuation: continuation))
-                    return .wait
+                    let deadline = ContinuousClock.now.advanced(by: options.acquireTimeout)
+                    state.waiters.append(Waiter(id: waiterID, continuation: continuation, deadline: deadline))
+                    let startTimer = !state.timerRunning
+                    state.timerRunning = true
+                    return .wait(startTimer: startTimer)
                 }
                 switch decision {
                 case .lease(let thread):
                     continuation.resume(returning: thread)
                 case .fail(let error):
                     continuation.resume(throwing: error)
-                case .wait:
-                    let timeout = options.acquireTimeout
-                    let task = Task { [weak self] in
-                        try? await Task.sleep(for: timeout)
-                        self?.timeOut(waiterID)
-                    }
-                    let served = state.withLock { state in
-                        guard let index = state.waiters.firstIndex(where: { $0.id == waiterID }) else { return true }
-                        state.waiters[index].timeoutTask = task
-                        return false
-                    }
-                    if served { task.cancel() }
+                case .wait(let startTimer):
+                    if startTimer { Task { await self.timeOutWaiters() } }
                 }
             }
         } onCancel: {
@@ -248,14 +243,39 @@ public final class PostgresPool: Sendable {
         }
     }
 
-    private func timeOut(_ waiterID: UInt64) {
-        let error = PostgresError(
-            kind: .poolTimeout,
-            message:
-                "no connection became free within \(Self.format(options.acquireTimeout)) "
-                + "(pool of \(options.maxConnections) connections, all leased)"
-        )
-        removeWaiter(waiterID, error: error)
+    /// Fails every waiter whose deadline passed, sleeping until the first one's, for as long as
+    /// anyone waits. One task per pool rather than a sleeping task per waiter: a cancelled
+    /// `Task.sleep` keeps its timer and its task's memory until the deadline it was given, and
+    /// at thousands of waits per second those add up to tens of megabytes (measured in the
+    /// gateway: issue 16's memory goal).
+    private func timeOutWaiters() async {
+        while true {
+            let now = ContinuousClock.now
+            let (expired, next) = state.withLock { state -> ([Waiter], ContinuousClock.Instant?) in
+                var expired: [Waiter] = []
+                while let first = state.waiters.first, first.deadline <= now {
+                    expired.append(state.waiters.removeFirst())
+                }
+                guard let first = state.waiters.first else {
+                    state.timerRunning = false
+                    return (expired, nil)
+                }
+                return (expired, first.deadline)
+            }
+            if !expired.isEmpty {
+                let error = PostgresError(
+                    kind: .poolTimeout,
+                    message:
+                        "no connection became free within \(Self.format(options.acquireTimeout)) "
+                        + "(pool of \(options.maxConnections) connections, all leased)"
+                )
+                for waiter in expired { waiter.continuation.resume(throwing: error) }
+            }
+            guard let next else { return }
+            // Not cancellable on purpose: this sleep always runs to its deadline, so no timer
+            // outlives it.
+            try? await Task.sleep(until: max(next, now.advanced(by: .milliseconds(1))), clock: .continuous)
+        }
     }
 
     private func removeWaiter(_ waiterID: UInt64, error: any Error) {
@@ -264,7 +284,6 @@ public final class PostgresPool: Sendable {
             return state.waiters.remove(at: index)
         }
         guard let waiter else { return }
-        waiter.timeoutTask?.cancel()
         waiter.continuation.resume(throwing: error)
     }
 
@@ -282,7 +301,6 @@ public final class PostgresPool: Sendable {
             return (nil, drained)
         }
         if let waiter {
-            waiter.timeoutTask?.cancel()
             waiter.continuation.resume(returning: thread)
         }
         for continuation in drained { continuation.resume() }
