@@ -169,16 +169,14 @@ final class JobWaiter: Sendable {
 
     /// Waits until an event of the job arrived (true; also when one arrived since the last wait)
     /// or `timeout` passed or the task was cancelled (false). Waits may follow one another.
-    func wait(timeout: Duration) async -> Bool {
+    /// The timeout is kept by `deadlines`, the gateway's one timer, not by a sleeping task per wait.
+    func wait(timeout: Duration, deadlines: Deadlines) async -> Bool {
         let number = state.withLock { state -> UInt64 in
             state.wait += 1
             return state.wait
         }
-        let timer = Task {
-            try? await Task.sleep(for: timeout)
-            self.expire(number)
-        }
-        defer { timer.cancel() }
+        let token = deadlines.schedule(after: timeout) { self.expire(number) }
+        defer { deadlines.cancel(token) }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let answer = state.withLock { state -> Bool? in

@@ -196,7 +196,7 @@ extension GatewayRoutes {
             // While the subscription is down no event can wake the wait: the state is read again
             // every second instead.
             let step = services.events.isSubscribed ? remaining : min(remaining, .seconds(1))
-            _ = await waiter.wait(timeout: step)
+            _ = await waiter.wait(timeout: step, deadlines: services.deadlines)
             if Task.isCancelled { break }
         }
         return try await job(request, context: context, services, user: user)

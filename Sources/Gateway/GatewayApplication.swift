@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Postgres
+import Synchronization
 
 /// The dependencies of the routes: how tokens are made and checked, where state is kept, where
 /// jobs are published.
@@ -20,6 +21,8 @@ public struct GatewayServices: Sendable {
     let refreshTokenLifetime: Duration
     let maxBodyBytes: Int
     let requestTimeout: Duration
+    /// The one timer behind every request's body deadline and long-poll wait.
+    let deadlines = Deadlines()
     /// Magical Stories: the `stories` schema (read-only) and the pictures' storage root.
     let stories: StoryStore
     let illustrations: IllustrationFiles
@@ -322,7 +325,8 @@ public enum GatewayRoutes {
                 field: "profile.id"
             )
         }
-        // The user comes from the token only; a job id from the body is not the client's to pick.
+        // The user comes from the token only; a job id from the body is not the client's to pick
+        // (this one only validates; `accept` gives the job its id).
         members["userId"] = .string(user.description)
         members["jobId"] = .string(JobID.random().description)
         let validated: ChartCalculateRequest
@@ -331,38 +335,18 @@ public enum GatewayRoutes {
         } catch {
             throw Problem.chartInput(error)
         }
-        let recorded = try await database(context) {
-            try await services.store.record(
-                jobID: validated.jobID,
-                user: user,
-                kind: .chartCalculate,
-                idempotencyKey: idempotencyKey,
-                requestHash: sha256Hex(data)
-            )
-        }
-        guard recorded.requestHash == sha256Hex(data) else {
-            throw Problem(
-                status: 422,
-                code: "idempotency-key-reused",
-                title: "Idempotency key reused",
-                detail: "this Idempotency-Key was used with another request body"
-            )
-        }
-        if !recorded.published {
-            // A retry of a request that was never confirmed publishes the first job id again;
-            // the worker runs a job id once.
+        return try await accept(
+            .chartCalculate,
+            user: user,
+            idempotencyKey: idempotencyKey,
+            requestHash: requestHash(.chartCalculate, path: "POST /v1/profiles", data),
+            context: context,
+            services
+        ) { jobID in
             var job = validated
-            job.jobID = recorded.jobID
-            try await publish(.chartCalculate, jobID: job.jobID, body: try job.jsonData(), context: context, services)
-            await markPublished(job.jobID, context: context, services)
+            job.jobID = jobID
+            return (try job.jsonData(), [:])
         }
-        context.logger.info(
-            "job accepted",
-            metadata: ["job.id": "\(recorded.jobID)", "job.type": "chart.calculate", "user.id": "\(user)"]
-        )
-        var response = json(["jobId": .string(recorded.jobID.description)], status: .accepted)
-        response.headers[.location] = "/v1/jobs/\(recorded.jobID)"
-        return response
     }
 
     /// Records that the broker confirmed `jobID`. The job is queued whatever happens here, so a
@@ -470,22 +454,30 @@ public enum GatewayRoutes {
             case timedOut
         }
         let timeout = services.requestTimeout
-        let read: Read = await withTaskGroup(of: Read.self) { group in
-            group.addTask {
-                var request = request
-                do {
-                    return .body(try await request.collectBody(upTo: limit))
-                } catch {
-                    return .failed
-                }
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return .timedOut
-            }
-            let first = await group.next() ?? .failed
-            group.cancelAll()
-            return first
+        // The read runs in a task of its own so that the shared timer can cancel it at the
+        // deadline (see `Deadlines` for why not a racing sleep).
+        let reader = Task { () -> ByteBuffer? in
+            var request = request
+            return try? await request.collectBody(upTo: limit)
+        }
+        let timedOut = Atomic<Bool>(false)
+        let token = services.deadlines.schedule(after: timeout) {
+            timedOut.store(true, ordering: .relaxed)
+            reader.cancel()
+        }
+        let buffer = await withTaskCancellationHandler {
+            await reader.value
+        } onCancel: {
+            reader.cancel()
+        }
+        services.deadlines.cancel(token)
+        let read: Read
+        if timedOut.load(ordering: .relaxed) {
+            read = .timedOut
+        } else if let buffer {
+            read = .body(buffer)
+        } else {
+            read = .failed
         }
         switch read {
         case .body(let buffer): return Data(buffer.readableBytesView)

@@ -401,9 +401,10 @@ extension GatewayRoutes {
 
     // MARK: Helpers
 
-    /// Records and publishes a job as `createProfile` does: the first job of an idempotency key
-    /// wins, a retry of one never confirmed publishes the same job id again, and the answer is
-    /// 202 with the job id (plus `extra`) and `Location: /v1/jobs/{id}`.
+    /// Records and publishes a job, for every route that queues one: the first job of an
+    /// idempotency key wins, a retry of one never confirmed publishes the same job id again, and
+    /// the answer is 202 (only once the broker confirmed the publish) with the job id (plus
+    /// `extra`) and `Location: /v1/jobs/{id}`.
     /// - Parameter body: the job's body and the answer's extra members, for the job id recorded.
     static func accept(
         _ kind: JobType,
@@ -416,7 +417,6 @@ extension GatewayRoutes {
     ) async throws -> Response {
         let recorded = try await database(context) {
             try await services.store.record(
-                jobID: .random(),
                 user: user,
                 kind: kind,
                 idempotencyKey: idempotencyKey,

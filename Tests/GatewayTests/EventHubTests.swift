@@ -159,9 +159,9 @@ struct EventHubTests {
         #expect(hub.registerWaiter(jobID: .random(), user: user) == nil)
         // Another job's event does not wake it.
         hub.receive(body: Self.event(user, id: "o").0, messageID: "o")
-        #expect(await waiter.wait(timeout: .milliseconds(50)) == false)
+        #expect(await waiter.wait(timeout: .milliseconds(50), deadlines: Deadlines()) == false)
         hub.receive(body: Self.event(user, id: "w", job: job).0, messageID: "w")
-        #expect(await waiter.wait(timeout: .seconds(5)))
+        #expect(await waiter.wait(timeout: .seconds(5), deadlines: Deadlines()))
         hub.unregister(waiter)
         #expect(hub.registerWaiter(jobID: job, user: user) != nil)
     }
