@@ -196,6 +196,8 @@ async def run_journey(args):
     tokens = [line.strip() for line in open(args.tokens) if line.strip()]
     due_by_job, arrived_by_job = {}, {}
     latencies, errors, statuses = [], 0, {}
+    # From sending the POST to its 202: tells a slow gateway from slow workers.
+    accept_latencies = []
 
     def on_event(event, data):
         if event != "chart.calculated":
@@ -238,9 +240,11 @@ async def run_journey(args):
                 "timezone": "Europe/Kyiv", "latitude": 50.4501, "longitude": 30.5234,
                 "locationName": "Kyiv, Ukraine"}}).encode()
             try:
+                sent = time.perf_counter()
                 status, data = await connection.request(
                     "POST", "/v1/profiles",
                     {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}, body)
+                accept_latencies.append(time.perf_counter() - sent)
                 statuses[status] = statuses.get(status, 0) + 1
                 if status != 202:
                     errors += 1
@@ -275,9 +279,12 @@ async def run_journey(args):
     done = len(latencies)
     result = {"mode": "journey", "users": len(tokens), "offered_per_s": args.rate, "posted": total,
               "completed": done, "missing": len(due_by_job), "errors": errors, "statuses": statuses,
+              "posted_per_s": round(total / (posted_end - start), 1),
               "completed_per_s": round(done / (finished - start), 1),
               "stream_reconnects": stream_stats["reconnects"]}
     result.update(percentiles(latencies))
+    result.update({f"accept_{key}": value for key, value in percentiles(accept_latencies).items()
+                   if key in ("p50_ms", "p99_ms")})
     return result
 
 
