@@ -77,15 +77,27 @@ enum Pagination {
         return id
     }
 
-    /// A reports cursor: the last report's `created_at` in microseconds (below 2^53, where a
-    /// Double is still exact in the interval arithmetic that turns it back into a timestamp) and
-    /// its id.
-    static func reportPosition(_ position: Substring) throws -> ResourceStore.ReportPosition {
+    /// A position in a list ordered by creation time: the last item's `created_at` in
+    /// microseconds (below 2^53, where a Double is still exact in the interval arithmetic that
+    /// turns it back into a timestamp, and a bound PostgreSQL's timestamps stay within: beyond it
+    /// a cursor would be a 500 "out of range", not a 400) and its id, as `<micros>:<uuid>`.
+    static func timePosition(_ position: Substring) throws -> (micros: Int64, id: UUID) {
         let parts = position.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, let micros = digits(parts[0], maxDigits: 16), micros < 9_007_199_254_740_992,
-            parts[1].utf8.count == 36, let id = ReportID(String(parts[1]))
+            parts[1].utf8.count == 36, let id = UUID(uuidString: String(parts[1]))
         else { throw invalidCursor }
-        return ResourceStore.ReportPosition(micros: micros, id: id)
+        return (micros, id)
+    }
+
+    /// A cursor of a list of `kind` ordered by creation time (see `timePosition`).
+    static func timeCursor(kind: Character, micros: Int64, id: UUID) -> String {
+        cursor(kind: kind, "\(micros):\(id.uuidString.lowercased())")
+    }
+
+    /// A reports cursor: the last report's creation time and id (see `timePosition`).
+    static func reportPosition(_ position: Substring) throws -> ResourceStore.ReportPosition {
+        let (micros, id) = try timePosition(position)
+        return ResourceStore.ReportPosition(micros: micros, id: ReportID(id))
     }
 }
 

@@ -18,6 +18,9 @@ extension GatewayRoutes {
     static let maxPageNumber = 100
     /// Most achievements listed for a child (the rule book has far fewer).
     static let maxAchievements = 500
+    /// The kind letters of the stories' list cursors (a cursor is read back only by its list).
+    static let childrenCursorKind: Character = "c"
+    static let storiesCursorKind: Character = "s"
 
     // MARK: Children
 
@@ -29,7 +32,7 @@ extension GatewayRoutes {
         _ services: GatewayServices
     ) async throws -> Response {
         let user = try authenticate(request, context: context, services)
-        let (cursor, limit) = try pagination(request)
+        let (cursor, limit) = try pagination(request, kind: childrenCursorKind)
         let page = try await database(context) {
             try await services.stories.children(user: user, after: cursor, limit: limit)
         }
@@ -41,7 +44,7 @@ extension GatewayRoutes {
                 "createdAt": .string(ISO8601.string(from: child.createdAt)),
             ])
         }
-        return list(items, next: page.next)
+        return list(items, next: page.next, kind: childrenCursorKind)
     }
 
     /// `GET /v1/children/{id}/achievements`: a child's achievements, earned (newest first) then
@@ -156,7 +159,7 @@ extension GatewayRoutes {
         _ services: GatewayServices
     ) async throws -> Response {
         let user = try authenticate(request, context: context, services)
-        let (cursor, limit) = try pagination(request)
+        let (cursor, limit) = try pagination(request, kind: storiesCursorKind)
         var child: UUID?
         if let text = request.uri.queryParameters.get("childId") {
             guard text.utf8.count <= 36, let id = UUID(uuidString: text) else {
@@ -170,7 +173,7 @@ extension GatewayRoutes {
         let page = try await database(context) {
             try await services.stories.stories(user: user, child: child, after: cursor, limit: limit)
         }
-        return list(page.items.map { .object(summary($0)) }, next: page.next)
+        return list(page.items.map { .object(summary($0)) }, next: page.next, kind: storiesCursorKind)
     }
 
     /// `GET /v1/stories/{id}`: the story with its pages' text and illustration state; a page with
@@ -555,31 +558,18 @@ extension GatewayRoutes {
         return id
     }
 
-    /// `cursor` and `limit` of a list request.
+    /// `cursor` and `limit` of a list of `kind` (the shared rules of `Pagination`).
     /// - Throws: `Problem` 400 `invalid-cursor` or `invalid-limit`.
-    static func pagination(_ request: Request) throws -> (StoryStore.Cursor?, Int) {
-        var cursor: StoryStore.Cursor?
-        if let text = request.uri.queryParameters.get("cursor") {
-            guard let parsed = StoryStore.Cursor(text) else {
-                throw Problem.invalid("invalid-cursor", "cursor: not a cursor this API returned", field: "cursor")
-            }
-            cursor = parsed
-        }
-        var limit = defaultListLimit
-        if let text = request.uri.queryParameters.get("limit") {
-            guard text.utf8.count <= 3, let number = Int(text), (1...maxListLimit).contains(number) else {
-                throw Problem.invalid("invalid-limit", "limit: 1 to \(maxListLimit)", field: "limit")
-            }
-            limit = number
-        }
-        return (cursor, limit)
+    static func pagination(_ request: Request, kind: Character) throws -> (StoryStore.Cursor?, Int) {
+        let parameters = request.uri.queryParameters
+        let limit = try Pagination.limit(parameters.getAll("limit"))
+        let cursor = try Pagination.cursor(parameters.getAll("cursor"), kind: kind).map(Pagination.timePosition)
+        return (cursor.map { StoryStore.Cursor(createdAtMicros: $0.micros, id: $0.id) }, limit)
     }
 
     /// A list answer: `items`, and `nextCursor` when there is more.
-    static func list(_ items: [JSONValue], next: StoryStore.Cursor?) -> Response {
-        var object: [String: JSONValue] = ["items": .array(items)]
-        if let next { object["nextCursor"] = .string(next.text) }
-        return json(object, status: .ok)
+    static func list(_ items: [JSONValue], next: StoryStore.Cursor?, kind: Character) -> Response {
+        page(items, next: next.map { Pagination.timeCursor(kind: kind, micros: $0.createdAtMicros, id: $0.id) })
     }
 
     /// A story without its pages, as lists and `getStory` show it.

@@ -15,24 +15,6 @@ struct StoryStore: Sendable {
         var createdAtMicros: Int64
         var id: UUID
 
-        /// `<micros>.<uuid>` in base64url: opaque to clients.
-        var text: String { Base64URL.encode(Array("\(createdAtMicros).\(id.uuidString.lowercased())".utf8)) }
-
-        /// Parses `text`; nil when it is not a cursor this gateway wrote.
-        init?(_ text: String) {
-            guard text.utf8.count <= 96, let bytes = Base64URL.decode(Substring(text)),
-                let decoded = String(bytes: bytes, encoding: .utf8)
-            else { return nil }
-            let parts = decoded.split(separator: ".", omittingEmptySubsequences: false)
-            guard parts.count == 2, parts[0].utf8.count <= 19, parts[0].utf8.allSatisfy({ (48...57).contains($0) }),
-                let micros = Int64(parts[0]), let id = UUID(uuidString: String(parts[1])),
-                // Beyond PostgreSQL's timestamps a cursor would be a 500 "out of range", not a 400.
-                micros < 9_007_199_254_740_992
-            else { return nil }
-            createdAtMicros = micros
-            self.id = id
-        }
-
         init(createdAtMicros: Int64, id: UUID) {
             self.createdAtMicros = createdAtMicros
             self.id = id

@@ -26,19 +26,19 @@ struct StoryRoutesTests {
         }
     }
 
-    @Test func aCursorReadsBackAndNothingElseIsOne() throws {
+    @Test func aStoriesCursorReadsBackForItsOwnListOnly() throws {
         let id = UUID()
-        let cursor = StoryStore.Cursor(createdAtMicros: 1_767_225_600_123_456, id: id)
-        let parsed = try #require(StoryStore.Cursor(cursor.text))
-        #expect(parsed == cursor)
-        #expect(!cursor.text.contains("=") && !cursor.text.contains("/") && !cursor.text.contains("+"))
-        for text in [
-            "", "nonsense", Base64URL.encode(Array("12.not-a-uuid".utf8)),
-            Base64URL.encode(Array("-1.\(id.uuidString)".utf8)), Base64URL.encode(Array("1.2.\(id.uuidString)".utf8)),
-            Base64URL.encode(Array("99999999999999999999.\(id.uuidString)".utf8)),
-            String(repeating: "A", count: 200),
+        let text = Pagination.timeCursor(kind: GatewayRoutes.storiesCursorKind, micros: 1_767_225_600_123_456, id: id)
+        let position = try #require(
+            try Pagination.cursor([text], kind: GatewayRoutes.storiesCursorKind).map(Pagination.timePosition)
+        )
+        #expect(position.micros == 1_767_225_600_123_456 && position.id == id)
+        #expect(!text.contains("=") && !text.contains("/") && !text.contains("+"))
+        #expect(throws: Problem.self) { try Pagination.cursor([text], kind: GatewayRoutes.childrenCursorKind) }
+        for position in [
+            "12:not-a-uuid", "-1:\(id.uuidString)", "1:2:\(id.uuidString)", "99999999999999999999:\(id.uuidString)",
         ] {
-            #expect(StoryStore.Cursor(text) == nil, "\(text)")
+            #expect(throws: Problem.self, "\(position)") { try Pagination.timePosition(Substring(position)) }
         }
     }
 }
