@@ -235,4 +235,64 @@ struct TraceJourneyTests {
             #expect(TraceContext.parse(traceparent: event.parent)?.spanID.hex == purchase.spanID)
         }
     }
+
+    /// The gateway continues a client's `traceparent`: its request span is the caller's child,
+    /// the job it publishes (and the worker's event) stay in the trace, and its log lines carry
+    /// the trace id. A request without one starts a trace.
+    @Test func theGatewayContinuesTheCallersTrace() async throws {
+        let ledger = try await BillingLedgerIntegrationTests()
+        let receiver = try Receiver()
+        defer { receiver.server.stop() }
+        let running = try await GatewayHarness.launch(
+            chartWorker: true,
+            environment: [
+                "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.server.baseURL.absoluteString,
+                "OTEL_BSP_SCHEDULE_DELAY": "100",
+            ],
+            label: "trace-gateway"
+        )
+        defer { running.processes.stop() }
+        let (_, token) = try await GatewayHarness.register(running.base)
+        let caller = TraceContext.newRoot(sampled: true)
+        let posted = try await GatewayHarness.request(
+            "POST",
+            "\(running.base)/v1/profiles",
+            token: token,
+            body: GatewayHarness.profile,
+            headers: ["traceparent": caller.traceparent]
+        )
+        #expect(posted.status == 202)
+        let jobID = try #require(posted.json?["jobId"]?.stringValue)
+        let traceID = caller.traceID.hex
+        try await RuntimeTestEnvironment.eventually("the request span exported and the chart's event written") {
+            let event = try await ledger.pool.withConnection { database in
+                try database.query(
+                    "SELECT headers->>'traceparent' AS traceparent FROM outbox WHERE job_id = $1::uuid",
+                    [jobID]
+                ).first?.decode(String?.self, "traceparent")
+            }
+            return receiver.span("POST /v1/profiles") { $0.traceID == traceID } != nil
+                && receiver.span("POST /v1/devices") != nil && event != nil
+        }
+        let span = try #require(receiver.span("POST /v1/profiles") { $0.traceID == traceID })
+        #expect(span.service == "gateway")
+        #expect(span.kind == 2)
+        #expect(span.parentSpanID == caller.spanID.hex)
+        #expect(span.attributes["http.response.status_code"] == "202")
+        #expect(span.attributes["http.route"] == "/v1/profiles")
+        let eventParent = try await ledger.pool.withConnection { database in
+            try database.query(
+                "SELECT headers->>'traceparent' AS traceparent FROM outbox WHERE job_id = $1::uuid",
+                [jobID]
+            ).first?.decode(String?.self, "traceparent")
+        }
+        // The chart-worker's event is in the caller's trace, under the worker's own span.
+        let event = try #require(TraceContext.parse(traceparent: eventParent))
+        #expect(event.traceID.hex == traceID)
+        #expect(event.spanID.hex != span.spanID)
+        let register = try #require(receiver.span("POST /v1/devices"))
+        #expect(register.parentSpanID == nil)
+        #expect(register.traceID != traceID)
+        #expect(running.processes.output.contains(traceID))
+    }
 }
