@@ -290,7 +290,7 @@ let package = Package(
         .testTarget(
             name: "WorkerRuntimeTests",
             dependencies: [
-                "WorkerRuntime", "WorkerRuntimeTestKit", "AMQP", "Postgres", "AstroDomain",
+                "WorkerRuntime", "WorkerRuntimeTestKit", "AMQP", "Postgres", "AstroDomain", "TraceContext",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
