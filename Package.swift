@@ -335,7 +335,8 @@ let package = Package(
         .testTarget(
             name: "TracingTests",
             dependencies: [
-                "TraceContext", "OTLPTracing", .product(name: "Tracing", package: "swift-distributed-tracing"),
+                "TraceContext", "OTLPTracing", "LoopbackHTTP",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         // Replays every committed fuzzing corpus file (Fuzz/corpus) through its target.
