@@ -337,6 +337,7 @@ let package = Package(
             dependencies: [
                 "TraceContext", "OTLPTracing", "LoopbackHTTP",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // Replays every committed fuzzing corpus file (Fuzz/corpus) through its target.

@@ -1,12 +1,16 @@
 import HTTPTransport
 import Logging
+import Synchronization
 import Tracing
 
 /// Starts tracing for a process: reads the OpenTelemetry environment, bootstraps
 /// swift-distributed-tracing's `InstrumentationSystem` with an `OTLPTracer`, and starts the
 /// exporter when an endpoint is set.
 public enum TracingSetup {
-    /// Bootstraps the process's tracer (once per process) and logs ignored settings.
+    private static let bootstrapped = Mutex(false)
+
+    /// Bootstraps the process's tracer and logs ignored settings. Only the first call in a process
+    /// bootstraps; later ones return a handle that exports nothing.
     /// - Parameter serviceName: `service.name` unless the environment names one.
     /// - Returns: the handle that flushes the exporter at shutdown.
     public static func bootstrap(
@@ -16,6 +20,16 @@ public enum TracingSetup {
     ) -> TracingHandle {
         let configuration = OTLPConfiguration.fromEnvironment(environment, defaultServiceName: serviceName)
         for warning in configuration.warnings { logger.warning("tracing: \(warning)") }
+        // swift-distributed-tracing traps on a second bootstrap; a process that runs its main twice
+        // (a test) keeps the first tracer and exports nothing new.
+        let first = bootstrapped.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        guard first else {
+            logger.notice("tracing was already set up in this process; keeping the first tracer")
+            return TracingHandle(exporter: nil, task: nil)
+        }
         let exporter = OTLPExporter(configuration: configuration)
         InstrumentationSystem.bootstrap(OTLPTracer(exporter: exporter))
         let task = exporter.map { exporter in Task { await exporter.run() } }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import OTLPTracing
 import Testing
 import TraceContext
@@ -223,5 +224,23 @@ import Tracing
         for _ in 0..<6 { tracer.startSpan("more", context: .topLevel, ofKind: .internal).end() }
         #expect(exporter.pending == 4)
         #expect(exporter.dropped == 3)
+    }
+}
+
+@Suite struct TracingSetupTests {
+    @Test func aSecondBootstrapInOneProcessDoesNotTrap() async {
+        // Without an endpoint nothing is exported either way; the process-wide tracer is then an
+        // OTLPTracer without exporter, which only assigns ids (as the no-op tracer's users expect).
+        let logger = Logger(label: "test")
+        let first = TracingSetup.bootstrap(serviceName: "a", environment: [:], logger: logger)
+        let second = TracingSetup.bootstrap(
+            serviceName: "b",
+            environment: ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"],
+            logger: logger
+        )
+        #expect(first.exporter == nil)
+        #expect(second.exporter == nil)
+        await first.shutdown()
+        await second.shutdown()
     }
 }
