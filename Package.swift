@@ -40,6 +40,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.34.1"),
         // Tests only: reading docker-compose.yml, the Kubernetes manifests and openapi.yaml.
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
+        // Tracing's API (Tracer, ServiceContext); already in the graph through Hummingbird.
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.1.0"),
     ],
     targets: [
         // C libraries, through pkg-config, with the Debian package that provides each.
@@ -72,11 +74,27 @@ let package = Package(
         // UUIDs to and from their canonical text without Foundation's sprintf/sscanf (hot paths).
         .target(name: "UUIDText"),
 
+        // W3C Trace Context: traceparent/tracestate parsed strictly and written, no I/O.
+        .target(name: "TraceContext"),
+        // A swift-distributed-tracing Tracer that exports spans over OTLP/HTTP with the JSON
+        // encoding (batched, bounded, never blocking); our own instead of swift-otel, which costs
+        // ~7 minutes of build and brings gRPC.
+        .target(
+            name: "OTLPTracing",
+            dependencies: [
+                "TraceContext", "HTTPTransport",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+
         // The consume loop, retries, dead letters, outbox, health and metrics every worker shares.
         .target(
             name: "WorkerRuntime",
             dependencies: [
-                "AMQP", "Postgres", "Schema", "AstroDomain", "UUIDText",
+                "AMQP", "Postgres", "Schema", "AstroDomain", "UUIDText", "TraceContext", "OTLPTracing",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -223,7 +241,8 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", "AppAttest",
+                "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", "AppAttest", "TraceContext", "OTLPTracing",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -271,7 +290,7 @@ let package = Package(
         .testTarget(
             name: "WorkerRuntimeTests",
             dependencies: [
-                "WorkerRuntime", "WorkerRuntimeTestKit", "AMQP", "Postgres", "AstroDomain",
+                "WorkerRuntime", "WorkerRuntimeTestKit", "AMQP", "Postgres", "AstroDomain", "TraceContext",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
@@ -313,6 +332,14 @@ let package = Package(
         ),
         .testTarget(name: "LLMClientTests", dependencies: ["LLMClient", "LLMFake", "LoopbackHTTP"]),
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "AstroDomain"], resources: [.copy("Fixtures")]),
+        .testTarget(
+            name: "TracingTests",
+            dependencies: [
+                "TraceContext", "OTLPTracing", "LoopbackHTTP",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // Replays every committed fuzzing corpus file (Fuzz/corpus) through its target.
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
@@ -322,7 +349,7 @@ let package = Package(
                 "AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain", "SampleJobs", "ChartService",
                 "ChartEngine", "Ephemeris", "Billing", "StoreKitVerification", "AppStoreServerAPI",
                 "AppStoreServerFake", "Reports", "ReportService", "LLMClient", "LLMFake", "Stories",
-                "StoryIllustration", "StoryService", "Gateway", "AppAttest",
+                "StoryIllustration", "StoryService", "Gateway", "AppAttest", "LoopbackHTTP", "TraceContext",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
             ]
         ),

@@ -80,6 +80,8 @@ public enum GatewayRoutes {
     /// `GET /v1/jobs/{id}`.
     public static func router(_ services: GatewayServices) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
+        // Outermost: the request's span and trace id cover everything below (RequestTracing.swift).
+        router.add(middleware: TraceMiddleware())
         router.add(middleware: RequestMiddleware(metrics: services.metrics))
         // Inside RequestMiddleware, so a 429 is a logged, counted problem with the request id.
         router.add(middleware: RateLimitMiddleware(limiter: services.rateLimiter))
@@ -379,6 +381,7 @@ public enum GatewayRoutes {
         properties.type = type.rawValue
         properties.timestamp = Date()
         properties.appID = "gateway"
+        properties.headers = GatewayTrace.messageHeaders()
         let message = OutgoingMessage(
             exchange: BrokerNames.requestsExchange,
             routingKey: type.rawValue,

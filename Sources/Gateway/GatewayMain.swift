@@ -2,6 +2,7 @@ import AMQP
 import Foundation
 import Hummingbird
 import Logging
+import OTLPTracing
 import Postgres
 import ServiceLifecycle
 import WorkerRuntime
@@ -22,6 +23,8 @@ public enum GatewayMain {
         }
         LogSetup.bootstrap(format: configuration.base.logFormat, level: configuration.base.logLevel)
         let logger = Logger(label: "gateway")
+        // Request spans, exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+        let tracing = TracingSetup.bootstrap(serviceName: "gateway", environment: environment, logger: logger)
         if !configuration.base.developmentDefaults.isEmpty {
             logger.warning(
                 "using the built-in development connection settings; set these variables in a deployment",
@@ -81,10 +84,12 @@ public enum GatewayMain {
             logger.critical("gateway failed", metadata: ["reason": "\(error)"])
             await publisher.close()
             await pool.close()
+            await tracing.shutdown()
             return 1
         }
         await publisher.close()
         await pool.close()
+        await tracing.shutdown()
         logger.info("gateway stopped")
         return 0
     }

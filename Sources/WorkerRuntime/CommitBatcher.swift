@@ -164,7 +164,7 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
                         userID: work[index].userID
                     )
                 )
-                messages += outcome.messages.map { (message: $0, jobID: job.jobID) }
+                messages += outcome.messages.map { (message: $0.traced(by: job.traceContext), jobID: job.jobID) }
                 results[index] = .committed(status, messageCount: outcome.messages.count)
             }
             run.removeAll(keepingCapacity: true)
@@ -222,7 +222,7 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
             ),
             in: transaction
         )
-        try store.enqueue(outcome.messages, jobID: job.jobID, in: transaction)
+        try store.enqueue(outcome.messages.map { $0.traced(by: job.traceContext) }, jobID: job.jobID, in: transaction)
         return .committed(status, messageCount: outcome.messages.count)
     }
 

@@ -1,6 +1,7 @@
 import AstroDomain
 import Foundation
 import Postgres
+import TraceContext
 
 /// One delivery of a job, as the runtime hands it to a handler.
 public struct JobEnvelope: Sendable {
@@ -16,6 +17,9 @@ public struct JobEnvelope: Sendable {
     public var redelivered: Bool
     public var correlationID: String?
     public var receivedAt: Date
+    /// The job span's W3C trace context: what the job publishes carries it as `traceparent`
+    /// (the runtime adds it to the outcome's messages); nil outside a traced delivery.
+    public var traceContext: TraceContext?
 
     public init(
         jobID: JobID,
@@ -24,7 +28,8 @@ public struct JobEnvelope: Sendable {
         attempt: Int = 1,
         redelivered: Bool = false,
         correlationID: String? = nil,
-        receivedAt: Date = Date()
+        receivedAt: Date = Date(),
+        traceContext: TraceContext? = nil
     ) {
         self.jobID = jobID
         self.type = type
@@ -33,6 +38,7 @@ public struct JobEnvelope: Sendable {
         self.redelivered = redelivered
         self.correlationID = correlationID
         self.receivedAt = receivedAt
+        self.traceContext = traceContext
     }
 
     /// Decodes the body as the job's payload type.

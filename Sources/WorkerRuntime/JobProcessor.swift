@@ -167,10 +167,21 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
     /// Processes one delivery and settles it with the broker. Never throws: every failure is
     /// sorted into an outcome, so a worker never crashes on a message.
     package func process(_ delivery: Delivery, acknowledger: some DeliveryAcknowledger) async {
+        // The delivery's span (JobTracing.swift): its context is what everything the job
+        // publishes carries, and its id is on every log line about the job.
+        let trace = JobTrace.start(delivery, queue: delivery.queue)
+        await JobTrace.$active.withValue(trace) {
+            await processTraced(delivery, acknowledger: acknowledger, trace: trace)
+        }
+        trace.end()
+    }
+
+    private func processTraced(_ delivery: Delivery, acknowledger: some DeliveryAcknowledger, trace: JobTrace) async {
         let started = ContinuousClock.now
         let queue = delivery.queue
         var logger = self.logger
         logger[metadataKey: LogKey.queue] = "\(queue)"
+        trace.annotate(&logger)
         metrics.adjustInFlight(queue: queue, by: 1)
         defer {
             metrics.adjustInFlight(queue: queue, by: -1)
@@ -231,8 +242,10 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
             body: delivery.body,
             attempt: attempt,
             redelivered: delivery.redelivered,
-            correlationID: delivery.properties.correlationID
+            correlationID: delivery.properties.correlationID,
+            traceContext: trace.context
         )
+        trace.describe(jobID: head.jobID, attempt: attempt)
 
         do {
             // 2. A redelivery or retry may belong to a job that is already done: then acknowledge
@@ -253,9 +266,11 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
 
             // 4. The work, the job's row and its outbox messages: one transaction, shared with
             //    other jobs ready at the same moment (group commit).
-            let result = try await batcher.commit(
-                PreparedJob(job: job, handler: handler, prepared: prepared, userID: head.userID)
-            )
+            let result = try await trace.child("db.transaction", kind: .client) {
+                try await batcher.commit(
+                    PreparedJob(job: job, handler: handler, prepared: prepared, userID: head.userID)
+                )
+            }
             switch result {
             case .duplicate(let status):
                 logger.debug(
@@ -622,6 +637,11 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         // What the handler undoes for a job that will never succeed (a refund), committed with the
         // dead row so it can be neither lost nor sent twice.
         let compensation = handlers[delivery.queue]?.compensation(job, error) ?? []
+        // The failed event, dead letter and compensation continue the job's trace.
+        let trace = job.traceContext ?? JobTrace.active?.context
+        let (tracedEvent, tracedDeadLetter, tracedCompensation) = (
+            event.traced(by: trace), deadLetter.map { $0.traced(by: trace) }, compensation.map { $0.traced(by: trace) }
+        )
         let (store, jobID, type, attempt) = (self.store, job.jobID, job.type, job.attempt)
         return try await store.withTransaction { transaction in
             let written = try store.finish(
@@ -637,14 +657,18 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
                 in: transaction
             )
             if written {
-                try store.enqueue(compensation + deadLetter + [event], jobID: jobID, in: transaction)
+                try store.enqueue(
+                    tracedCompensation + tracedDeadLetter + [tracedEvent],
+                    jobID: jobID,
+                    in: transaction
+                )
                 return .recorded
             }
             switch try store.unclaimed(jobID, kind: type, in: transaction) {
             case .alreadyFinished(let status):
                 return .finishedBefore(status)
             case .kindMismatch, .claimed:
-                try store.enqueue(deadLetter, jobID: jobID, in: transaction)
+                try store.enqueue(tracedDeadLetter, jobID: jobID, in: transaction)
                 return .reusedID
             }
         }
@@ -738,6 +762,8 @@ enum DeliveryCopies {
         // UTF-8 became U+FFFD (three bytes each), so it is cut by bytes, at a scalar boundary:
         // cut by characters, a copy could not be encoded and its retry or dead letter failed.
         func short(_ text: String?) -> String? { text.map { TextRules.prefix($0, utf8Bytes: 255) } }
+        // A retry copy or dead letter stays in the job's trace (the delivery's own when untraced).
+        headers.setTraceContext(JobTrace.active?.context ?? JobTrace.incomingContext(of: delivery))
         return MessageProperties(
             contentType: short(original.contentType),
             contentEncoding: short(original.contentEncoding),

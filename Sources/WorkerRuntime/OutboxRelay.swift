@@ -126,11 +126,13 @@ package final class OutboxRelay<Store: JobStorage, Publisher: MessagePublisher>:
             )
         }
         var failedIndices: [Int: AMQPError] = [:]
+        let spans = pending.map { OutboxTrace.startPublish($0.message) }
         do {
             try await publisher.publish(messages, timeout: .seconds(30))
         } catch let error as AMQPBatchError {
             failedIndices = error.failures
         } catch {
+            OutboxTrace.end(spans, failed: { _ in true })
             // Nothing is known to be confirmed: leave every row to be retried.
             let ids = pending.map(\.id)
             let message = "\(error)"
@@ -139,6 +141,7 @@ package final class OutboxRelay<Store: JobStorage, Publisher: MessagePublisher>:
             metrics.recordOutbox(published: 0, failed: ids.count)
             throw error
         }
+        OutboxTrace.end(spans, failed: { failedIndices[$0] != nil })
         let sent = pending.enumerated().filter { failedIndices[$0.offset] == nil }.map(\.element.id)
         let failed = pending.enumerated().filter { failedIndices[$0.offset] != nil }
         let store = self.store

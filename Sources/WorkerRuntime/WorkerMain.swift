@@ -2,6 +2,7 @@ import AMQP
 import AstroDomain
 import Foundation
 import Logging
+import OTLPTracing
 
 /// The `main` of every worker executable: read the environment, set up logging, build the
 /// worker, run it, and turn failures into one clear line and an exit status.
@@ -29,6 +30,9 @@ public enum WorkerMain {
         }
         LogSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
         let logger = Logger(label: name)
+        // Spans of every job, exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set; flushed
+        // after the worker stops, whichever way it stops.
+        let tracing = TracingSetup.bootstrap(serviceName: name, environment: environment, logger: logger)
         if !configuration.developmentDefaults.isEmpty {
             // Fine on a laptop; in a deployment it means a missing secret or config map entry.
             logger.warning(
@@ -40,6 +44,7 @@ public enum WorkerMain {
                 ]
             )
         }
+        let status: Int32
         do {
             let worker = try Worker(
                 name: name,
@@ -50,13 +55,15 @@ public enum WorkerMain {
                 makeHandlers: handlers
             )
             try await worker.run()
-            return 0
+            status = 0
         } catch let error as ConfigurationError {
             logger.critical("cannot start: \(error)")
-            return 2
+            status = 2
         } catch {
             logger.critical("worker failed", metadata: [LogKey.reason: "\(error)"])
-            return 1
+            status = 1
         }
+        await tracing.shutdown()
+        return status
     }
 }

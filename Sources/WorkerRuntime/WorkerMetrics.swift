@@ -42,6 +42,7 @@ public final class WorkerMetrics: Sendable {
 
     /// Counts a finished delivery (`astro_jobs_total{queue, outcome}`).
     public func recordJob(queue: String, outcome: Outcome) {
+        JobTrace.noteOutcome(outcome.rawValue)
         Counter(
             label: "astro_jobs_total",
             dimensions: [("queue", queue), ("outcome", outcome.rawValue)],

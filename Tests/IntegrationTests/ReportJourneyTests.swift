@@ -180,7 +180,11 @@ struct ReportJourneyTests {
         }
     }
 
-    func startWorkers(reportEnvironment: [String: String] = [:]) async throws -> Workers {
+    /// - Parameter environment: extra settings of both workers (the trace test's OTLP endpoint).
+    func startWorkers(
+        reportEnvironment: [String: String] = [:],
+        environment: [String: String] = [:]
+    ) async throws -> Workers {
         let database = try await RuntimeTestEnvironment.database()
         let databaseURL =
             "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)"
@@ -201,7 +205,7 @@ struct ReportJourneyTests {
                 "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
                 "BILLING_ENVIRONMENT": "Sandbox",
                 "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path,
-            ]) { _, new in new }
+            ]) { _, new in new }.merging(environment) { _, new in new }
             if worker == "report-worker" {
                 process.environment = process.environment?.merging(reportEnvironment) { _, new in new }
             }
