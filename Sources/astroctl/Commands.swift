@@ -188,8 +188,8 @@ struct Publish: AsyncParsableCommand {
 
 struct JobStatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "job",
-        abstract: "Show what became of a job (from the jobs table).",
+        commandName: "show",
+        abstract: "Show what became of a job (from the jobs table; `astroctl job <jobId>`).",
         discussion: "Exit status: 0 when found, 1 when no worker has recorded the job yet."
     )
 
