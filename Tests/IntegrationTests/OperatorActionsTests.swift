@@ -288,4 +288,60 @@ struct OperatorActionsTests {
         #expect(again.output.contains("cancelled before"))
         try await running.stop()
     }
+
+    /// A report.request that spent its credit is cancelled through its report.generate (whose
+    /// worker refunds the credit); one whose report.generate runs is refused; an unknown job
+    /// needs its type.
+    @Test func cancelReachesTheReportOfASpentCreditAndRefusesWhatStarted() async throws {
+        let pool = PostgresPool(
+            configuration: try await RuntimeTestEnvironment.database(),
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        defer { Task { await pool.close() } }
+        func status(_ id: JobID) async throws -> String? {
+            try await pool.withConnection { database in
+                try database.query("SELECT kind || ' ' || status AS s FROM jobs WHERE id = $1", [id.uuid]).first?
+                    .decode(
+                        String.self,
+                        "s"
+                    )
+            }
+        }
+        let (request, running) = (JobID.random(), JobID.random())
+        try await pool.withConnection { database in
+            for id in [request, running] {
+                try database.execute(
+                    "INSERT INTO jobs (id, kind, status, attempts, finished_at) VALUES ($1, 'report.request', 'succeeded', 1, now())",
+                    [id.uuid]
+                )
+            }
+            try database.execute(
+                "INSERT INTO jobs (id, kind, status, attempts) VALUES ($1, 'report.generate', 'running', 1)",
+                [ReportRequestHandler.reportJobID(for: running).uuid]
+            )
+        }
+        let cancelled = try await astroctl(["job", "cancel", request.description, "--why", "refund it"])
+        #expect(cancelled.status == 0, "\(cancelled.error)")
+        let generate = ReportRequestHandler.reportJobID(for: request)
+        #expect(cancelled.output.contains("cancelled its report.generate \(generate)"))
+        #expect(try await status(generate) == "report.generate cancelled")
+        #expect(try await status(request) == "report.request succeeded")
+
+        let refused = try await astroctl(["job", "cancel", running.description])
+        #expect(refused.status == 1)
+        #expect(refused.error.contains("it is running"), "\(refused.error)")
+        #expect(try await status(ReportRequestHandler.reportJobID(for: running)) == "report.generate running")
+
+        let unknown = JobID.random()
+        let untyped = try await astroctl(["job", "cancel", unknown.description])
+        #expect(untyped.status == 1)
+        #expect(untyped.error.contains("--type"))
+        #expect(try await status(unknown) == nil)
+        let badType = try await astroctl(["job", "cancel", unknown.description, "--type", "chart.nonsense"])
+        #expect(badType.status == 2)
+        let typed = try await astroctl(["job", "cancel", unknown.description, "--type", "chart.calculate"])
+        #expect(typed.status == 0, "\(typed.error)")
+        #expect(try await status(unknown) == "chart.calculate cancelled")
+    }
 }
