@@ -176,7 +176,7 @@ func withDeadLetters<T: Sendable>(
                 }
                 return try await body(reader, entries, publisher, pool)
             }
-            await reader.close()
+            await reader.close(publisher: publisher)
             return result
         } catch {
             await reader.close()

@@ -3,6 +3,7 @@ import AstroCLISupport
 import AstroDomain
 import Foundation
 import Postgres
+import Synchronization
 
 /// One message in a `<queue>.dead` queue, read but not settled, with what its headers and the
 /// job's row say about it.
@@ -99,6 +100,7 @@ final class DeadLetterReader: Sendable {
     let letters: [DeadLetter]
     /// Messages the queues held beyond the limit, not read.
     let unread: Int
+    private let removed = Mutex(Set<UInt64>())
 
     private init(consumer: AMQPConsumer, letters: [DeadLetter], unread: Int) {
         self.consumer = consumer
@@ -173,9 +175,50 @@ final class DeadLetterReader: Sendable {
     /// - Throws: `AMQPError` (the connection dropped: the message is back in its queue).
     func remove(_ letter: DeadLetter) async throws {
         try await consumer.ack(letter.delivery, multiple: false)
+        removed.withLock { _ = $0.insert(letter.delivery.deliveryTag) }
     }
 
-    /// Gives back every message not removed.
+    /// The delivery tags acknowledged so far.
+    var removedTags: Set<UInt64> { removed.withLock { $0 } }
+
+    /// Quorum queues count every return of a message to the queue (before RabbitMQ 4.3 even a
+    /// return on close), and RabbitMQ 4 drops a message past the queue's delivery limit (20 by
+    /// default; `.dead` queues have no dead-letter exchange of their own). A dead letter read this
+    /// often is therefore moved instead of returned: a copy with every header but the count is
+    /// published to the same queue and confirmed, and only then the original acknowledged.
+    static let refreshAfterDeliveries = 10
+
+    /// Gives back every message not removed; one read `refreshAfterDeliveries` times is moved
+    /// (copied, confirmed, then acknowledged), so reading never wears a dead letter out.
+    func close(publisher: AMQPPublisher) async {
+        let removed = removedTags
+        for letter in letters where !removed.contains(letter.delivery.deliveryTag) {
+            let headers = letter.delivery.properties.headers
+            guard case .int(let count)? = headers[BrokerNames.Header.deliveryCount],
+                count >= Self.refreshAfterDeliveries, !letter.delivery.isBodyWithheld
+            else { continue }
+            var properties = letter.delivery.properties
+            properties.headers[BrokerNames.Header.deliveryCount] = nil
+            properties.persistent = true
+            let copy = OutgoingMessage(
+                exchange: BrokerNames.retryExchange,
+                routingKey: letter.deadQueue,
+                body: letter.delivery.body,
+                properties: properties,
+                mandatory: true
+            )
+            do {
+                try await publisher.publish(copy, timeout: .seconds(10))
+                try await consumer.ack(letter.delivery, multiple: false)
+            } catch {
+                // Not moved: returned as it is, which loses nothing today.
+                continue
+            }
+        }
+        await consumer.close()
+    }
+
+    /// Gives back every message not removed (without moving any: the broker is unreachable).
     func close() async { await consumer.close() }
 }
 

@@ -344,4 +344,41 @@ struct OperatorActionsTests {
         #expect(typed.status == 0, "\(typed.error)")
         #expect(try await status(unknown) == "chart.calculate cancelled")
     }
+
+    /// A quorum queue counts each return of a message and RabbitMQ 4 drops it past the delivery
+    /// limit: a dead letter read often is moved (copied without the count), never worn out.
+    @Test func aDeadLetterReadOftenIsMovedNotWornOut() async throws {
+        let running = try await RunningWorker.start(handlers: {
+            [ChartHandler(jobType: JobType(rawValue: $0), cause: Switch())]
+        })
+        let id = JobID.random()
+        var properties = MessageProperties(contentType: "application/json")
+        properties.headers = [
+            BrokerNames.Header.deliveryCount: .int(15), BrokerNames.Header.reasonCode: "test-reason",
+        ]
+        try await running.publisher.publish(
+            OutgoingMessage(
+                exchange: BrokerNames.retryExchange,
+                routingKey: running.queue + ".dead",
+                body: Data("{\"jobId\":\"\(id)\"}".utf8),
+                properties: properties
+            )
+        )
+        try await RuntimeTestEnvironment.eventually("the dead letter") { try await deadCount(running) == 1 }
+        let listed = try await astroctl(["dead", "list", "--queue", running.queue])
+        #expect(listed.output.contains(id.description) && listed.output.contains("test-reason"), "\(listed.output)")
+        let kept = try await running.drain(running.queue + ".dead", count: 1, timeout: .seconds(5))
+        #expect(kept.count == 1)
+        #expect(kept.first?.properties.headers[BrokerNames.Header.deliveryCount] == nil)
+        #expect(kept.first?.properties.headers[BrokerNames.Header.reasonCode] == "test-reason")
+        #expect(kept.first.map { DeadLetterBody.jobID($0.body) } == id.description)
+        try await running.stop()
+    }
+}
+
+/// The `jobId` of a JSON body, for checks.
+enum DeadLetterBody {
+    static func jobID(_ body: Data) -> String? {
+        (try? JSONDecoder().decode(JSONValue.self, from: body))?["jobId"]?.stringValue
+    }
 }
