@@ -4,6 +4,7 @@ import Billing
 import ChartService
 import Foundation
 import Postgres
+import SampleJobs
 import Schema
 import Synchronization
 import Testing
@@ -343,6 +344,48 @@ struct OperatorActionsTests {
         let typed = try await astroctl(["job", "cancel", unknown.description, "--type", "chart.calculate"])
         #expect(typed.status == 0, "\(typed.error)")
         #expect(try await status(unknown) == "chart.calculate cancelled")
+    }
+
+    /// Cancels racing the worker's claims: each job is run or cancelled, never both, and the
+    /// command's answer says which.
+    @Test func aCancelRacingTheClaimEitherWinsOrIsRefused() async throws {
+        let running = try await RunningWorker.start { [SampleJobHandler(queue: $0)] }
+        let ids = (0..<8).map { _ in JobID.random() }
+        try await running.pool.withConnection { database in
+            for id in ids {
+                try database.execute(
+                    "INSERT INTO jobs (id, kind, status, attempts) VALUES ($1, $2, 'queued', 0)",
+                    [id.uuid, running.queue]
+                )
+            }
+        }
+        let answers = try await withThrowingTaskGroup(of: (JobID, Int32).self) { group in
+            for id in ids {
+                group.addTask {
+                    try await running.publish(#"{"jobId":"\#(id)","note":"race"}"#)
+                    return (id, -1)
+                }
+                group.addTask { (id, try await astroctl(["job", "cancel", id.description]).status) }
+            }
+            var answers: [JobID: Int32] = [:]
+            for try await (id, status) in group where status >= 0 { answers[id] = status }
+            return answers
+        }
+        for id in ids {
+            try await RuntimeTestEnvironment.eventually("job \(id) settles") {
+                let status = try await running.jobRow(id)?.status
+                return status == "succeeded" || status == "cancelled"
+            }
+            let status = try await running.jobRow(id)?.status
+            let effects = try await running.effects(id).count
+            if answers[id] == 0 {
+                #expect(status == "cancelled" && effects == 0, "\(id): cancel won but \(status ?? "-"), \(effects)")
+            } else {
+                #expect(answers[id] == 1, "\(id): cancel answered \(answers[id] ?? -1)")
+                #expect(status == "succeeded" && effects == 1, "\(id): cancel lost but \(status ?? "-"), \(effects)")
+            }
+        }
+        try await running.stop()
     }
 
     /// A quorum queue counts each return of a message and RabbitMQ 4 drops it past the delivery
