@@ -26,7 +26,8 @@ struct Migrate: AsyncParsableCommand {
             Set CHART_WORKER_DB_PASSWORD, REPORT_WORKER_DB_PASSWORD, \
             BILLING_WORKER_DB_PASSWORD, STORY_WORKER_DB_PASSWORD and GATEWAY_DB_PASSWORD \
             and this command lets each role log in with that password (set again on every \
-            run).
+            run); OPERATOR_DB_PASSWORD likewise for astro_operator, the role of astroctl's \
+            operator commands (dead, job cancel).
             """
     )
 

@@ -93,7 +93,13 @@ struct OperatorOptions: ParsableArguments {
     func resolved() throws -> (name: String, reason: String?) {
         do {
             return (
-                try OperatorIdentity.resolve(option: operatorName, environment: ProcessInfo.processInfo.environment),
+                // A shell without USER or LOGNAME (a container, cron) still has a login name.
+                try OperatorIdentity.resolve(
+                    option: operatorName,
+                    environment: ProcessInfo.processInfo.environment.merging(["LOGNAME": NSUserName()]) { set, _ in
+                        set
+                    }
+                ),
                 try OperatorIdentity.reason(why)
             )
         } catch {
