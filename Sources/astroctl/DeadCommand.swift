@@ -118,7 +118,10 @@ struct DeadEntry: Sendable {
     var reasonCode: String { letters[0].reasonCode }
     var reason: String { letters[0].reason }
     var attempts: Int? { row?.attempts ?? letters.compactMap(\.attempt).max() }
-    var firstFailure: Date? { letters.compactMap(\.failedAt).min() }
+    /// The earliest failure the messages record, or the first death before a replay when earlier.
+    var firstFailure: Date? {
+        (letters.compactMap(\.failedAt) + [row?.firstFailedBeforeReplay].compactMap { $0 }).min()
+    }
     /// The latest failure the messages record, or the dead row's end when later.
     var lastFailure: Date? {
         let dead = row?.status == JobStatus.dead.rawValue ? row?.finishedAt : nil
@@ -423,7 +426,10 @@ enum DeadReplayRun {
         let queue = letter.workQueue
         let body = letter.delivery.body
         let decision = try await pool.withTransaction { database -> Decision in
-            let rows = try database.query("SELECT status, kind FROM jobs WHERE id = $1 FOR UPDATE", [jobID.uuid])
+            let rows = try database.query(
+                "SELECT status, kind, finished_at FROM jobs WHERE id = $1 FOR UPDATE",
+                [jobID.uuid]
+            )
             let pending = try database.query(
                 """
                 SELECT id FROM operator_actions
@@ -474,7 +480,10 @@ enum DeadReplayRun {
                     """,
                     [queue, body]
                 )
-                return .republish(action: try record("pending", ["previousStatus": "dead"]))
+                let died = try row.decode(Date?.self, "finished_at").map { JSONValue.string(ISO8601.string(from: $0)) }
+                return .republish(
+                    action: try record("pending", ["previousStatus": "dead", "previousFinishedAt": died ?? .null])
+                )
             }
             if let pending {
                 // An earlier replay was interrupted: still queued, its copy may never have been
@@ -575,7 +584,9 @@ struct DeadPurge: AsyncParsableCommand {
                 FileHandle.standardError.write(
                     Data("Purge \(letters.count) dead letters for good from \(summary)? Type yes to confirm: ".utf8)
                 )
-                guard Confirmation.accepts(readLine(strippingNewline: true)) else { return nil }
+                let answer = readLine(strippingNewline: true)
+                if answer == nil { FileHandle.standardError.write(Data("\n".utf8)) }
+                guard Confirmation.accepts(answer) else { return nil }
             }
             for queue in byQueue.keys.sorted() {
                 let queueLetters = byQueue[queue] ?? []

@@ -82,6 +82,8 @@ struct DeadJobRow: Sendable {
     var errorMessage: String?
     var userID: UUID?
     var finishedAt: Date?
+    /// When the job first died, if it was replayed since (recorded with the replay).
+    var firstFailedBeforeReplay: Date?
 }
 
 /// Reads dead-letter queues without taking anything away.
@@ -231,7 +233,10 @@ enum OperatorStore {
         let rows = try database.query(
             """
             SELECT id, kind, status, attempts, error->>'code' AS code, error->>'message' AS message, user_id,
-                finished_at
+                finished_at,
+                -- A replay removes the dead letter of the first failure; its action kept the time.
+                (SELECT min((a.detail->>'previousFinishedAt')::timestamptz) FROM operator_actions a
+                 WHERE a.job_id = jobs.id AND a.action = 'dead.replay') AS first_failed_at
             FROM jobs WHERE id = ANY($1::uuid[])
             """,
             [list]
@@ -245,7 +250,8 @@ enum OperatorStore {
                 errorCode: try row.decode(String?.self, "code"),
                 errorMessage: try row.decode(String?.self, "message"),
                 userID: try row.decode(UUID?.self, "user_id"),
-                finishedAt: try row.decode(Date?.self, "finished_at")
+                finishedAt: try row.decode(Date?.self, "finished_at"),
+                firstFailedBeforeReplay: try row.decode(Date?.self, "first_failed_at")
             )
         }
         return found

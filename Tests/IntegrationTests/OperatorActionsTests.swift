@@ -162,6 +162,12 @@ struct OperatorActionsTests {
         #expect(cause.prepared == 2)
         #expect(try await deadCount(running) == 1)
         #expect(try await running.jobRow(id)?.errorCode == "ephemeris-unavailable")
+        // The first failure's dead letter is gone, but its time is not.
+        let listed = try await astroctl(["dead", "list", "--queue", running.queue, "--json"])
+        let entry = try #require(try JSONDecoder().decode([JSONValue].self, from: Data(listed.output.utf8)).first)
+        let first = try #require(entry["firstFailure"]?.stringValue)
+        let last = try #require(entry["lastFailure"]?.stringValue)
+        #expect(first < last, "\(first) \(last)")
         try await running.stop()
     }
 
