@@ -316,6 +316,8 @@ let package = Package(
             ]
         ),
         .testTarget(name: "BillingTests", dependencies: ["Billing", "StoreKitVerification", "AstroDomain"]),
+        // The operator commands' parsing, redaction and formatting (astroctl dead, job cancel).
+        .testTarget(name: "AstroCLISupportTests", dependencies: ["AstroCLISupport", "AMQP"]),
         .testTarget(
             name: "AppAttestTests",
             dependencies: [

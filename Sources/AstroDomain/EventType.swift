@@ -69,14 +69,21 @@ public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     /// A story job could not be done (`error`).
     public static let storyFailed: EventType = "story.failed"
 
+    // Any job type, cancelled by an operator before it started (`astroctl job cancel`)
+
+    /// A job was cancelled before it started: its handler never ran (`error.code` `cancelled`).
+    /// One per job type, `<type>.cancelled`, in the order of `JobType.all`.
+    public static let cancelled: [EventType] = JobType.all.map(\.cancelledEvent)
+
     /// Every event type of the contract, in the order of CONTRACT.md (by the job that publishes it).
-    public static let all: [EventType] = [
-        .chartCalculated, .chartFailed,
-        .billingCreditsIssued, .billingPurchaseRejected, .billingVerifyPurchaseFailed,
-        .billingCreditConsumed, .reportCompleted, .reportFailed,
-        .billingCreditRefunded, .billingRefundCreditFailed,
-        .billingNotificationRecorded, .billingCreditsRevoked, .billingCreditsRestored, .billingConsumptionRequested,
-        .billingStoreNotificationFailed,
-        .storyGenerated, .storyIllustrated, .storyReadRecorded, .achievementEarned, .storyFailed,
-    ]
+    public static let all: [EventType] =
+        [
+            .chartCalculated, .chartFailed,
+            .billingCreditsIssued, .billingPurchaseRejected, .billingVerifyPurchaseFailed,
+            .billingCreditConsumed, .reportCompleted, .reportFailed,
+            .billingCreditRefunded, .billingRefundCreditFailed,
+            .billingNotificationRecorded, .billingCreditsRevoked, .billingCreditsRestored, .billingConsumptionRequested,
+            .billingStoreNotificationFailed,
+            .storyGenerated, .storyIllustrated, .storyReadRecorded, .achievementEarned, .storyFailed,
+        ] + cancelled
 }

@@ -58,19 +58,33 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         default: return EventType(rawValue: rawValue + ".failed")
         }
     }
+
+    /// The event type published when a job of this type was cancelled before it started
+    /// (`<type>.cancelled`, the job's full name: one per job type, see `EventType.cancelled`).
+    public var cancelledEvent: EventType { EventType(rawValue: rawValue + ".cancelled") }
 }
 
 /// The lifecycle of a job as recorded in the `jobs` table.
 public enum JobStatus: String, Sendable, Codable, CaseIterable {
     case queued, running, succeeded, failed, dead
+    /// Cancelled by an operator before it started (`astroctl job cancel`): its message is
+    /// acknowledged without running and `<type>.cancelled` is published.
+    case cancelled
 
     /// A job in a terminal state is never run again; a redelivery is acknowledged and dropped.
+    /// (`dead` ends only until an operator replays the job: `astroctl dead replay`.)
     public var isTerminal: Bool {
         switch self {
-        case .succeeded, .failed, .dead: return true
+        case .succeeded, .failed, .dead, .cancelled: return true
         case .queued, .running: return false
         }
     }
+}
+
+extension JobStatus {
+    /// The error code of a cancelled job (`jobs.error` and its `<type>.cancelled` event): not
+    /// `cancelled`, which is the transient code of an interrupted attempt.
+    public static let cancelledErrorCode = "cancelled-by-operator"
 }
 
 /// Names of the broker objects of the contract.
@@ -111,6 +125,8 @@ public enum BrokerNames {
         public static let originalQueue = "x-astro-original-queue"
         /// When the message was dead-lettered (ISO 8601).
         public static let deadLetteredAt = "x-astro-dead-lettered-at"
+        /// On a job an operator replayed (`astroctl dead replay`): the `operator_actions` row's id.
+        public static let replayAction = "x-astro-replay-action"
         /// Deliveries of the message before this one without an outcome, as a quorum queue
         /// counts them (RabbitMQ sets it; read, never written).
         public static let deliveryCount = "x-delivery-count"

@@ -192,7 +192,7 @@ extension GatewayRoutes {
                 throw Problem.notFound()
             }
             let remaining = deadline - .now
-            if ["succeeded", "failed", "dead"].contains(view.status) || remaining <= .zero { break }
+            if JobStatus(rawValue: view.status)?.isTerminal == true || remaining <= .zero { break }
             // While the subscription is down no event can wake the wait: the state is read again
             // every second instead.
             let step = services.events.isSubscribed ? remaining : min(remaining, .seconds(1))

@@ -248,13 +248,23 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         trace.describe(jobID: head.jobID, attempt: attempt)
 
         do {
-            // 2. A redelivery or retry may belong to a job that is already done: then acknowledge
-            //    without running again. (A first delivery skips the look-up; should its jobId be a
-            //    duplicate all the same, the job's transaction finds the finished row and writes
-            //    nothing.)
-            if delivery.redelivered || attempt > 1,
-                let status = try await finishedBefore(head.jobID, kind: handler.jobType)
-            {
+            // 2. The job's row, looked up before the handler's slow part: a job an operator
+            //    cancelled must not run even its `prepare` (an LLM call, say), so every delivery
+            //    pays one primary-key read. A redelivery or retry may belong to a job that is
+            //    already done: then acknowledge without running again. (Should a first delivery's
+            //    row finish meanwhile, the job's transaction finds it finished and writes nothing.)
+            let status = try await finishedBefore(head.jobID, kind: handler.jobType)
+            if status == .cancelled {
+                await acknowledgeCancelled(
+                    delivery,
+                    job: job,
+                    handler: handler,
+                    acknowledger: acknowledger,
+                    logger: logger
+                )
+                return
+            }
+            if delivery.redelivered || attempt > 1, let status {
                 logger.debug("job already finished; duplicate acknowledged", metadata: [LogKey.status: "\(status)"])
                 metrics.recordJob(queue: queue, outcome: .duplicate)
                 await settle(delivery, acknowledger: acknowledger, logger: logger)
@@ -272,6 +282,16 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
                 )
             }
             switch result {
+            case .duplicate(.cancelled):
+                // Cancelled between the look-up and the claim: the claim's row lock decided it.
+                await acknowledgeCancelled(
+                    delivery,
+                    job: job,
+                    handler: handler,
+                    acknowledger: acknowledger,
+                    logger: logger
+                )
+                return
             case .duplicate(let status):
                 logger.debug(
                     "job finished concurrently; duplicate acknowledged",
@@ -604,6 +624,50 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
     private func finishedBefore(_ jobID: JobID, kind: JobType) async throws -> JobStatus? {
         let store = self.store
         return try await store.withConnection { try store.finishedBefore(jobID, kind: kind, in: $0) }
+    }
+
+    /// A job an operator cancelled before it started: acknowledged without running the handler,
+    /// after its `<type>.cancelled` event and the handler's compensation (a consumed credit's
+    /// refund, for `report.generate`) are in the outbox — enqueued once, by whichever delivery
+    /// marks the row first (`JobStorage.announceCancellation`).
+    private func acknowledgeCancelled(
+        _ delivery: Delivery,
+        job: JobEnvelope,
+        handler: AnyJobHandler<Store.Transaction>,
+        acknowledger: some DeliveryAcknowledger,
+        logger: Logger
+    ) async {
+        let (store, jobID, type) = (self.store, job.jobID, job.type)
+        do {
+            let announced = try await store.withTransaction { transaction -> Bool in
+                guard let cancelled = try store.announceCancellation(jobID, kind: type, in: transaction) else {
+                    return false
+                }
+                let event = try OutboxMessage.event(
+                    JobEvent(
+                        jobID: jobID,
+                        userID: cancelled.userID.map(UserID.init),
+                        type: type.cancelledEvent,
+                        error: cancelled.error
+                    )
+                )
+                try store.enqueue(handler.compensation(job, cancelled.error) + [event], jobID: jobID, in: transaction)
+                return true
+            }
+            if announced { outboxSignal.notify() }
+            logger.info("cancelled job acknowledged without running", metadata: ["cancel.announced": "\(announced)"])
+        } catch {
+            // The announcement is not written: the message goes back, to be settled once the
+            // database answers (nothing ran).
+            logger.warning(
+                "could not record a cancelled job's event; message returned",
+                metadata: [LogKey.reason: "\(error)"]
+            )
+            await giveBack(delivery, after: .seconds(1), acknowledger: acknowledger)
+            return
+        }
+        metrics.recordJob(queue: delivery.queue, outcome: .cancelled)
+        await settle(delivery, acknowledger: acknowledger, logger: logger)
     }
 
     /// What `recordDeadJob` wrote.

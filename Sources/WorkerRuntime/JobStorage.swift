@@ -83,6 +83,14 @@ package protocol JobStorage: Sendable {
     /// Releases outbox rows that failed to publish for a later round, after a pause that grows
     /// with their failures, and notes why.
     func markFailed(ids: [Int64], error: String, in transaction: Transaction) throws
+
+    /// Marks a job an operator cancelled (`cancelled`, terminal, so `claim` never takes it) as
+    /// announced, unless it already was. Called in the transaction that enqueues the job's
+    /// `<type>.cancelled` event and its handler's compensation, so a redelivery or a second copy
+    /// of the message finds the row marked and enqueues nothing (see JobCancellation.swift).
+    /// - Returns: the job's user and reason when this call marked it; nil when the row is not a
+    ///   cancelled job of `kind`, or was announced before.
+    func announceCancellation(_ jobID: JobID, kind: JobType, in transaction: Transaction) throws -> CancelledJob?
 }
 
 /// One job to claim, for `JobStorage.claim`.

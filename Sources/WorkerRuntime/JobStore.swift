@@ -43,7 +43,7 @@ enum JobStore {
             FROM jsonb_to_recordset($1::jsonb) AS c(id uuid, kind text, attempts integer)
             ORDER BY c.id
             ON CONFLICT (id) DO UPDATE SET status = 'running', attempts = EXCLUDED.attempts, updated_at = now()
-                WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead') AND jobs.kind = EXCLUDED.kind
+                WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead', 'cancelled') AND jobs.kind = EXCLUDED.kind
             RETURNING id
             """,
             [rows.jsonString()]
@@ -93,7 +93,7 @@ enum JobStore {
                 status = EXCLUDED.status, attempts = EXCLUDED.attempts, result = EXCLUDED.result,
                 error = EXCLUDED.error, user_id = COALESCE(EXCLUDED.user_id, jobs.user_id),
                 updated_at = now(), finished_at = now()
-            WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead') AND jobs.kind = EXCLUDED.kind
+            WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead', 'cancelled') AND jobs.kind = EXCLUDED.kind
             RETURNING id
             """,
             [rows]
@@ -115,7 +115,7 @@ enum JobStore {
             INSERT INTO jobs (id, kind, status, attempts, error) VALUES ($1, $2, 'queued', $3, $4::jsonb)
             ON CONFLICT (id) DO UPDATE SET attempts = EXCLUDED.attempts, error = EXCLUDED.error,
                 status = 'queued', updated_at = now()
-            WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead') AND jobs.kind = EXCLUDED.kind
+            WHERE jobs.status NOT IN ('succeeded', 'failed', 'dead', 'cancelled') AND jobs.kind = EXCLUDED.kind
             """,
             [jobID.uuid, kind.rawValue, attempt, errorJSON]
         )

@@ -38,6 +38,8 @@ public final class WorkerMetrics: Sendable {
         case exhausted
         /// The jobId was already done: acknowledged without running again.
         case duplicate
+        /// Cancelled by an operator before it started: acknowledged without running.
+        case cancelled
     }
 
     /// Counts a finished delivery (`astro_jobs_total{queue, outcome}`).

@@ -19,10 +19,12 @@ struct AstroCtl: AsyncParsableCommand {
               echo '{"userId":"…","profile":{…}}' | astroctl publish chart.calculate
               astroctl job 9b2f…      what became of a job
               astroctl queues         depth and consumers of every queue
+              astroctl dead list      dead letters: why, when, whose (then show, replay, purge)
+              astroctl job cancel 9b2f…   cancel a job not yet started
             """,
         subcommands: [
-            Migrate.self, Publish.self, JobStatusCommand.self, Queues.self, ChartCommand.self, BillingCommand.self,
-            ReportCommand.self, StoriesCommand.self, BrokerCommand.self,
+            Migrate.self, Publish.self, JobCommand.self, Queues.self, ChartCommand.self, BillingCommand.self,
+            ReportCommand.self, StoriesCommand.self, BrokerCommand.self, DeadCommand.self,
         ]
     )
 

@@ -26,7 +26,8 @@ struct Migrate: AsyncParsableCommand {
             Set CHART_WORKER_DB_PASSWORD, REPORT_WORKER_DB_PASSWORD, \
             BILLING_WORKER_DB_PASSWORD, STORY_WORKER_DB_PASSWORD and GATEWAY_DB_PASSWORD \
             and this command lets each role log in with that password (set again on every \
-            run).
+            run); OPERATOR_DB_PASSWORD likewise for astro_operator, the role of astroctl's \
+            operator commands (dead, job cancel).
             """
     )
 
@@ -188,8 +189,8 @@ struct Publish: AsyncParsableCommand {
 
 struct JobStatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "job",
-        abstract: "Show what became of a job (from the jobs table).",
+        commandName: "show",
+        abstract: "Show what became of a job (from the jobs table; `astroctl job <jobId>`).",
         discussion: "Exit status: 0 when found, 1 when no worker has recorded the job yet."
     )
 

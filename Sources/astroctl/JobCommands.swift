@@ -83,7 +83,7 @@ enum JobCommands {
         while ContinuousClock.now < deadline {
             let finished = try await pool.withConnection { database in
                 try database.query(
-                    "SELECT status, error, result FROM jobs WHERE id = $1 AND status IN ('succeeded', 'failed', 'dead')",
+                    "SELECT status, error, result FROM jobs WHERE id = $1 AND status IN ('succeeded', 'failed', 'dead', 'cancelled')",
                     [jobID.uuid]
                 ).first.map { row in
                     Finished(

@@ -47,6 +47,9 @@ import Testing
                 "billing.notification-recorded", "billing.credits-revoked", "billing.credits-restored",
                 "billing.consumption-requested", "billing.store-notification.failed",
                 "story.generated", "story.illustrated", "story.read-recorded", "achievement.earned", "story.failed",
+                "chart.calculate.cancelled", "billing.verify-purchase.cancelled", "report.request.cancelled",
+                "report.generate.cancelled", "billing.refund-credit.cancelled", "billing.store-notification.cancelled",
+                "story.generate.cancelled", "story.illustrate.cancelled", "story.read.cancelled",
             ]
         )
         #expect(Set(EventType.all).count == EventType.all.count)
@@ -60,7 +63,7 @@ import Testing
     }
 
     @Test func terminalStatuses() {
-        #expect(JobStatus.allCases.filter(\.isTerminal) == [.succeeded, .failed, .dead])
+        #expect(JobStatus.allCases.filter(\.isTerminal) == [.succeeded, .failed, .dead, .cancelled])
         #expect(BrokerNames.deadLetterQueue(of: "chart.calculate") == "chart.calculate.dead")
     }
 }

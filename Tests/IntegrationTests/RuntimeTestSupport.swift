@@ -91,17 +91,22 @@ enum RuntimeTestEnvironment {
 
     actor DatabaseOnce {
         static let shared = DatabaseOnce()
-        private var ready: PostgresConfiguration?
+        // A task, not a value: the actor is reentrant at each await, so two first callers would
+        // otherwise each create a database, and tests running at once would use different ones.
+        private var ready: Task<PostgresConfiguration, any Error>?
 
         func configuration() async throws -> PostgresConfiguration {
-            if let ready { return ready }
-            let configuration = try await RuntimeTestEnvironment.freshDatabase()
-            let pool = PostgresPool(configuration: configuration, options: .init(maxConnections: 1), logger: logger)
-            _ = try await Migrator(migrations: try AstroSchema.migrations(), logger: logger).migrate(pool: pool)
-            try await pool.withConnection { try $0.executeScript(SampleJobHandler.createTableSQL) }
-            await pool.close()
-            ready = configuration
-            return configuration
+            if let ready { return try await ready.value }
+            let task = Task {
+                let configuration = try await RuntimeTestEnvironment.freshDatabase()
+                let pool = PostgresPool(configuration: configuration, options: .init(maxConnections: 1), logger: logger)
+                _ = try await Migrator(migrations: try AstroSchema.migrations(), logger: logger).migrate(pool: pool)
+                try await pool.withConnection { try $0.executeScript(SampleJobHandler.createTableSQL) }
+                await pool.close()
+                return configuration
+            }
+            ready = task
+            return try await task.value
         }
     }
 
