@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "amqp-raw-bench", targets: ["amqp-raw-bench"]),
         .executable(name: "sample-worker", targets: ["sample-worker"]),
         .executable(name: "gateway", targets: ["gateway"]),
+        .executable(name: "maintenance", targets: ["maintenance"]),
         .library(name: "AMQP", targets: ["AMQP"]),
         .library(name: "Postgres", targets: ["Postgres"]),
         .library(name: "AstroDomain", targets: ["AstroDomain"]),
@@ -238,6 +239,15 @@ let package = Package(
             resources: [.copy("Resources/openapi.yaml")]
         ),
         .executableTarget(name: "gateway", dependencies: ["Gateway"]),
+        // Bounded growth (issue 17): retention of finished jobs and sent outbox rows, and the
+        // dead-letter queues' bounds; a run-once task for cron or a CronJob.
+        .target(
+            name: "Maintenance",
+            dependencies: [
+                "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(name: "maintenance", dependencies: ["Maintenance"]),
         // A synthetic job on the real runtime, for integration tests and trying the runtime out.
         .target(name: "SampleJobs", dependencies: ["WorkerRuntime", "Postgres", "AstroDomain"]),
         .executableTarget(name: "sample-worker", dependencies: ["SampleJobs", "WorkerRuntime", "Postgres"]),
@@ -315,6 +325,7 @@ let package = Package(
         .testTarget(name: "ReportsTests", dependencies: ["Reports", "AstroDomain"], resources: [.copy("Fixtures")]),
         // Replays every committed fuzzing corpus file (Fuzz/corpus) through its target.
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
+        .testTarget(name: "MaintenanceTests", dependencies: ["Maintenance", "AMQP", "AstroDomain"]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
             name: "IntegrationTests",
@@ -322,7 +333,7 @@ let package = Package(
                 "AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain", "SampleJobs", "ChartService",
                 "ChartEngine", "Ephemeris", "Billing", "StoreKitVerification", "AppStoreServerAPI",
                 "AppStoreServerFake", "Reports", "ReportService", "LLMClient", "LLMFake", "Stories",
-                "StoryIllustration", "StoryService", "Gateway", "AppAttest",
+                "StoryIllustration", "StoryService", "Gateway", "AppAttest", "Maintenance",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
             ]
         ),

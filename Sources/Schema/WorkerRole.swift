@@ -10,9 +10,12 @@ public enum WorkerRole: String, CaseIterable, Sendable {
     case storyWorker = "astro_story_worker"
     /// Created by migration 0014 for the gateway (not a worker, but a service with its own role).
     case gateway = "astro_gateway"
+    /// Created by migration 0021 for the `maintenance` task (retention): it may delete only
+    /// finished jobs, sent outbox rows and expired gateway records.
+    case maintenance = "astro_maintenance"
 
     /// `CHART_WORKER_DB_PASSWORD`, `REPORT_WORKER_DB_PASSWORD`, `BILLING_WORKER_DB_PASSWORD`,
-    /// `STORY_WORKER_DB_PASSWORD`, `GATEWAY_DB_PASSWORD`.
+    /// `STORY_WORKER_DB_PASSWORD`, `GATEWAY_DB_PASSWORD`, `MAINTENANCE_DB_PASSWORD`.
     public var passwordVariable: String {
         switch self {
         case .chartWorker: "CHART_WORKER_DB_PASSWORD"
@@ -20,6 +23,7 @@ public enum WorkerRole: String, CaseIterable, Sendable {
         case .billingWorker: "BILLING_WORKER_DB_PASSWORD"
         case .storyWorker: "STORY_WORKER_DB_PASSWORD"
         case .gateway: "GATEWAY_DB_PASSWORD"
+        case .maintenance: "MAINTENANCE_DB_PASSWORD"
         }
     }
 
