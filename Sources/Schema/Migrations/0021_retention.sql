@@ -80,3 +80,6 @@ CREATE POLICY delivery_counts_maintenance ON delivery_counts FOR ALL TO astro_ma
 GRANT SELECT (job_id, created_at, published_at), DELETE ON gateway_jobs TO astro_maintenance;
 GRANT SELECT (token_hash, expires_at), DELETE ON gateway_refresh_tokens TO astro_maintenance;
 GRANT SELECT (challenge_hash, expires_at), DELETE ON gateway_attest_challenges TO astro_maintenance;
+
+-- Expired refresh tokens are found by their expiry (a device that never comes back leaves one).
+CREATE INDEX gateway_refresh_tokens_expiry ON gateway_refresh_tokens (expires_at);
