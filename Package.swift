@@ -204,7 +204,7 @@ let package = Package(
             name: "astroctl",
             dependencies: [
                 "AstroCLISupport", "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine",
-                "Ephemeris", "Billing", "StoreKitVerification", "Reports", "Stories", "StoryService",
+                "Ephemeris", "Billing", "StoreKitVerification", "Reports", "Stories", "StoryService", "Maintenance",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

@@ -23,6 +23,7 @@ struct AstroCtl: AsyncParsableCommand {
         subcommands: [
             Migrate.self, Publish.self, JobStatusCommand.self, Queues.self, ChartCommand.self, BillingCommand.self,
             ReportCommand.self, StoriesCommand.self, BrokerCommand.self,
+            RetentionCommand.self,
         ]
     )
 
