@@ -233,7 +233,7 @@ public struct Retention: Sendable {
         batch: @escaping @Sendable (PostgresConnection, inout Int64) throws -> BatchOutcome
     ) async throws {
         let started = ContinuousClock.now
-        var cursor: Int64 = 0
+        var cursor = Int64.min
         var deletedHere: [RetentionTable: Int] = [:]
         var more = true
         while more {

@@ -58,18 +58,33 @@ struct RetentionTests {
         return ids
     }
 
-    /// `count` outbox rows created `age` seconds ago, sent then or not at all.
+    /// `count` outbox rows created `age` seconds ago, sent then or not at all. Rows older than
+    /// a day get ids below every real one (outbox ids grow with time, and retention walks them
+    /// in that order): a range of negative ids of their own, as if written before the rest.
     func seedOutbox(_ count: Int, sent: Bool, age: TimeInterval) async throws -> [Int64] {
-        try await owner.withConnection { database in
-            try database.query(
+        let base: Int64 = age > 43_200 ? -Int64.random(in: 1_000_000_000...9_000_000_000_000) : 0
+        return try await owner.withConnection { database in
+            if base == 0 {
+                return try database.query(
+                    """
+                    INSERT INTO outbox (exchange, routing_key, body, created_at, sent_at)
+                    SELECT 'astro.events', 'retention.test', '\\x7b7d'::bytea, now() - make_interval(secs => $2),
+                           CASE WHEN $3 THEN now() - make_interval(secs => $2) END
+                    FROM generate_series(1, $1)
+                    RETURNING id
+                    """,
+                    [count, age, sent]
+                ).map { try $0.decode(Int64.self, "id") }
+            }
+            return try database.query(
                 """
-                INSERT INTO outbox (exchange, routing_key, body, created_at, sent_at)
-                SELECT 'astro.events', 'retention.test', '\\x7b7d'::bytea, now() - make_interval(secs => $2),
+                INSERT INTO outbox (id, exchange, routing_key, body, created_at, sent_at) OVERRIDING SYSTEM VALUE
+                SELECT $4 + i, 'astro.events', 'retention.test', '\\x7b7d'::bytea, now() - make_interval(secs => $2),
                        CASE WHEN $3 THEN now() - make_interval(secs => $2) END
-                FROM generate_series(1, $1)
+                FROM generate_series(1, $1) AS i
                 RETURNING id
                 """,
-                [count, age, sent]
+                [count, age, sent, base]
             ).map { try $0.decode(Int64.self, "id") }
         }
     }
