@@ -46,6 +46,10 @@ public struct RetentionReport: Sendable, Equatable {
 /// What it may delete is also bounded by the database: as `astro_maintenance` (migration 0021)
 /// it can delete only finished jobs and sent outbox rows, and nothing of the ledger.
 public struct Retention: Sendable {
+    // Every delete names its rows as `id = ANY(ARRAY(…))` of a bounded subquery, so the plan is
+    // a primary-key lookup per row whatever the statistics say: a join with the batch could be
+    // planned as a hash join over the whole table, a full scan per batch.
+
     /// The statement and lock timeouts of every batch.
     public static let lockTimeout = "2s"
     public static let statementTimeout = "60s"
@@ -94,26 +98,27 @@ public struct Retention: Sendable {
         try await pass(.jobs, into: &report, deadline: deadline) { database, _ in
             let row = try database.query(
                 """
-                WITH doomed AS (
-                    SELECT id FROM jobs WHERE finished_at < $1 AND status IN ('succeeded', 'failed', 'dead')
-                    ORDER BY finished_at LIMIT $2
-                ), deleted AS (
-                    DELETE FROM jobs AS j USING doomed AS d
-                    WHERE j.id = d.id AND j.finished_at < $1 AND j.status IN ('succeeded', 'failed', 'dead')
-                    RETURNING j.id
+                WITH deleted AS (
+                    DELETE FROM jobs
+                    WHERE id = ANY(ARRAY(
+                        SELECT id FROM jobs WHERE finished_at < $1 AND status IN ('succeeded', 'failed', 'dead')
+                        ORDER BY finished_at LIMIT $2
+                    ))
+                    AND finished_at < $1 AND status IN ('succeeded', 'failed', 'dead')
+                    RETURNING id
                 ), records AS (
-                    DELETE FROM gateway_jobs AS g USING deleted AS d WHERE g.job_id = d.id RETURNING 1
+                    DELETE FROM gateway_jobs WHERE job_id = ANY(ARRAY(SELECT id FROM deleted)) RETURNING 1
                 )
-                SELECT (SELECT count(*) FROM doomed) AS due, (SELECT count(*) FROM deleted) AS jobs,
-                       (SELECT count(*) FROM records) AS records
+                SELECT (SELECT count(*) FROM deleted) AS jobs, (SELECT count(*) FROM records) AS records
                 """,
                 [jobCutoff, batch]
             ).first
-            let due = try row?.decode(Int.self, "due") ?? 0
             let jobs = try row?.decode(Int.self, "jobs") ?? 0
             return BatchOutcome(
                 deleted: [.jobs: jobs, .gatewayJobs: try row?.decode(Int.self, "records") ?? 0],
-                more: due == batch && jobs > 0
+                // Fewer than a batch: none left, or a row changed under the statement (the
+                // next run takes it).
+                more: jobs == batch
             )
         }
         // outbox.id grows with time, sent_at has no index (one more index on the relay's hot
@@ -122,11 +127,11 @@ public struct Retention: Sendable {
         try await pass(.outbox, into: &report, deadline: deadline) { database, cursor in
             let row = try database.query(
                 """
-                WITH batch AS (
+                WITH batch AS MATERIALIZED (
                     SELECT id, created_at, sent_at FROM outbox WHERE id > $1 ORDER BY id LIMIT $2
                 ), deleted AS (
-                    DELETE FROM outbox AS o USING batch AS b
-                    WHERE o.id = b.id AND b.sent_at < $3 AND o.sent_at < $3
+                    DELETE FROM outbox
+                    WHERE id = ANY(ARRAY(SELECT id FROM batch WHERE sent_at < $3)) AND sent_at < $3
                     RETURNING 1
                 )
                 SELECT (SELECT max(id) FROM batch) AS last_id, (SELECT count(*) FROM batch) AS scanned,
@@ -148,11 +153,11 @@ public struct Retention: Sendable {
         try await pass(.gatewayJobs, into: &report, deadline: deadline) { database, _ in
             let deleted = try database.execute(
                 """
-                DELETE FROM gateway_jobs WHERE job_id IN (
+                DELETE FROM gateway_jobs WHERE job_id = ANY(ARRAY(
                     SELECT g.job_id FROM gateway_jobs AS g
                     WHERE g.created_at < $1 AND NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = g.job_id)
                     LIMIT $2
-                )
+                ))
                 """,
                 [jobCutoff, batch]
             )
@@ -163,9 +168,9 @@ public struct Retention: Sendable {
             into: &report,
             deadline: deadline,
             sql: """
-                DELETE FROM delivery_counts WHERE digest IN (
+                DELETE FROM delivery_counts WHERE digest = ANY(ARRAY(
                     SELECT digest FROM delivery_counts WHERE last_delivered_at < $1 LIMIT $2
-                )
+                ))
                 """,
             cutoff: countCutoff
         )
@@ -174,9 +179,9 @@ public struct Retention: Sendable {
             into: &report,
             deadline: deadline,
             sql: """
-                DELETE FROM gateway_refresh_tokens WHERE token_hash IN (
+                DELETE FROM gateway_refresh_tokens WHERE token_hash = ANY(ARRAY(
                     SELECT token_hash FROM gateway_refresh_tokens WHERE expires_at < $1 LIMIT $2
-                )
+                ))
                 """,
             cutoff: now
         )
@@ -185,9 +190,9 @@ public struct Retention: Sendable {
             into: &report,
             deadline: deadline,
             sql: """
-                DELETE FROM gateway_attest_challenges WHERE challenge_hash IN (
+                DELETE FROM gateway_attest_challenges WHERE challenge_hash = ANY(ARRAY(
                     SELECT challenge_hash FROM gateway_attest_challenges WHERE expires_at < $1 LIMIT $2
-                )
+                ))
                 """,
             cutoff: now
         )
@@ -196,9 +201,9 @@ public struct Retention: Sendable {
             into: &report,
             deadline: deadline,
             sql: """
-                DELETE FROM maintenance_runs WHERE id IN (
+                DELETE FROM maintenance_runs WHERE id = ANY(ARRAY(
                     SELECT id FROM maintenance_runs WHERE started_at < $1 LIMIT $2
-                )
+                ))
                 """,
             cutoff: historyCutoff
         )
