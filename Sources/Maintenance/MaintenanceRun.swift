@@ -95,15 +95,17 @@ public struct MaintenanceRun: Sendable {
     }
 
     private func checkSchema() async throws {
-        let version = try await pool.withConnection { database in
-            try database.query("SELECT coalesce(max(version), 0) AS version FROM schema_migrations").first?
-                .decode(Int.self, "version") ?? 0
+        // Migration numbers have gaps: ask for this one, not for a maximum.
+        let applied = try await pool.withConnection { database in
+            try database.query(
+                "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1) AS applied",
+                [Self.requiredSchemaVersion]
+            ).first?.decode(Bool.self, "applied") ?? false
         }
-        guard version >= Self.requiredSchemaVersion else {
+        guard applied else {
             throw MaintenanceError(
                 code: "schema-out-of-date",
-                message:
-                    "the schema is at migration \(version); maintenance needs \(Self.requiredSchemaVersion): run astroctl migrate"
+                message: "migration \(Self.requiredSchemaVersion) (retention) is not applied: run astroctl migrate"
             )
         }
     }
