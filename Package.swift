@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "amqp-raw-bench", targets: ["amqp-raw-bench"]),
         .executable(name: "sample-worker", targets: ["sample-worker"]),
         .executable(name: "gateway", targets: ["gateway"]),
+        .executable(name: "maintenance", targets: ["maintenance"]),
         .library(name: "AMQP", targets: ["AMQP"]),
         .library(name: "Postgres", targets: ["Postgres"]),
         .library(name: "AstroDomain", targets: ["AstroDomain"]),
@@ -221,7 +222,7 @@ let package = Package(
             name: "astroctl",
             dependencies: [
                 "AstroCLISupport", "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine",
-                "Ephemeris", "Billing", "StoreKitVerification", "Reports", "Stories", "StoryService",
+                "Ephemeris", "Billing", "StoreKitVerification", "Reports", "Stories", "StoryService", "Maintenance",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -257,6 +258,15 @@ let package = Package(
             resources: [.copy("Resources/openapi.yaml")]
         ),
         .executableTarget(name: "gateway", dependencies: ["Gateway"]),
+        // Bounded growth (issue 17): retention of finished jobs and sent outbox rows, and the
+        // dead-letter queues' bounds; a run-once task for cron or a CronJob.
+        .target(
+            name: "Maintenance",
+            dependencies: [
+                "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(name: "maintenance", dependencies: ["Maintenance"]),
         // A synthetic job on the real runtime, for integration tests and trying the runtime out.
         .target(name: "SampleJobs", dependencies: ["WorkerRuntime", "Postgres", "AstroDomain"]),
         .executableTarget(name: "sample-worker", dependencies: ["SampleJobs", "WorkerRuntime", "Postgres"]),
@@ -344,6 +354,7 @@ let package = Package(
         ),
         // Replays every committed fuzzing corpus file (Fuzz/corpus) through its target.
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
+        .testTarget(name: "MaintenanceTests", dependencies: ["Maintenance", "AMQP", "AstroDomain"]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
             name: "IntegrationTests",
@@ -351,7 +362,7 @@ let package = Package(
                 "AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain", "SampleJobs", "ChartService",
                 "ChartEngine", "Ephemeris", "Billing", "StoreKitVerification", "AppStoreServerAPI",
                 "AppStoreServerFake", "Reports", "ReportService", "LLMClient", "LLMFake", "Stories",
-                "StoryIllustration", "StoryService", "Gateway", "AppAttest", "LoopbackHTTP", "TraceContext",
+                "StoryIllustration", "StoryService", "Gateway", "AppAttest", "LoopbackHTTP", "TraceContext", "Maintenance",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
             ]
         ),

@@ -13,9 +13,13 @@ public enum WorkerRole: String, CaseIterable, Sendable {
     /// Created by migration 0020 for astroctl's operator actions (dead letters, cancel): not a
     /// service, but the operator's least-privilege role.
     case `operator` = "astro_operator"
+    /// Created by migration 0021 for the `maintenance` task (retention): it may delete only
+    /// finished jobs, sent outbox rows and expired gateway records.
+    case maintenance = "astro_maintenance"
 
     /// `CHART_WORKER_DB_PASSWORD`, `REPORT_WORKER_DB_PASSWORD`, `BILLING_WORKER_DB_PASSWORD`,
-    /// `STORY_WORKER_DB_PASSWORD`, `GATEWAY_DB_PASSWORD`, `OPERATOR_DB_PASSWORD`.
+    /// `STORY_WORKER_DB_PASSWORD`, `GATEWAY_DB_PASSWORD`, `OPERATOR_DB_PASSWORD`,
+    /// `MAINTENANCE_DB_PASSWORD`.
     public var passwordVariable: String {
         switch self {
         case .chartWorker: "CHART_WORKER_DB_PASSWORD"
@@ -24,6 +28,7 @@ public enum WorkerRole: String, CaseIterable, Sendable {
         case .storyWorker: "STORY_WORKER_DB_PASSWORD"
         case .gateway: "GATEWAY_DB_PASSWORD"
         case .operator: "OPERATOR_DB_PASSWORD"
+        case .maintenance: "MAINTENANCE_DB_PASSWORD"
         }
     }
 

@@ -767,3 +767,32 @@ private func run(_ executable: URL, _ arguments: [String]) throws -> (status: In
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: output, as: UTF8.self))
 }
+
+// MARK: - The maintenance task (issue 17)
+
+extension ComposeFileTests {
+    @Test func maintenanceRunsOnceOnDemandAsItsOwnRoleAfterTheMigration() throws {
+        let compose = try ComposeFile.load()
+        let maintenance = try compose.service("maintenance")
+        #expect(restartPolicy(maintenance) == "no", "maintenance: one run, then it exits")
+        // Not started by `docker compose up`: cron runs `docker compose run --rm maintenance`.
+        let profiles = (maintenance["profiles"] as? [Any])?.compactMap(text) ?? []
+        #expect(profiles == ["maintenance"], "maintenance: profiles \(profiles)")
+        #expect(dependsOn(maintenance)["migrate"] == "service_completed_successfully")
+        let environment = environmentOf(maintenance)
+        let url = environment["DATABASE_URL"] ?? ""
+        #expect(databaseUser(url) == "astro_maintenance", "maintenance: DATABASE_URL must connect as astro_maintenance")
+        // The password migrate gives the role is the one the task uses.
+        let migrate = environmentOf(try compose.service("migrate"))
+        #expect(
+            resolvedDefault(migrate["MAINTENANCE_DB_PASSWORD"] ?? "") == resolvedDefault(databasePassword(url)),
+            "maintenance: its password differs from the one migrate sets"
+        )
+        for variable in [
+            "JOB_RETENTION", "OUTBOX_RETENTION", "RETENTION_BATCH_SIZE", "RETENTION_MAX_DURATION",
+            "DEAD_LETTER_MAX_AGE", "DEAD_LETTER_MAX_LENGTH",
+        ] {
+            #expect(environment[variable] != nil, "maintenance: \(variable) is not passed through")
+        }
+    }
+}

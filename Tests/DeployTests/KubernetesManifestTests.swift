@@ -722,7 +722,7 @@ struct KubernetesManifestTests {
         let roles = spec["managed"]["roles"].list
         let names = roles.compactMap { $0["name"].string }
         #expect(
-            names.sorted() == (Worker.all.map(\.role) + ["astro_gateway"]).sorted(),
+            names.sorted() == (Worker.all.map(\.role) + ["astro_gateway", "astro_maintenance"]).sorted(),
             "\(cluster.label): managed roles \(names)"
         )
         for role in roles {
@@ -1707,4 +1707,71 @@ private func stringTypingProblems(_ resource: Resource) -> [String] {
         }
     }
     return problems
+}
+
+// MARK: - The maintenance CronJob (issue 17)
+
+extension KubernetesManifestTests {
+    @Test(
+        "maintenance CronJob: hourly, one at a time, hardened, as astro_maintenance, settings in bounds",
+        arguments: Target.allCases
+    )
+    func maintenanceCronJob(target: Target) throws {
+        let rendering = target.render()
+        let cronJob = try #require(
+            rendering.first("CronJob", "astro-maintenance"),
+            "\(target.rawValue): no CronJob astro-maintenance"
+        )
+        let place = cronJob.label
+        let spec = cronJob.value["spec"]
+        #expect(spec["concurrencyPolicy"].string == "Forbid", "\(place): two runs must never overlap")
+        #expect((spec["schedule"].string ?? "").split(separator: " ").count == 5, "\(place): schedule")
+        let job = spec["jobTemplate"]["spec"]
+        let pod = job["template"]["spec"]
+        let container = pod["containers"].list.first ?? .null
+        #expect(container["command"].list.compactMap(\.string) == ["/app/maintenance"], "\(place): command")
+        #expect(pod["restartPolicy"].string == "Never", "\(place): restartPolicy")
+        let problems = hardeningProblems(pod: pod, container: container)
+        #expect(problems.isEmpty, "\(place): \(problems)")
+
+        let env = Environment(container: container, rendering: rendering)
+        // Its own role, from its own Secret; never the owner's.
+        let database = try #require(
+            env.entries["DATABASE_URL"]?.secret,
+            "\(place): DATABASE_URL must come from a Secret"
+        )
+        #expect(database.name == "astro-db-maintenance", "\(place): DATABASE_URL from \(database.name)")
+        #expect(
+            URLComponents(string: env.value("DATABASE_URL") ?? "")?.user == "astro_maintenance",
+            "\(place): DATABASE_URL must connect as astro_maintenance"
+        )
+        #expect(env.entries["AMQP_URL"]?.secret != nil, "\(place): AMQP_URL must come from a Secret")
+
+        // The settings parse as the task reads them, within its bounds; the job's deadline is
+        // above the task's own time budget, so the task stops itself first.
+        func seconds(_ text: String?) -> Int? {
+            guard let text, let unit = text.last, let number = Int(text.dropLast()) else { return nil }
+            return ["s": 1, "m": 60, "h": 3600, "d": 86_400][unit].map { number * $0 }
+        }
+        let jobRetention = try #require(seconds(env.value("JOB_RETENTION")), "\(place): JOB_RETENTION")
+        let deadLetterAge = try #require(seconds(env.value("DEAD_LETTER_MAX_AGE")), "\(place): DEAD_LETTER_MAX_AGE")
+        let budget = try #require(seconds(env.value("RETENTION_MAX_DURATION")), "\(place): RETENTION_MAX_DURATION")
+        #expect((3600...31_536_000).contains(jobRetention), "\(place): JOB_RETENTION out of bounds")
+        #expect(deadLetterAge <= jobRetention, "\(place): a dead job's row must outlive its dead letter")
+        #expect(seconds(env.value("OUTBOX_RETENTION")).map { (60...31_536_000).contains($0) } == true)
+        #expect(Int(env.value("RETENTION_BATCH_SIZE") ?? "").map { (10...10_000).contains($0) } == true)
+        #expect(Int(env.value("DEAD_LETTER_MAX_LENGTH") ?? "").map { (1...1_000_000).contains($0) } == true)
+        #expect((job["activeDeadlineSeconds"].int ?? 0) > budget, "\(place): activeDeadlineSeconds under the budget")
+
+        // The migrate Job lets the role log in, unless CloudNativePG manages it (production).
+        let migrate = try #require(rendering.all("Job").first, "\(target.rawValue): no migrate Job")
+        let migrateEnv = Environment(container: migrate.container, rendering: rendering)
+        let managed = rendering.all("Cluster").contains { cluster in
+            cluster.value["spec"]["managed"]["roles"].list.contains { $0["name"].string == "astro_maintenance" }
+        }
+        #expect(
+            managed != (migrateEnv.entries["MAINTENANCE_DB_PASSWORD"]?.secret?.name == "astro-db-maintenance"),
+            "\(target.rawValue): exactly one of the migrate Job and CloudNativePG sets astro_maintenance's password"
+        )
+    }
 }

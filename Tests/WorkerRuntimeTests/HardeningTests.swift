@@ -614,3 +614,29 @@ import Glibc
         }
     }
 }
+
+/// The broker's own bound on the dead-letter queues is a backstop above the maintenance task's
+/// (issue 17): it covers exactly the dead-letter queues and never undercuts DEAD_LETTER_MAX_LENGTH.
+@Suite struct DeadLetterBackstopPolicyTests {
+    @Test func theBackstopCoversExactlyTheDeadLetterQueuesAboveTheTasksBound() throws {
+        let policies = try #require(BrokerAccess.definitionsTemplate()["policies"]?.arrayValue)
+        let backstop = try #require(
+            policies.first { $0["name"]?.stringValue == BrokerAccess.deadLetterBackstopPolicy }
+        )
+        #expect(backstop["definition"]?["max-length"] == .number(Double(BrokerAccess.deadLetterBackstopLength)))
+        #expect(backstop["definition"]?["overflow"] == "drop-head")
+        // DEAD_LETTER_MAX_LENGTH accepts at most 1000000: the task always bounds first.
+        #expect(BrokerAccess.deadLetterBackstopLength >= 1_000_000)
+        let pattern = try Regex(try #require(backstop["pattern"]?.stringValue))
+        for type in JobType.all {
+            #expect(BrokerNames.deadLetterQueue(of: type.rawValue).firstMatch(of: pattern) != nil)
+            #expect(type.rawValue.firstMatch(of: pattern) == nil, "\(type.rawValue) is a work queue")
+        }
+        #expect("chart.calculate.retry.1000ms".firstMatch(of: pattern) == nil)
+        // One policy per queue applies: the work queues' delivery limit and this never overlap.
+        let limit = try Regex(BrokerAccess.workQueuePattern)
+        for type in JobType.all {
+            #expect(BrokerNames.deadLetterQueue(of: type.rawValue).firstMatch(of: limit) == nil)
+        }
+    }
+}
