@@ -213,7 +213,8 @@ public struct StoryIllustrateHandler: JobHandler {
         return JobOutcome(
             status: error.map { .failed($0) } ?? .succeeded,
             result: .object(fields),
-            messages: [try .event(event)]
+            messages: [try .event(event)],
+            measurements: StoryMeasurements.illustrated(pages: prepared.generated.count, illustrator: illustrator.name)
         )
     }
 

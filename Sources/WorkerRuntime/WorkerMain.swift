@@ -7,6 +7,8 @@ import Logging
 /// worker, run it, and turn failures into one clear line and an exit status.
 public enum WorkerMain {
     /// Exit statuses: 0 after a graceful shutdown, 2 for a configuration error, 1 otherwise.
+    /// `probes` are the worker's own periodic metrics probes besides the runtime's (a
+    /// `ConfigurationError` it throws is a configuration error).
     public static func run(
         name: String,
         defaultHTTPPort: Int,
@@ -14,6 +16,7 @@ public enum WorkerMain {
         queues: [JobType],
         environment: [String: String] = ProcessInfo.processInfo.environment,
         databaseSetup: DatabaseSetup? = nil,
+        probes: @autoclosure () throws -> [MetricsProbe] = [],
         handlers: (WorkerContext) throws -> [any JobHandler]
     ) async -> Int32 {
         let configuration: WorkerConfiguration
@@ -49,6 +52,7 @@ public enum WorkerMain {
                 logger: logger,
                 makeHandlers: handlers
             )
+            for probe in try probes() { worker.addProbe(probe) }
             try await worker.run()
             return 0
         } catch let error as ConfigurationError {
