@@ -19,6 +19,8 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
     case outboxOldestUnsentAge = "astro_outbox_oldest_unsent_age_seconds"
     /// When a periodic probe last succeeded (Unix time), by probe.
     case probeLastSuccess = "astro_probe_last_success_timestamp_seconds"
+    /// 1 while the worker is ready (its `/readyz` answers 200), else 0; read at each scrape.
+    case workerReady = "astro_worker_ready"
 
     // Billing (billing-worker), counted once the job's transaction committed.
     case creditsIssued = "astro_credits_issued_total"
@@ -58,7 +60,7 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
     public var kind: Kind {
         switch self {
         case .jobDuration, .gatewayRequestDuration: .histogram
-        case .jobsInFlight, .outboxOldestUnsentAge, .probeLastSuccess, .ledgerUnbalancedUsers,
+        case .jobsInFlight, .outboxOldestUnsentAge, .probeLastSuccess, .workerReady, .ledgerUnbalancedUsers,
             .gatewayEventStreamsOpen:
             .gauge
         default: .counter
@@ -71,7 +73,8 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         case .jobs: ["queue", "outcome"]
         case .jobRetries, .jobDuration, .jobsInFlight: ["queue"]
         case .deadLetters: ["queue", "reason"]
-        case .commitBatches, .commitBatchJobs, .outboxPublished, .outboxFailures, .outboxOldestUnsentAge: []
+        case .commitBatches, .commitBatchJobs, .outboxPublished, .outboxFailures, .outboxOldestUnsentAge, .workerReady:
+            []
         case .probeLastSuccess: ["probe"]
         case .creditsIssued, .creditsConsumed, .creditsRefunded: ["area"]
         case .creditsRevoked, .creditsRestored, .purchasesVerified, .ledgerUnbalancedUsers: []
@@ -87,6 +90,31 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         case .gatewayPublishes: ["outcome"]
         case .gatewayRateLimited: ["limit"]
         case .gatewayEventStreamsClosed, .gatewayEventsDropped: ["reason"]
+        }
+    }
+
+    /// The `# HELP` line of the metrics this package registers by name (the business metrics and
+    /// the probes' gauges); empty for those whose exporter words its own.
+    public var help: String {
+        switch self {
+        case .outboxOldestUnsentAge: "Age of this worker's oldest unsent outbox row (0 when none)"
+        case .probeLastSuccess: "When a periodic metrics probe last succeeded (Unix time)"
+        case .workerReady: "1 while the worker is ready (its /readyz answers 200), else 0"
+        case .creditsIssued: "Credits issued by verified purchases, by area (any: any area)"
+        case .creditsConsumed: "Credits spent on reports, by report area"
+        case .creditsRefunded: "Credits given back for reports that could not be written, by area"
+        case .creditsRevoked: "Credits revoked because the App Store refunded or revoked their purchase"
+        case .creditsRestored: "Credits given back because the App Store reversed a refund"
+        case .purchasesVerified: "Purchases verified and recorded for the first time"
+        case .purchasesRejected: "Purchases refused, by reason"
+        case .ledgerUnbalancedUsers: "Users whose credit ledger and credits disagree, at the last audit"
+        case .reports: "Reports written and stored, by area, language and writer"
+        case .stories: "Stories written and stored, by language and writer"
+        case .storyPages: "Story pages written, by language"
+        case .storyIllustrations: "Story pages given a picture, by illustrator"
+        case .llmTokens: "LLM tokens paid for, by purpose and kind (prompt, completion)"
+        case .llmCost: "LLM cost in USD at the configured token prices, by purpose"
+        default: ""
         }
     }
 

@@ -39,9 +39,9 @@ extension WorkerMetrics {
             let amount = min(measurement.amount, maximumMeasurementAmount)
             switch measurement.metric.kind {
             case .counter:
-                registry.makeCounter(name: measurement.metric.rawValue, labels: labels).increment(by: amount)
+                registry.makeCounter(descriptor: measurement.metric.descriptor, labels: labels).increment(by: amount)
             case .gauge:
-                registry.makeGauge(name: measurement.metric.rawValue, labels: labels).set(measurement.amount)
+                registry.makeGauge(descriptor: measurement.metric.descriptor, labels: labels).set(measurement.amount)
             case .histogram:
                 // No business histogram exists; the runtime's own are recorded by WorkerMetrics.
                 break
@@ -53,7 +53,7 @@ extension WorkerMetrics {
     public func set(_ metric: MetricName, _ labelValues: [String] = [], to value: Double) {
         precondition(labelValues.count == metric.labelNames.count, "\(metric.rawValue) takes \(metric.labelNames)")
         let labels = Array(zip(metric.labelNames, labelValues))
-        registry.makeGauge(name: metric.rawValue, labels: labels).set(value.isFinite ? value : 0)
+        registry.makeGauge(descriptor: metric.descriptor, labels: labels).set(value.isFinite ? value : 0)
     }
 
     /// Creates the counters at zero for every combination of the given label values, so that a
@@ -62,8 +62,8 @@ extension WorkerMetrics {
         for values in labelSets where values.count == metric.labelNames.count {
             let labels = Array(zip(metric.labelNames, values))
             switch metric.kind {
-            case .counter: _ = registry.makeCounter(name: metric.rawValue, labels: labels)
-            case .gauge: _ = registry.makeGauge(name: metric.rawValue, labels: labels)
+            case .counter: _ = registry.makeCounter(descriptor: metric.descriptor, labels: labels)
+            case .gauge: _ = registry.makeGauge(descriptor: metric.descriptor, labels: labels)
             case .histogram: break
             }
         }
@@ -86,5 +86,12 @@ extension BusinessMeasurement {
             BusinessMeasurement(.llmTokens, [purpose, "completion"], amount: Double(completionTokens)),
             BusinessMeasurement(.llmCost, [purpose], amount: costUSD),
         ]
+    }
+}
+
+extension MetricName {
+    /// The name as swift-prometheus takes it: the whole name, with its help text.
+    var descriptor: MetricNameDescriptor {
+        MetricNameDescriptor(metricName: rawValue, unitName: "", helpText: help)
     }
 }

@@ -291,6 +291,8 @@ public final class Worker: Sendable {
                 + "\"shuttingDown\":\(readiness.shuttingDown)}\n"
             return .init(status: readiness.ready ? 200 : 503, contentType: "application/json", body: body)
         case "/metrics":
+            // Readiness as a gauge, so an alert sees a worker that answers but cannot work.
+            metrics.set(.workerReady, to: readiness.ready ? 1 : 0)
             return .init(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.render())
         default:
             return nil

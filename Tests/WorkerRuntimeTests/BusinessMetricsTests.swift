@@ -100,6 +100,7 @@ import WorkerRuntimeTestKit
         metrics.recordOutbox(published: 1, failed: 1)
         metrics.set(.outboxOldestUnsentAge, to: 2)
         metrics.set(.probeLastSuccess, ["outbox-lag"], to: 1)
+        metrics.set(.workerReady, to: 1)
         for name in MetricName.allCases where name.rawValue.hasPrefix("astro_") && name.kind != .histogram {
             metrics.record([BusinessMeasurement(name, name.labelNames.map { _ in "x" })])
         }
