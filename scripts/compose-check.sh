@@ -30,6 +30,18 @@ fail() {
 }
 
 # --- Docker ---------------------------------------------------------------------------------
+# What this script needs, installed from Debian's packages when missing and run as root: the
+# daemon (docker.io), compose (docker-compose) and debootstrap for the offline base image.
+missing=()
+command -v docker >/dev/null && command -v dockerd >/dev/null || missing+=(docker.io)
+docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null || missing+=(docker-compose)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
+    log "installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            "${missing[@]}" >/dev/null; }
+fi
 command -v docker >/dev/null || fail "no docker client (install docker.io or Docker Engine)"
 if ! docker info >/dev/null 2>&1; then
     [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null ||
