@@ -28,7 +28,9 @@ struct BusinessMetricsJourneyTests {
 
     /// Starts the billing-worker and the report-worker on the contract's (emptied) queues, each as
     /// its own broker user and database role, with a health port of its own.
-    func startWorkers() async throws -> (AMQPPublisher, billing: WorkerProcess, report: WorkerProcess) {
+    func startWorkers(
+        reportEnvironment: [String: String] = [:]
+    ) async throws -> (AMQPPublisher, billing: WorkerProcess, report: WorkerProcess) {
         let publisher = try await RuntimeTestEnvironment.contractPublisher(
             purging: JobType.all.filter { $0 != .chartCalculate }
         )
@@ -50,6 +52,7 @@ struct BusinessMetricsJourneyTests {
                 "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path,
                 "LEDGER_AUDIT_INTERVAL_SECONDS": "10",
             ]) { _, new in new }
+            if !billing { process.environment = process.environment?.merging(reportEnvironment) { _, new in new } }
             process.standardOutput = FileHandle.nullDevice
             try process.run()
             started.append(WorkerProcess(process: process, port: port))
@@ -169,6 +172,62 @@ struct BusinessMetricsJourneyTests {
         // The built-in writer spends no tokens.
         #expect(Self.value("astro_llm_cost_usd_total", #"purpose="report""#, in: reportText) == nil)
         #expect(Self.value("astro_jobs_total", #"queue="report.generate",outcome="failed""#, in: reportText) == 1)
+        await publisher.close()
+    }
+
+    /// An LLM-written report: the report-worker's token and cost counters equal what it stored
+    /// with the report (prompt and completion tokens, cost at the configured prices).
+    @Test func anLLMReportsTokensAndCostAreCountedAsStored() async throws {
+        let fake = try LLMReportTests.fake()
+        let (publisher, billing, report) = try await startWorkers(reportEnvironment: [
+            "LLM_BASE_URL": fake.baseURL.absoluteString, "LLM_MODEL": "test-model", "LLM_API_KEY": LLMReportTests.key,
+            "LLM_PRICE_INPUT_PER_1M_USD": "2.5", "LLM_PRICE_OUTPUT_PER_1M_USD": "10",
+        ])
+        defer {
+            for worker in [billing, report] where worker.process.isRunning {
+                worker.process.terminate()
+                worker.process.waitUntilExit()
+            }
+        }
+        let journey = try await ReportJourneyTests()
+        let (user, profile) = try await journey.buyer(chart: ReportJourneyTests.chartJSON)
+        try await publisher.publish(
+            OutgoingMessage(
+                exchange: BrokerNames.jobsExchange,
+                routingKey: JobType.reportRequest.rawValue,
+                body: try JSONCoding.encoder.encode(
+                    ReportRequest(jobID: .random(), userID: user, profileID: profile, area: .health, language: .uk)
+                ),
+                properties: MessageProperties(contentType: "application/json"),
+                mandatory: true
+            )
+        )
+        try await RuntimeTestEnvironment.eventually("the report is counted", timeout: .seconds(30)) {
+            let text = try await Self.metrics(report)
+            return Self.value("astro_reports_total", #"area="health",language="uk",writer="llm""#, in: text) == 1
+        }
+        let row = try #require(
+            try await journey.ledger.pool.withConnection { database in
+                try database.query(
+                    """
+                    SELECT prompt_tokens, completion_tokens, cost_usd::float8 AS cost
+                    FROM report_purchases WHERE profile_id = $1
+                    """,
+                    [profile.uuid]
+                ).first
+            }
+        )
+        let text = try await Self.metrics(report)
+        let prompt = try row.decode(Int.self, "prompt_tokens")
+        let completion = try row.decode(Int.self, "completion_tokens")
+        #expect(prompt > 0 && completion > 0)
+        #expect(Self.value("astro_llm_tokens_total", #"purpose="report",kind="prompt""#, in: text) == Double(prompt))
+        #expect(
+            Self.value("astro_llm_tokens_total", #"purpose="report",kind="completion""#, in: text) == Double(completion)
+        )
+        let cost = try #require(Self.value("astro_llm_cost_usd_total", #"purpose="report""#, in: text))
+        #expect(abs(cost - (try row.decode(Double.self, "cost"))) < 1e-6)
+        #expect(cost > 0)
         await publisher.close()
     }
 }
