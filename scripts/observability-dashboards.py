@@ -149,7 +149,8 @@ DASHBOARDS = {
     "astro-llm.json": dashboard(
         "astro-llm",
         "AstroSvitla: LLM spend, stories and pictures",
-        "What the LLM costs (priced with LLM_PRICE_*_PER_1M_USD), in tokens and USD, and what it wrote.",
+        "What the LLM costs (priced with LLM_PRICE_*_PER_1M_USD), in tokens and USD, the images API's "
+        "pictures (IMAGE_PRICE_PER_IMAGE_USD), and what they made.",
         [
             panel("LLM spend over the last 24 h (alert over 50 USD)",
                   [("sum(increase(astro_llm_cost_usd_total[1d]))", "USD / 24 h")], "currencyUSD", kind="stat"),
@@ -164,6 +165,8 @@ DASHBOARDS = {
             panel("Stories written per day, by language and writer",
                   [("sum by (language, writer) (increase(astro_stories_total[1d]))", "{{language}} {{writer}}")],
                   stack=True),
+            panel("Images API spend per hour",
+                  [("sum(increase(astro_image_cost_usd_total[1h]))", "USD / hour")], "currencyUSD"),
             panel("Story pages written and illustrated per day",
                   [("sum(increase(astro_story_pages_total[1d]))", "pages written"),
                    ("sum by (illustrator) (increase(astro_story_illustrations_total[1d]))",

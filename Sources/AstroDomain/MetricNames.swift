@@ -40,6 +40,8 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
     case storyIllustrations = "astro_story_illustrations_total"
     case llmTokens = "astro_llm_tokens_total"
     case llmCost = "astro_llm_cost_usd_total"
+    /// Pictures from the images API at `IMAGE_PRICE_PER_IMAGE_USD` (its answers carry no usage).
+    case imageCost = "astro_image_cost_usd_total"
 
     // The gateway (GatewayMetrics).
     case gatewayRequests = "gateway_requests_total"
@@ -77,7 +79,7 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
             []
         case .probeLastSuccess: ["probe"]
         case .creditsIssued, .creditsConsumed, .creditsRefunded: ["area"]
-        case .creditsRevoked, .creditsRestored, .purchasesVerified, .ledgerUnbalancedUsers: []
+        case .creditsRevoked, .creditsRestored, .purchasesVerified, .ledgerUnbalancedUsers, .imageCost: []
         case .purchasesRejected: ["reason"]
         case .reports: ["area", "language", "writer"]
         case .stories: ["language", "writer"]
@@ -114,6 +116,7 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         case .storyIllustrations: "Story pages given a picture, by illustrator"
         case .llmTokens: "LLM tokens paid for, by purpose and kind (prompt, completion)"
         case .llmCost: "LLM cost in USD at the configured token prices, by purpose"
+        case .imageCost: "Images API cost in USD at the configured price per picture"
         default: ""
         }
     }

@@ -24,9 +24,15 @@ enum StoryMeasurements {
         return measurements
     }
 
-    /// Pages given a picture by this job, by illustrator (`built-in` or `images-api`).
-    static func illustrated(pages: Int, illustrator: String) -> [BusinessMeasurement] {
+    /// Pages given a picture by this job, by illustrator (`built-in` or `images-api`), and what
+    /// the images API's pictures cost at `pricePerImageUSD` (the built-in illustrator is free).
+    static func illustrated(pages: Int, illustrator: String, pricePerImageUSD: Double = 0) -> [BusinessMeasurement] {
         guard pages > 0 else { return [] }
-        return [BusinessMeasurement(.storyIllustrations, [MetricLabel.illustrator(illustrator)], amount: Double(pages))]
+        let label = MetricLabel.illustrator(illustrator)
+        var measurements = [BusinessMeasurement(.storyIllustrations, [label], amount: Double(pages))]
+        if label == "images-api", pricePerImageUSD > 0 {
+            measurements.append(BusinessMeasurement(.imageCost, amount: Double(pages) * pricePerImageUSD))
+        }
+        return measurements
     }
 }

@@ -2,8 +2,11 @@ import AMQP
 import AstroDomain
 import Billing
 import Foundation
+import Stories
 import Testing
 import WorkerRuntime
+
+@testable import StoryService
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -229,5 +232,21 @@ struct BusinessMetricsJourneyTests {
         #expect(abs(cost - (try row.decode(Double.self, "cost"))) < 1e-6)
         #expect(cost > 0)
         await publisher.close()
+    }
+
+    /// Pictures are priced per picture, and only the images API's (no server needed).
+    @Test func storiesCountTheirPagesAndPicturesAndPriceOnlyTheImagesAPI() {
+        let story = WrittenStory(title: "t", pages: ["a", "b", "c"], writer: "llm:m", version: "1")
+        let written = StoryMeasurements.written(story, language: .uk, usage: nil)
+        #expect(written.map(\.metric) == [.stories, .storyPages])
+        #expect(written[0].labelValues == ["uk", "llm"] && written[1].amount == 3)
+        let drawn = StoryMeasurements.illustrated(pages: 2, illustrator: "images:gpt-image-1", pricePerImageUSD: 0.04)
+        #expect(drawn.map(\.metric) == [.storyIllustrations, .imageCost])
+        #expect(drawn[0].labelValues == ["images-api"] && abs(drawn[1].amount - 0.08) < 1e-12)
+        #expect(
+            StoryMeasurements.illustrated(pages: 2, illustrator: "built-in", pricePerImageUSD: 0.04).map(\.metric)
+                == [.storyIllustrations]
+        )
+        #expect(StoryMeasurements.illustrated(pages: 0, illustrator: "built-in").isEmpty)
     }
 }
