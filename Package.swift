@@ -336,7 +336,7 @@ let package = Package(
             ]
         ),
         // Offline checks of docker-compose.yml and deploy/k8s (no Docker or cluster needed).
-        .testTarget(name: "DeployTests", dependencies: [.product(name: "Yams", package: "Yams")]),
+        .testTarget(name: "DeployTests", dependencies: ["AstroDomain", .product(name: "Yams", package: "Yams")]),
         .testTarget(name: "StoriesTests", dependencies: ["Stories", "AstroDomain", "Reports", "LLMClient", "LLMFake"]),
         .testTarget(
             name: "StoryIllustrationTests",

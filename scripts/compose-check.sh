@@ -2,6 +2,7 @@
 # Builds the image and runs the whole stack under docker compose with several chart-workers,
 # then checks that it works as a user would see it:
 #   - every service healthy, the one-shot migrate exited 0;
+#   - Prometheus scrapes every worker replica, the gateway and the broker (all targets up);
 #   - chart.calculate has one consumer per chart-worker, and a burst of chart jobs is spread
 #     over all of them (their /metrics counters);
 #   - a chart published with astroctl comes back stored (--wait);
@@ -29,6 +30,18 @@ fail() {
 }
 
 # --- Docker ---------------------------------------------------------------------------------
+# What this script needs, installed from Debian's packages when missing and run as root: the
+# daemon (docker.io), compose (docker-compose) and debootstrap for the offline base image.
+missing=()
+command -v docker >/dev/null && command -v dockerd >/dev/null || missing+=(docker.io)
+docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null || missing+=(docker-compose)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = 0 ]; then
+    log "installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            "${missing[@]}" >/dev/null; }
+fi
 command -v docker >/dev/null || fail "no docker client (install docker.io or Docker Engine)"
 if ! docker info >/dev/null 2>&1; then
     [ "$(id -u)" = 0 ] && command -v dockerd >/dev/null ||
@@ -68,7 +81,9 @@ runtime_image=debian:bookworm-slim
 compose_files=(-f docker-compose.yml)
 if docker pull -q "$runtime_image" >/dev/null 2>&1; then
     log "Docker Hub answers: official base images"
-    for image in "$swift_image" rabbitmq:3.13-management postgres:15; do docker pull -q "$image" >/dev/null; done
+    for image in "$swift_image" rabbitmq:3.13-management postgres:15 prom/prometheus:v2.53.0; do
+        docker pull -q "$image" >/dev/null
+    done
 else
     log "Docker Hub does not answer: building stand-in base images from Debian's packages (deploy/offline/)"
     runtime_image=astrosvitla-offline/debian:bookworm
@@ -87,7 +102,7 @@ else
         tar -C "$work/rootfs" -c . | docker import -c 'CMD ["bash"]' - "$runtime_image" >/dev/null
         rm -rf "$work/rootfs"
     fi
-    for service in rabbitmq postgres; do
+    for service in rabbitmq postgres prometheus; do
         log "$service stand-in"
         build_image "astrosvitla-offline/$service:debian" --build-arg BASE_IMAGE="$runtime_image" \
             -f "deploy/offline/$service.Dockerfile" deploy/offline
@@ -152,6 +167,36 @@ done
 migrate=$(compose ps -q migrate)
 [ "$(docker inspect -f '{{.State.ExitCode}}' "$migrate")" = 0 ] || fail "migrate did not exit 0"
 compose ps | sed 's/^/    /'
+
+# Prometheus: one `up` target per worker replica, the gateway and the broker's exporter. Its API
+# is read from inside its container (wget is in both the official and the stand-in image).
+log "Prometheus scrapes every worker, the gateway and the broker"
+prometheus_targets() {
+    compose exec -T prometheus wget -q -O - 'http://127.0.0.1:9090/api/v1/targets?state=active' |
+        python3 -c '
+import json, sys
+for target in json.load(sys.stdin)["data"]["activeTargets"]:
+    print(target["labels"].get("service", "?"), target["health"], target["scrapeUrl"])'
+}
+expected_targets=$((scale + 3 + 1 + 1))
+deadline=$(($(date +%s) + 90))
+while :; do
+    targets=$(prometheus_targets 2>/dev/null || true)
+    up=$(printf '%s\n' "$targets" | awk '$2 == "up"' | wc -l)
+    [ "$up" -ge "$expected_targets" ] && ! printf '%s\n' "$targets" | awk '$2 != "up"' | grep -q . && break
+    [ "$(date +%s)" -lt "$deadline" ] || {
+        printf '%s\n' "$targets" | sed 's/^/    /'
+        fail "Prometheus has $up targets up, expected $expected_targets all up"
+    }
+    sleep 3
+done
+printf '%s\n' "$targets" | sed 's/^/    /'
+for service in chart-worker billing-worker report-worker story-worker gateway rabbitmq; do
+    printf '%s\n' "$targets" | awk -v s="$service" '$1 == s && $2 == "up"' | grep -q . ||
+        fail "Prometheus does not scrape $service"
+done
+[ "$(printf '%s\n' "$targets" | awk '$1 == "chart-worker" && $2 == "up"' | wc -l)" = "$scale" ] ||
+    fail "Prometheus does not scrape all $scale chart-workers"
 
 consumers=$(compose exec -T rabbitmq rabbitmqctl -q list_queues name consumers | awk '$1 == "chart.calculate" { print $2 }')
 echo "    chart.calculate consumers: $consumers"

@@ -29,6 +29,9 @@ rm -f "$build_log"
 step "unit tests (no servers)"
 swift test --skip-build --skip IntegrationTests
 
+step "alert rules, their unit tests and the dashboards (promtool; deploy/observability)"
+bash scripts/observability-check.sh
+
 step "fuzzing (libFuzzer with AddressSanitizer, 30 s per target; Fuzz/README.md)"
 # A crash, hang or out-of-memory on any input fails CI; the failing input is printed for replay.
 bash scripts/fuzz.sh 30

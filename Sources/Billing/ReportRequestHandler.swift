@@ -59,7 +59,8 @@ public struct ReportRequestHandler: JobHandler {
                         )
                     ),
                     .job(.reportGenerate, body: try JSONCoding.encoder.encode(generate)),
-                ]
+                ],
+                measurements: BillingMeasurements.consumed(area: request.area)
             )
         case .existingReport(let reportID):
             fields["reportId"] = .string(reportID.description)
@@ -152,7 +153,8 @@ public struct RefundCreditHandler: JobHandler {
                     try .event(
                         JobEvent(jobID: request.jobID, userID: userID, type: .billingCreditRefunded, fields: fields)
                     )
-                ]
+                ],
+                measurements: BillingMeasurements.refunded(area: request.area, revoked: revoked)
             )
         }
     }

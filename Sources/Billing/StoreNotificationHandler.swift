@@ -112,7 +112,8 @@ public struct StoreNotificationHandler: JobHandler {
         return JobOutcome(
             status: .succeeded,
             result: fields,
-            messages: [try .event(JobEvent(jobID: jobID, userID: effect.userID, type: event, fields: object))]
+            messages: [try .event(JobEvent(jobID: jobID, userID: effect.userID, type: event, fields: object))],
+            measurements: BillingMeasurements.notification(effect)
         )
     }
 

@@ -228,7 +228,8 @@ public struct VerifyPurchaseHandler: JobHandler {
                             fields: fields
                         )
                     )
-                ]
+                ],
+                measurements: BillingMeasurements.verified(grant)
             )
         }
     }
@@ -253,7 +254,8 @@ public struct VerifyPurchaseHandler: JobHandler {
                         error: error
                     )
                 )
-            ]
+            ],
+            measurements: BillingMeasurements.rejected(code: error.code)
         )
     }
 }

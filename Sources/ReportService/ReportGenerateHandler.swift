@@ -232,7 +232,8 @@ public struct ReportGenerateHandler: JobHandler {
                 try .event(
                     JobEvent(jobID: request.jobID, userID: request.userID, type: .reportCompleted, fields: fields)
                 )
-            ]
+            ],
+            measurements: ReportMeasurements.written(request, writer: report.writer, usage: usage)
         )
     }
 

@@ -219,7 +219,8 @@ public struct StoryGenerateHandler: JobHandler {
                 try .event(
                     JobEvent(jobID: request.jobID, userID: request.userID, type: .storyGenerated, fields: fields)
                 )
-            ]
+            ],
+            measurements: StoryMeasurements.written(story, language: request.language, usage: prepared.usage)
         )
     }
 

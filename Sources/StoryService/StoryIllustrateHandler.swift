@@ -27,17 +27,21 @@ public struct StoryIllustrateHandler: JobHandler {
     private let storage: IllustrationStorage
     private let claimLease: Duration
     private let logger: Logger
+    private let pricePerImageUSD: Double
 
     /// - Parameters:
     ///   - pool: page state is written through it as each page moves, outside the job's transaction.
     ///   - claimLease: how old another job's `generating` claim must be before this job takes the page.
+    ///   - pricePerImageUSD: what one picture from the images API costs (`astro_image_cost_usd_total`).
     public init(
         pool: PostgresPool,
         illustrator: any StoryIllustrator,
         storage: IllustrationStorage,
         claimLease: Duration = .seconds(600),
-        logger: Logger
+        logger: Logger,
+        pricePerImageUSD: Double = 0
     ) {
+        self.pricePerImageUSD = pricePerImageUSD
         self.pool = pool
         self.illustrator = illustrator
         self.storage = storage
@@ -213,7 +217,12 @@ public struct StoryIllustrateHandler: JobHandler {
         return JobOutcome(
             status: error.map { .failed($0) } ?? .succeeded,
             result: .object(fields),
-            messages: [try .event(event)]
+            messages: [try .event(event)],
+            measurements: StoryMeasurements.illustrated(
+                pages: prepared.generated.count,
+                illustrator: illustrator.name,
+                pricePerImageUSD: pricePerImageUSD
+            )
         )
     }
 

@@ -165,7 +165,11 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
                     )
                 )
                 messages += outcome.messages.map { (message: $0.traced(by: job.traceContext), jobID: job.jobID) }
-                results[index] = .committed(status, messageCount: outcome.messages.count)
+                results[index] = .committed(
+                    status,
+                    messageCount: outcome.messages.count,
+                    measurements: outcome.measurements
+                )
             }
             run.removeAll(keepingCapacity: true)
         }
@@ -223,7 +227,7 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
             in: transaction
         )
         try store.enqueue(outcome.messages.map { $0.traced(by: job.traceContext) }, jobID: job.jobID, in: transaction)
-        return .committed(status, messageCount: outcome.messages.count)
+        return .committed(status, messageCount: outcome.messages.count, measurements: outcome.measurements)
     }
 
     /// The status and error to record for a handler's outcome.
@@ -260,6 +264,7 @@ package struct PreparedJob<Transaction>: Sendable {
 package enum JobCommitResult: Sendable, Hashable {
     /// Another delivery had already finished the job; nothing was written.
     case duplicate(JobStatus)
-    /// Written with this status and this many outbox messages.
-    case committed(JobStatus, messageCount: Int)
+    /// Written with this status and this many outbox messages; `measurements` are the handler's
+    /// business facts, to be counted now that they are committed.
+    case committed(JobStatus, messageCount: Int, measurements: [BusinessMeasurement] = [])
 }

@@ -122,11 +122,19 @@ public struct JobOutcome: Sendable {
     public var result: JSONValue?
     /// Published after commit, in order.
     public var messages: [OutboxMessage]
+    /// Business facts this commit wrote, counted in the worker's metrics once it committed.
+    public var measurements: [BusinessMeasurement]
 
-    public init(status: Status = .succeeded, result: JSONValue? = nil, messages: [OutboxMessage] = []) {
+    public init(
+        status: Status = .succeeded,
+        result: JSONValue? = nil,
+        messages: [OutboxMessage] = [],
+        measurements: [BusinessMeasurement] = []
+    ) {
         self.status = status
         self.result = result
         self.messages = messages
+        self.measurements = measurements
     }
 }
 

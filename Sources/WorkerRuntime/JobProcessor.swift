@@ -298,8 +298,9 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
                     metadata: [LogKey.status: "\(status)"]
                 )
                 metrics.recordJob(queue: queue, outcome: .duplicate)
-            case .committed(let status, let messageCount):
+            case .committed(let status, let messageCount, let measurements):
                 if messageCount > 0 { outboxSignal.notify() }
+                metrics.record(measurements)
                 logger.debug("job committed", metadata: [LogKey.status: "\(status)"])
                 metrics.recordJob(queue: queue, outcome: status == .succeeded ? .succeeded : .failed)
             }

@@ -24,6 +24,7 @@ public final class Worker: Sendable {
     private let readiness = ReadinessState()
     private let shutdownTrigger = Mutex<ServiceGroup?>(nil)
     private let healthPort = Mutex<Int?>(nil)
+    private let probes = Mutex<[MetricsProbe]>([.outboxLag()])
 
     struct Readiness: Sendable {
         var database = false
@@ -90,6 +91,9 @@ public final class Worker: Sendable {
         self.logger = logger
         self.metrics = WorkerMetrics()
     }
+
+    /// Adds a periodic metrics probe (before `run()`; the outbox lag probe is always there).
+    public func addProbe(_ probe: MetricsProbe) { probes.withLock { $0.append(probe) } }
 
     /// The health endpoint's bound port once running (useful with `HTTP_PORT=0`).
     public var boundHealthPort: Int? { healthPort.withLock { $0 } }
@@ -232,6 +236,7 @@ public final class Worker: Sendable {
         // publishes what the drained jobs committed, then health stops answering.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: health), .init(service: monitor), .init(service: relay),
+            .init(service: ProbeService(probes: probes.withLock { $0 }, pool: pool, metrics: metrics, logger: logger)),
         ]
         if let consumerService {
             services.append(.init(service: consumerService, successTerminationBehavior: .gracefullyShutdownGroup))
@@ -286,6 +291,8 @@ public final class Worker: Sendable {
                 + "\"shuttingDown\":\(readiness.shuttingDown)}\n"
             return .init(status: readiness.ready ? 200 : 503, contentType: "application/json", body: body)
         case "/metrics":
+            // Readiness as a gauge, so an alert sees a worker that answers but cannot work.
+            metrics.set(.workerReady, to: readiness.ready ? 1 : 0)
             return .init(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", body: metrics.render())
         default:
             return nil

@@ -8,6 +8,8 @@ import OTLPTracing
 /// worker, run it, and turn failures into one clear line and an exit status.
 public enum WorkerMain {
     /// Exit statuses: 0 after a graceful shutdown, 2 for a configuration error, 1 otherwise.
+    /// `probes` are the worker's own periodic metrics probes besides the runtime's (a
+    /// `ConfigurationError` it throws is a configuration error).
     public static func run(
         name: String,
         defaultHTTPPort: Int,
@@ -15,6 +17,7 @@ public enum WorkerMain {
         queues: [JobType],
         environment: [String: String] = ProcessInfo.processInfo.environment,
         databaseSetup: DatabaseSetup? = nil,
+        probes: @autoclosure () throws -> [MetricsProbe] = [],
         handlers: (WorkerContext) throws -> [any JobHandler]
     ) async -> Int32 {
         let configuration: WorkerConfiguration
@@ -54,6 +57,7 @@ public enum WorkerMain {
                 logger: logger,
                 makeHandlers: handlers
             )
+            for probe in try probes() { worker.addProbe(probe) }
             try await worker.run()
             status = 0
         } catch let error as ConfigurationError {

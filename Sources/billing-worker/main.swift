@@ -12,7 +12,9 @@ let environment = ProcessInfo.processInfo.environment
 let status = await WorkerMain.run(
     name: "billing-worker",
     defaultHTTPPort: 8083,
-    queues: [.billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification]
+    queues: [.billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification],
+    // The ledger audit as a gauge (astro_ledger_unbalanced_users), every LEDGER_AUDIT_INTERVAL_SECONDS.
+    probes: [try LedgerAuditProbe.fromEnvironment(environment)]
 ) { context in
     let logger = context.logger
     let billing = try BillingConfiguration.fromEnvironment(environment)

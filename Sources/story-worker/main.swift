@@ -43,8 +43,19 @@ let status = await WorkerMain.run(
     }
 
     let illustrator: any StoryIllustrator
+    var pricePerImage = 0.0
     if let images = try setting("IMAGE_*", { try ImageConfiguration.fromEnvironment(environment) }) {
         illustrator = ImageAPIIllustrator(client: ImageClient(configuration: images))
+        // The images API reports no usage: its pictures are priced per picture, for the metrics.
+        if let text = environment["IMAGE_PRICE_PER_IMAGE_USD"], !text.isEmpty {
+            guard let price = Double(text), price.isFinite, (0...100).contains(price) else {
+                throw ConfigurationError(
+                    variable: "IMAGE_PRICE_PER_IMAGE_USD",
+                    problem: "expected a price in USD from 0 to 100, got \(InputQuote.short(text))"
+                )
+            }
+            pricePerImage = price
+        }
     } else {
         illustrator = try setting("(package resources)") { try BuiltInIllustrator() }
     }
@@ -84,7 +95,8 @@ let status = await WorkerMain.run(
             illustrator: illustrator,
             storage: storage,
             claimLease: lease,
-            logger: logger
+            logger: logger,
+            pricePerImageUSD: pricePerImage
         ),
         StoryReadHandler(rules: rules),
     ]

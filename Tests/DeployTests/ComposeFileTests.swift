@@ -380,8 +380,13 @@ private struct ComposeFile {
     /// and reports ready only when it can serve.
     @Test func theGatewayIsTheOnlyPublishedPortBesidesTheBrokerUI() throws {
         let compose = try ComposeFile.load()
-        for (name, service) in compose.services where !["rabbitmq", "gateway"].contains(name) {
+        for (name, service) in compose.services where !["rabbitmq", "gateway", "prometheus"].contains(name) {
             #expect(service["ports"] == nil, "\(name): publishes a port; only the gateway and the broker UI may")
+        }
+        // Issue 17: Prometheus' UI, on this machine only by default.
+        for published in list(try compose.service("prometheus")["ports"]).compactMap(text) {
+            let host = published.firstIndex(of: "}").map { String(published[...$0]) } ?? published
+            #expect(resolvedDefault(host).hasPrefix("127.0.0.1:"), "prometheus: published as \(published)")
         }
         let gateway = try compose.service("gateway")
         let ports = list(gateway["ports"]).compactMap(text)
@@ -493,7 +498,7 @@ private struct ComposeFile {
         let document = try #require(mapping(try Yams.load(yaml: String(contentsOf: url, encoding: .utf8))))
         #expect(Set(document.keys) == ["services"])
         let services = try #require(mapping(document["services"]))
-        #expect(Set(services.keys) == ["rabbitmq", "postgres"])
+        #expect(Set(services.keys) == ["rabbitmq", "postgres", "prometheus"])
         for (name, node) in services {
             let service = try #require(mapping(node), "\(name) is not a mapping")
             #expect(Set(service.keys) == ["image"], "\(name) overrides \(service.keys.sorted())")

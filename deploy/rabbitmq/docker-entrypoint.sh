@@ -53,8 +53,13 @@ if [ "${1:-}" = "--render-only" ]; then
 fi
 chown rabbitmq:rabbitmq /etc/rabbitmq/definitions.json 2>/dev/null || true
 mkdir -p /etc/rabbitmq/conf.d
-printf 'load_definitions = /etc/rabbitmq/definitions.json\nmax_message_size = %s\n' "${MAX_MESSAGE_BYTES:-262144}" \
-    > /etc/rabbitmq/conf.d/90-astro.conf
+# Per-queue figures on the Prometheus exporter (port 15692): depth and consumers of each queue,
+# which deploy/observability's alerts and dashboards read. The official image enables the plugin
+# already; enabling it again changes nothing.
+printf 'load_definitions = /etc/rabbitmq/definitions.json\nmax_message_size = %s\nprometheus.return_per_object_metrics = true\n' \
+    "${MAX_MESSAGE_BYTES:-262144}" > /etc/rabbitmq/conf.d/90-astro.conf
+rabbitmq-plugins enable --offline rabbitmq_prometheus >/dev/null ||
+    echo "rabbitmq: could not enable rabbitmq_prometheus; the broker's metrics will be missing" >&2
 if command -v docker-entrypoint.sh >/dev/null 2>&1; then
     exec docker-entrypoint.sh rabbitmq-server
 fi
