@@ -362,7 +362,8 @@ let package = Package(
                 "AMQP", "Postgres", "Schema", "WorkerRuntime", "AstroDomain", "SampleJobs", "ChartService",
                 "ChartEngine", "Ephemeris", "Billing", "StoreKitVerification", "AppStoreServerAPI",
                 "AppStoreServerFake", "Reports", "ReportService", "LLMClient", "LLMFake", "Stories",
-                "StoryIllustration", "StoryService", "Gateway", "AppAttest", "LoopbackHTTP", "TraceContext", "Maintenance",
+                "StoryIllustration", "StoryService", "Gateway", "AppAttest", "LoopbackHTTP", "TraceContext",
+                "Maintenance",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
             ]
         ),
