@@ -83,7 +83,7 @@ let package = Package(
         .target(
             name: "OTLPTracing",
             dependencies: [
-                "TraceContext", "HTTPTransport",
+                "AstroDomain", "TraceContext", "HTTPTransport",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

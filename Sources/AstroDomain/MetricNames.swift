@@ -53,6 +53,11 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
     case gatewayEventsDelivered = "gateway_events_delivered_total"
     case gatewayEventsDropped = "gateway_events_dropped_total"
 
+    // Traces (OTLPTracing), in every process that exports spans.
+    case traceSpansExported = "astro_trace_spans_exported_total"
+    case traceSpansDropped = "astro_trace_spans_dropped_total"
+    case traceSpansFailed = "astro_trace_spans_failed_total"
+
     /// How Prometheus sees the metric.
     public enum Kind: Sendable, Hashable {
         case counter, gauge, histogram
@@ -89,6 +94,7 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         case .llmCost: ["purpose"]
         case .gatewayRequests: ["route", "status"]
         case .gatewayRequestDuration, .gatewayEventStreamsOpen, .gatewayEventsDelivered: []
+        case .traceSpansExported, .traceSpansDropped, .traceSpansFailed: []
         case .gatewayPublishes: ["outcome"]
         case .gatewayRateLimited: ["limit"]
         case .gatewayEventStreamsClosed, .gatewayEventsDropped: ["reason"]

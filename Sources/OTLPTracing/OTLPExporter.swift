@@ -1,3 +1,4 @@
+import AstroDomain
 import Foundation
 import HTTPTransport
 import Metrics
@@ -22,9 +23,9 @@ public final class OTLPExporter: Sendable {
     private let wake: AsyncStream<Void>.Continuation
     private let wakes: AsyncStream<Void>
     private let counts = Mutex(Counts())
-    private let exportedCounter = Counter(label: "astro_trace_spans_exported_total")
-    private let droppedCounter = Counter(label: "astro_trace_spans_dropped_total")
-    private let failedCounter = Counter(label: "astro_trace_spans_failed_total")
+    private let exportedCounter = Counter(label: MetricName.traceSpansExported.rawValue)
+    private let droppedCounter = Counter(label: MetricName.traceSpansDropped.rawValue)
+    private let failedCounter = Counter(label: MetricName.traceSpansFailed.rawValue)
 
     /// What the exporter did since it was made.
     public struct Counts: Sendable, Hashable {
