@@ -3,6 +3,7 @@ import AstroDomain
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 import UUIDText
 
 /// Publishes committed outbox rows to the broker with publisher confirms and marks them sent.
@@ -21,6 +22,8 @@ package final class OutboxRelay<Store: JobStorage, Publisher: MessagePublisher>:
     private let lease: Duration
     private let metrics: WorkerMetrics
     private let logger: Logger
+    /// When the relay last looked for rows nobody handed over.
+    private let lastSweep = Mutex<ContinuousClock.Instant?>(nil)
 
     /// - Parameters:
     ///   - signal: wakes the relay; the processor's commits hand it their rows through it.
@@ -66,13 +69,20 @@ package final class OutboxRelay<Store: JobStorage, Publisher: MessagePublisher>:
             }
         }
         // Shutdown: the consumers have stopped (they shut down first); publish what they committed.
-        await drain()
+        await drain(sweep: true)
     }
 
     /// Publishes batches until nothing is pending or an error stops this round: first the rows
-    /// this process's commits handed over (claimed when inserted), then any rows left claimable.
-    /// Failures are logged; the rows stay unsent for a later round.
-    package func drain() async {
+    /// this process's commits handed over (claimed when inserted), then, at most once per poll
+    /// interval (or when `sweep`), any rows left claimable. Failures are logged; the rows stay
+    /// unsent for a later round.
+    ///
+    /// The look for left rows is rationed because it was the costliest statement of a busy
+    /// database: done after every commit's hand-over, it took 9.2 s of statement time (1,989
+    /// calls, 5 rows found) while PostgreSQL used 20 CPU seconds, in a 1,200 journeys/s run of
+    /// the gateway benchmark (pg_stat_statements).
+    /// Left rows only come from a crash or a failed publish, so the poll interval is soon enough.
+    package func drain(sweep: Bool = false) async {
         while true {
             let handedOff = signal.takeHandedOff(limit: batchSize)
             if !handedOff.isEmpty {
@@ -83,9 +93,19 @@ package final class OutboxRelay<Store: JobStorage, Publisher: MessagePublisher>:
                 }
                 continue
             }
+            let now = ContinuousClock.now
+            let due = lastSweep.withLock { last -> Bool in
+                // Half the interval: the ticker's wake-up always finds a look due.
+                guard sweep || last.map({ now - $0 >= pollInterval / 2 }) ?? true else { return false }
+                last = now
+                return true
+            }
+            guard due else { return }
             do {
                 let published = try await relayOnce()
                 if published < batchSize { return }
+                // A full batch: more may be left; the next look is due at once.
+                lastSweep.withLock { $0 = nil }
             } catch {
                 logger.warning("outbox relay round failed; will retry", metadata: [LogKey.reason: "\(error)"])
                 return

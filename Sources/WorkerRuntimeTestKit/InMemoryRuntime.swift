@@ -80,6 +80,6 @@ package final class InMemoryRuntime: Sendable {
 
     /// One round of the outbox relay: the rows commits handed over, then any left claimable.
     package func relayOutbox() async {
-        await relay.drain()
+        await relay.drain(sweep: true)
     }
 }
