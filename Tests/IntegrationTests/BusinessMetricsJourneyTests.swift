@@ -91,33 +91,9 @@ struct BusinessMetricsJourneyTests {
         }
         // One profile with a chart (its report is written), one whose chart cannot be read (its
         // credit comes back).
-        let (user, profile) = try await ledger.userWithProfile(chart: false)
-        let (_, broken) = try await ledger.userWithProfile(chart: false)
-        _ = try await ledger.pool.withConnection { database in
-            try database.execute(
-                "UPDATE user_profiles SET user_id = $1, name = 'Second' WHERE id = $2",
-                [user.uuid, broken.uuid]
-            )
-            for (id, chart) in [(profile, ReportJourneyTests.chartJSON), (broken, "{}")] {
-                try database.execute(
-                    """
-                    INSERT INTO birth_charts (id, profile_id, chart_data, house_system, input_digest, engine_version)
-                    VALUES ($1, $2, $3::jsonb, 'placidus', 'test', 'test')
-                    """,
-                    [UUID(), id.uuid, chart]
-                )
-            }
-        }
+        let (user, profile, broken) = try await ReportJourneyTests.userWithReadableAndBrokenChart(ledger)
         func publish(_ type: JobType, _ body: some Encodable) async throws {
-            try await publisher.publish(
-                OutgoingMessage(
-                    exchange: BrokerNames.jobsExchange,
-                    routingKey: type.rawValue,
-                    body: try JSONCoding.encoder.encode(body),
-                    properties: MessageProperties(contentType: "application/json"),
-                    mandatory: true
-                )
-            )
+            try await ReportJourneyTests.publishJob(type, body, with: publisher)
         }
         // A pack of five credits, its transaction sent twice (the second grants nothing), and a
         // purchase of a product the catalog does not sell (refused).
@@ -194,16 +170,10 @@ struct BusinessMetricsJourneyTests {
         }
         let journey = try await ReportJourneyTests()
         let (user, profile) = try await journey.buyer(chart: ReportJourneyTests.chartJSON)
-        try await publisher.publish(
-            OutgoingMessage(
-                exchange: BrokerNames.jobsExchange,
-                routingKey: JobType.reportRequest.rawValue,
-                body: try JSONCoding.encoder.encode(
-                    ReportRequest(jobID: .random(), userID: user, profileID: profile, area: .health, language: .uk)
-                ),
-                properties: MessageProperties(contentType: "application/json"),
-                mandatory: true
-            )
+        try await ReportJourneyTests.publishJob(
+            .reportRequest,
+            ReportRequest(jobID: .random(), userID: user, profileID: profile, area: .health, language: .uk),
+            with: publisher
         )
         try await RuntimeTestEnvironment.eventually("the report is counted", timeout: .seconds(30)) {
             let text = try await Self.metrics(report)

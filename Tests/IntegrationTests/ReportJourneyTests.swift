@@ -287,33 +287,9 @@ struct ReportJourneyTests {
         let workers = try await startWorkers()
         let publisher = workers.publisher
         // One good report, one whose chart cannot be read.
-        let (user, profile) = try await ledger.userWithProfile(chart: false)
-        let (_, broken) = try await ledger.userWithProfile(chart: false)
-        _ = try await ledger.pool.withConnection { database in
-            try database.execute(
-                "UPDATE user_profiles SET user_id = $1, name = 'Second' WHERE id = $2",
-                [user.uuid, broken.uuid]
-            )
-            for (id, chart) in [(profile, Self.chartJSON), (broken, "{}")] {
-                try database.execute(
-                    """
-                    INSERT INTO birth_charts (id, profile_id, chart_data, house_system, input_digest, engine_version)
-                    VALUES ($1, $2, $3::jsonb, 'placidus', 'test', 'test')
-                    """,
-                    [UUID(), id.uuid, chart]
-                )
-            }
-        }
+        let (user, profile, broken) = try await Self.userWithReadableAndBrokenChart(ledger)
         func publish(_ type: JobType, _ body: some Encodable) async throws {
-            try await publisher.publish(
-                OutgoingMessage(
-                    exchange: BrokerNames.jobsExchange,
-                    routingKey: type.rawValue,
-                    body: try JSONCoding.encoder.encode(body),
-                    properties: MessageProperties(contentType: "application/json"),
-                    mandatory: true
-                )
-            )
+            try await Self.publishJob(type, body, with: publisher)
         }
         let (jws, _) = try BillingLedgerIntegrationTests.signedPurchase(
             "com.astrosvitla.report.credit.pack5",
@@ -344,5 +320,45 @@ struct ReportJourneyTests {
         let balance = try await ledger.balance(user)
         #expect(balance.available == 4 && balance.consumed == 2 && balance.refunded == 1 && balance.balanced)
         await workers.stop()
+    }
+}
+
+extension ReportJourneyTests {
+    /// A user with two profiles: one whose chart reads (its report is written) and one whose
+    /// stored chart is `{}` (its report cannot be written, so its credit comes back).
+    static func userWithReadableAndBrokenChart(
+        _ ledger: BillingLedgerIntegrationTests
+    ) async throws -> (user: UserID, readable: ProfileID, broken: ProfileID) {
+        let (user, profile) = try await ledger.userWithProfile(chart: false)
+        let (_, broken) = try await ledger.userWithProfile(chart: false)
+        _ = try await ledger.pool.withConnection { database in
+            try database.execute(
+                "UPDATE user_profiles SET user_id = $1, name = 'Second' WHERE id = $2",
+                [user.uuid, broken.uuid]
+            )
+            for (id, chart) in [(profile, chartJSON), (broken, "{}")] {
+                try database.execute(
+                    """
+                    INSERT INTO birth_charts (id, profile_id, chart_data, house_system, input_digest, engine_version)
+                    VALUES ($1, $2, $3::jsonb, 'placidus', 'test', 'test')
+                    """,
+                    [UUID(), id.uuid, chart]
+                )
+            }
+        }
+        return (user, profile, broken)
+    }
+
+    /// Publishes a job body to `astro.jobs` under its type, confirmed and mandatory.
+    static func publishJob(_ type: JobType, _ body: some Encodable, with publisher: AMQPPublisher) async throws {
+        try await publisher.publish(
+            OutgoingMessage(
+                exchange: BrokerNames.jobsExchange,
+                routingKey: type.rawValue,
+                body: try JSONCoding.encoder.encode(body),
+                properties: MessageProperties(contentType: "application/json"),
+                mandatory: true
+            )
+        )
     }
 }
