@@ -9,12 +9,23 @@ public struct VerifyPurchaseRequest: Sendable, Hashable, Codable {
     public var signedTransaction: String?
     /// The transaction's id, when the app sends only that.
     public var transactionID: String?
+    /// The app restores purchases on a new install: a signed transaction bought by another of
+    /// our users moves that purchase's unspent credits to this user (see `RestoreCode`).
+    /// Absent means `false`: such a transaction is refused (`account-mismatch`).
+    public var restore: Bool?
 
-    public init(jobID: JobID, userID: UserID, signedTransaction: String? = nil, transactionID: String? = nil) {
+    public init(
+        jobID: JobID,
+        userID: UserID,
+        signedTransaction: String? = nil,
+        transactionID: String? = nil,
+        restore: Bool? = nil
+    ) {
         self.jobID = jobID
         self.userID = userID
         self.signedTransaction = signedTransaction
         self.transactionID = transactionID
+        self.restore = restore
     }
 
     enum CodingKeys: String, CodingKey {
@@ -22,6 +33,7 @@ public struct VerifyPurchaseRequest: Sendable, Hashable, Codable {
         case userID = "userId"
         case signedTransaction
         case transactionID = "transactionId"
+        case restore
     }
 }
 

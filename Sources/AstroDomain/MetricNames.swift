@@ -169,9 +169,10 @@ public enum MetricLabel {
     /// Why a purchase was rejected: the codes the billing-worker's verification and ledger give
     /// (StoreKit verification failures are grouped under `verification`, App Store Server API
     /// failures under `appstore`).
-    public static let purchaseRejectionReasons: [String] = [
-        "invalid-payload", "verification", "verification-by-id-unavailable", "transaction-id-mismatch",
-        "unknown-product", "transaction-revoked", "account-token-missing", "account-mismatch", "invalid-quantity",
-        "transaction-owned-by-another-user", "appstore",
-    ]
+    public static let purchaseRejectionReasons: [String] =
+        [
+            "invalid-payload", "verification", "verification-by-id-unavailable", "transaction-id-mismatch",
+            "unknown-product", "transaction-revoked", "account-token-missing", "account-mismatch", "invalid-quantity",
+            "transaction-owned-by-another-user", "appstore",
+        ] + RestoreCode.allCases.map(\.rawValue)
 }

@@ -132,8 +132,13 @@ public struct CreditBalance: Sendable, Hashable, Encodable {
     public var refunded: Int
     public var revoked: Int
     public var restored: Int
+    /// Credits moved to this user by restores on a new install (`transferred`, `in`).
+    public var transferredIn: Int = 0
+    /// Credits moved from this user to another install of the same App Store account.
+    public var transferredOut: Int = 0
     public var openDebts: Int
-    /// issued − consumed + refunded − revoked + restored, from the ledger alone.
+    /// issued − consumed + refunded − revoked + restored + transferred in − transferred out,
+    /// from the ledger alone.
     public var ledgerAvailable: Int
     /// The ledger and the credits table agree.
     public var balanced: Bool { ledgerAvailable == available }
@@ -141,6 +146,7 @@ public struct CreditBalance: Sendable, Hashable, Encodable {
     enum CodingKeys: String, CodingKey {
         case userID = "userId"
         case availableByArea, available, issued, consumed, refunded, revoked, restored
+        case transferredIn, transferredOut
         case openDebts, ledgerAvailable, balanced
     }
 
@@ -154,6 +160,8 @@ public struct CreditBalance: Sendable, Hashable, Encodable {
         try container.encode(refunded, forKey: .refunded)
         try container.encode(revoked, forKey: .revoked)
         try container.encode(restored, forKey: .restored)
+        try container.encode(transferredIn, forKey: .transferredIn)
+        try container.encode(transferredOut, forKey: .transferredOut)
         try container.encode(openDebts, forKey: .openDebts)
         try container.encode(ledgerAvailable, forKey: .ledgerAvailable)
         try container.encode(balanced, forKey: .balanced)
@@ -163,7 +171,8 @@ public struct CreditBalance: Sendable, Hashable, Encodable {
 /// A ledger operation that cannot be done for this input; never retried.
 public struct LedgerRejection: Error, Sendable, Hashable, CustomStringConvertible {
     /// Stable code: `transaction-owned-by-another-user`, `profile-not-found`, `chart-not-found`,
-    /// `credit-not-found`, `credit-not-consumed-by-request`, `report-already-delivered`.
+    /// `credit-not-found`, `credit-not-consumed-by-request`, `report-already-delivered`, and a
+    /// restore's `RestoreCode`s.
     public var code: String
     public var message: String
     public var description: String { "\(code): \(message)" }
@@ -555,7 +564,7 @@ public enum CreditLedger {
         let audit = try database.query(
             """
             SELECT issued::int, consumed::int, refunded::int, revoked::int, restored::int, open_debts::int,
-                   ledger_available::int, available::int
+                   ledger_available::int, available::int, transferred_in::int, transferred_out::int
             FROM credit_audit WHERE user_id = $1
             """,
             [userID.uuid]
@@ -580,6 +589,8 @@ public enum CreditLedger {
             refunded: try count("refunded"),
             revoked: try count("revoked"),
             restored: try count("restored"),
+            transferredIn: try count("transferred_in"),
+            transferredOut: try count("transferred_out"),
             openDebts: try count("open_debts"),
             ledgerAvailable: try count("ledger_available")
         )

@@ -127,7 +127,7 @@ public enum NotificationLedger {
         }
         let credits = try database.query(
             """
-            SELECT id, consumed, revoked,
+            SELECT id, user_id, consumed, revoked,
                    EXISTS (SELECT 1 FROM credit_ledger l WHERE l.credit_id = c.id AND l.entry = 'debt')
                    AND NOT EXISTS (SELECT 1 FROM credit_ledger l WHERE l.credit_id = c.id AND l.entry = 'debt-cleared')
                        AS open_debt
@@ -137,6 +137,9 @@ public enum NotificationLedger {
         )
         for credit in credits {
             let id = try credit.decode(UUID.self, "id")
+            // The credit's holder now, not the buyer: a restore on a new install may have moved it
+            // (CreditTransfer.swift), and each user's audit must see its own credits' movements.
+            let userID = UserID(try credit.decode(UUID.self, "user_id"))
             if try credit.decode(Bool.self, "revoked") { continue }
             if try credit.decode(Bool.self, "consumed") {
                 if try credit.decode(Bool.self, "open_debt") { continue }
@@ -210,7 +213,7 @@ public enum NotificationLedger {
         let reason = "refund reversed"
         let credits = try database.query(
             """
-            SELECT id, revoked,
+            SELECT id, user_id, revoked,
                    (SELECT count(*) FILTER (WHERE entry = 'debt') - count(*) FILTER (WHERE entry = 'debt-cleared')
                     FROM credit_ledger l WHERE l.credit_id = c.id)::int AS open_debts
             FROM purchase_credits c WHERE transaction_id = $1 ORDER BY id FOR UPDATE
@@ -219,6 +222,9 @@ public enum NotificationLedger {
         )
         for credit in credits {
             let id = try credit.decode(UUID.self, "id")
+            // The credit's holder now, not the buyer: a restore on a new install may have moved it
+            // (CreditTransfer.swift), and each user's audit must see its own credits' movements.
+            let userID = UserID(try credit.decode(UUID.self, "user_id"))
             if try credit.decode(Bool.self, "revoked") {
                 try database.execute(
                     "UPDATE purchase_credits SET revoked = false, revoked_at = NULL WHERE id = $1",

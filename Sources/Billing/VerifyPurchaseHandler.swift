@@ -12,6 +12,9 @@ import WorkerRuntime
 /// for another account grants nothing: the job ends `failed` with a stable reason code and a
 /// `billing.purchase-rejected` event. A transaction already recorded answers with what the first
 /// delivery issued.
+///
+/// A restore on a new install (`restore: true`) of a signed transaction bought by another of our
+/// users moves that purchase's unspent credits to the caller instead (`CreditLedger.transfer`).
 public struct VerifyPurchaseHandler: JobHandler {
     public let jobType = JobType.billingVerifyPurchase
     private let verifier: SignedDataVerifier
@@ -40,6 +43,9 @@ public struct VerifyPurchaseHandler: JobHandler {
 
     public enum Prepared: Sendable {
         case verified(VerifyPurchaseRequest, VerifiedTransaction, Product)
+        /// A restore on a new install: the transaction verified, bought by `buyer` (see
+        /// `CreditLedger.transfer`).
+        case transfer(VerifyPurchaseRequest, VerifiedTransaction, Product, buyer: UserID)
         case rejected(VerifyPurchaseRequest, JobError, transactionID: String?)
     }
 
@@ -137,6 +143,9 @@ public struct VerifyPurchaseHandler: JobHandler {
             }
             return try checkedQuantity(request, verified, product)
         }
+        if let buyer = UUID(uuidString: token), buyer != request.userID.uuid, request.restore == true {
+            return try restore(request, verified, product, buyer: UserID(buyer))
+        }
         if UUID(uuidString: token) != request.userID.uuid {
             return .rejected(
                 request,
@@ -148,6 +157,31 @@ public struct VerifyPurchaseHandler: JobHandler {
             )
         }
         return try checkedQuantity(request, verified, product)
+    }
+
+    /// A restore of another user's purchase, when its proof will do: StoreKit's signed
+    /// transaction (verified: our app, our environment, Apple's signature), not a transaction
+    /// id, which is printed on receipts and proves nothing about who holds the purchase.
+    private func restore(
+        _ request: VerifyPurchaseRequest,
+        _ verified: VerifiedTransaction,
+        _ product: Product,
+        buyer: UserID
+    ) throws -> Prepared {
+        guard request.transactionID == nil else {
+            return .rejected(
+                request,
+                JobError(
+                    code: RestoreCode.needsSignedTransaction.rawValue,
+                    message: "transaction \(verified.transactionID) was bought by another account; restoring it "
+                        + "needs StoreKit's signed transaction, not its id"
+                ),
+                transactionID: verified.transactionID
+            )
+        }
+        let checked = try checkedQuantity(request, verified, product)
+        guard case .verified = checked else { return checked }
+        return .transfer(request, verified, product, buyer: buyer)
     }
 
     /// A verified transaction whose quantity the product allows, or its rejection: a signed
@@ -177,6 +211,8 @@ public struct VerifyPurchaseHandler: JobHandler {
         switch prepared {
         case .rejected(let request, let error, let transactionID):
             return try Self.rejection(request, error, transactionID: transactionID)
+        case .transfer(let request, let verified, _, let buyer):
+            return try Self.transfer(request, verified, buyer: buyer, database: database)
         case .verified(let request, let verified, let product):
             let payload = verified.payload
             let facts = PurchaseFacts(
@@ -232,6 +268,56 @@ public struct VerifyPurchaseHandler: JobHandler {
                 measurements: BillingMeasurements.verified(grant)
             )
         }
+    }
+
+    /// Moves the purchase's unspent credits to the caller and answers like a grant
+    /// (`billing.credits-issued`), with `transferred` set so the app can tell a restore from a
+    /// purchase: `credits` are the credits moved (by the first delivery, on a repeat).
+    private static func transfer(
+        _ request: VerifyPurchaseRequest,
+        _ verified: VerifiedTransaction,
+        buyer: UserID,
+        database: PostgresConnection
+    ) throws -> JobOutcome {
+        let moved: CreditTransfer
+        do {
+            moved = try CreditLedger.transfer(
+                presentedTransactionID: verified.transactionID,
+                originalTransactionID: verified.payload.originalTransactionId ?? verified.transactionID,
+                buyer: buyer,
+                to: request.userID,
+                jobID: request.jobID,
+                database: database
+            )
+        } catch let refusal as LedgerRejection {
+            return try rejection(
+                request,
+                JobError(code: refusal.code, message: refusal.message),
+                transactionID: verified.transactionID
+            )
+        }
+        var fields: [String: JSONValue] = [
+            "userId": .string(request.userID.description),
+            "transactionId": .string(verified.transactionID),
+            "productId": .string(moved.productID),
+            "credits": .array(moved.credits.map { .string($0.description) }),
+            "area": moved.area.map { .string($0.rawValue) } ?? .string("any"),
+            "alreadyProcessed": .bool(moved.alreadyTransferred),
+            "transferred": .bool(true),
+            "transferId": .string(moved.transferID.uuidString.lowercased()),
+        ]
+        if moved.transactionID != verified.transactionID {
+            fields["restoredFrom"] = .string(moved.transactionID)
+        }
+        return JobOutcome(
+            status: .succeeded,
+            result: .object(fields),
+            messages: [
+                try .event(
+                    JobEvent(jobID: request.jobID, userID: request.userID, type: .billingCreditsIssued, fields: fields)
+                )
+            ]
+        )
     }
 
     private static func rejection(

@@ -290,6 +290,14 @@ extension GatewayRoutes {
         let json = try jsonObject(data)
         let signed = try optionalString(json, "signedTransaction")
         let transactionID = try optionalString(json, "transactionId")
+        // A restore on a new install (issue 18): the billing-worker may move another account's
+        // unspent credits of this purchase to the caller (README, "Restore on a new device").
+        let restore: Bool?
+        switch json["restore"] {
+        case nil, .null?: restore = nil
+        case .bool(let flag)?: restore = flag
+        default: throw unprocessable("invalid-field-type", "restore: expected a boolean", field: "restore")
+        }
         let job: VerifyPurchaseRequest
         switch (signed, transactionID) {
         case (let signed?, nil):
@@ -335,6 +343,7 @@ extension GatewayRoutes {
         ) { jobID in
             var body = job
             body.jobID = jobID
+            body.restore = restore
             return (try JSONCoding.encoder.encode(body), [:])
         }
     }

@@ -167,7 +167,9 @@ struct BillingCredits: AsyncParsableCommand {
         }
         print(
             "ledger: issued \(balance.issued) − consumed \(balance.consumed) + refunded \(balance.refunded)"
-                + " − revoked \(balance.revoked) + restored \(balance.restored) = \(balance.ledgerAvailable)"
+                + " − revoked \(balance.revoked) + restored \(balance.restored)"
+                + " + transferred in \(balance.transferredIn) − out \(balance.transferredOut)"
+                + " = \(balance.ledgerAvailable)"
                 + (balance.balanced ? " (balanced)" : " (DOES NOT BALANCE: \(balance.available) available)")
         )
         if balance.openDebts > 0 { print("open debts (refunded purchases already spent): \(balance.openDebts)") }
