@@ -23,6 +23,13 @@ public struct CreditTransfer: Sendable, Hashable {
     public var alreadyTransferred: Bool
 }
 
+// Why the proof is the signed transaction and not Apple's history: Get Transaction History (v2,
+// `GET /inApps/v2/history/{transactionId}`, App Store Server API 1.12+, checked against Apple's
+// documentation) lists every transaction of the customer, finished consumables included, 20 a
+// page with `revision`/`hasMore`, but it is keyed by any transaction id of the customer, and an id
+// proves nothing about who holds the purchase. The JWS the caller's StoreKit hands over is signed
+// by Apple for this app and environment; verifying it is what restoring needs (README, "Restore on
+// a new device").
 extension CreditLedger {
     /// Moves the unspent credits of a verified purchase to the user restoring it on a new
     /// install, once per purchase and receiving user.
