@@ -161,7 +161,8 @@ public struct VerifyPurchaseHandler: JobHandler {
 
     /// A restore of another user's purchase, when its proof will do: StoreKit's signed
     /// transaction (verified: our app, our environment, Apple's signature), not a transaction
-    /// id, which is printed on receipts and proves nothing about who holds the purchase.
+    /// id, an identifier that logs, events and support requests carry, which proves nothing
+    /// about who holds the purchase.
     private func restore(
         _ request: VerifyPurchaseRequest,
         _ verified: VerifiedTransaction,
