@@ -227,6 +227,72 @@ struct RestoreTransferTests {
         #expect(newBalance.available == 3 && newBalance.restored == 3 && newBalance.balanced, "\(newBalance)")
     }
 
+    /// StoreKit may hand the new install a restore transaction (a new id, the purchase's
+    /// original id): it moves the credits the original granted.
+    @Test func aRestoreTransactionWithANewIdMovesTheOriginalsCredits() async throws {
+        let (buyer, _) = try await ledger.userWithProfile()
+        let product = "com.astrosvitla.astroinsight.report.career"
+        let (original, originalID) = try BillingLedgerIntegrationTests.signedPurchase(product, user: buyer)
+        #expect(try await ledger.purchase(original, user: buyer).status == .succeeded)
+        let (restoreJWS, restoreID) = try BillingLedgerIntegrationTests.signedPurchase(
+            product,
+            user: buyer,
+            originalID: originalID
+        )
+        let (newUser, _) = try await ledger.userWithProfile()
+        let outcome = try await restore(restoreJWS, user: newUser)
+        #expect(outcome.status == .succeeded, "\(String(describing: outcome.result))")
+        #expect(outcome.result?["transactionId"]?.stringValue == restoreID)
+        #expect(outcome.result?["restoredFrom"]?.stringValue == originalID)
+        #expect(outcome.result?["area"] == "career")
+        #expect(try await ledger.balance(newUser).availableByArea == ["career": 1])
+        let moved = try await transfers(originalID)
+        #expect(moved.rows == 1 && moved.entries == 2)
+    }
+
+    /// The buyer spends while the new install restores: every credit ends up either spent by the
+    /// buyer or moved, never both, and both audits balance.
+    @Test func spendingAndRestoringAtOnceNeverBothSpendAndMoveACredit() async throws {
+        let (buyer, profile) = try await ledger.userWithProfile()
+        let (jws, id) = try BillingLedgerIntegrationTests.signedPurchase(
+            "com.astrosvitla.report.credit.pack10",
+            user: buyer
+        )
+        #expect(try await ledger.purchase(jws, user: buyer).status == .succeeded)
+        let (newUser, _) = try await ledger.userWithProfile()
+        var requests: [(ReportArea, ReportLanguage)] = []
+        for area in ReportArea.allCases {
+            for language in ReportLanguage.allCases { requests.append((area, language)) }
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (area, language) in requests {
+                group.addTask { _ = try await ledger.request(buyer, profile, area, language) }
+            }
+            for _ in 0..<5 { group.addTask { _ = try await restore(jws, user: newUser) } }
+            try await group.waitForAll()
+        }
+        let old = try await ledger.balance(buyer)
+        let new = try await ledger.balance(newUser)
+        #expect(old.consumed + new.transferredIn == 10, "\(old) \(new)")
+        #expect(old.transferredOut == new.transferredIn)
+        #expect(old.available == 0 && new.available == new.transferredIn)
+        #expect(old.balanced && new.balanced, "\(old) \(new)")
+        let misplaced = try await pool.withConnection { database in
+            try database.query(
+                """
+                SELECT count(*)::int AS n FROM purchase_credits c
+                WHERE c.transaction_id = $1 AND (
+                    (c.consumed AND c.user_id <> $2)
+                    OR (NOT c.consumed AND c.user_id <> $3)
+                    OR EXISTS (SELECT 1 FROM credit_ledger l WHERE l.credit_id = c.id AND l.entry = 'consumed')
+                        = EXISTS (SELECT 1 FROM credit_ledger l WHERE l.credit_id = c.id AND l.entry = 'transferred'))
+                """,
+                [id, buyer.uuid, newUser.uuid]
+            ).first?.decode(Int.self, "n")
+        }
+        #expect(misplaced == 0)
+    }
+
     /// The schema refuses a second move of one credit in one transfer, and a `transferred`
     /// entry that names no transfer, whatever the code does.
     @Test func theLedgerRefusesAnInconsistentTransferEntry() async throws {
