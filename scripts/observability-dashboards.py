@@ -113,6 +113,15 @@ DASHBOARDS = {
                   [("sum by (reason) (rate(gateway_events_dropped_total[5m]))", "{{reason}}")], "ops"),
             panel("Requests refused by rate limits, by limit",
                   [("sum by (limit) (rate(gateway_rate_limited_total[5m]))", "{{limit}}")], "reqps"),
+            # The maintenance totals are the database's, the same in every replica and after a
+            # restart: max over replicas, and a plain difference instead of increase().
+            panel("Dead letters dropped per hour, by queue and reason (broker-max-length: alert)",
+                  [("max by (queue, reason) (astro_dead_letters_dropped_total) - "
+                    "max by (queue, reason) (astro_dead_letters_dropped_total offset 1h)", "{{queue}} {{reason}}")],
+                  stack=True,
+                  description="Dropped by the maintenance task past DEAD_LETTER_MAX_LENGTH or DEAD_LETTER_MAX_AGE, "
+                  "or by the broker's length backstop (counted from astro.dead-dropped); each one is also "
+                  "logged with its job id."),
         ],
     ),
     "astro-billing.json": dashboard(
@@ -196,6 +205,15 @@ DASHBOARDS = {
                   [("sum by (service) (rate(astro_commit_batches_total[5m]))", "{{service}}")], "ops"),
             panel("Seconds since each probe last read the database",
                   [("time() - astro_probe_last_success_timestamp_seconds", "{{service}} {{probe}}")], "s"),
+            panel("Rows deleted by retention per hour, by table",
+                  [("max by (table) (astro_retention_deleted_rows_total) - "
+                    "max by (table) (astro_retention_deleted_rows_total offset 1h)", "{{table}}")], stack=True),
+            panel("Hours since the last successful maintenance run (alert over 48 h)",
+                  [("(time() - max(astro_maintenance_last_success_timestamp_seconds)) / 3600", "hours")],
+                  "h", kind="stat"),
+            panel("Maintenance runs per day, by outcome",
+                  [("max by (outcome) (astro_maintenance_runs_total) - "
+                    "max by (outcome) (astro_maintenance_runs_total offset 1d)", "{{outcome}}")]),
             panel("Broker connections and channels",
                   [("sum(rabbitmq_connections)", "connections"), ("sum(rabbitmq_channels)", "channels")]),
             panel("Broker memory",

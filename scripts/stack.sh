@@ -20,7 +20,8 @@
 #   AMQP_CA_FILE   the test CA that signed the TLS listener's certificate
 #   DATABASE_URL   postgres://astro:astro@127.0.0.1:<port>/astro
 #   CHART_WORKER_AMQP_URL, BILLING_WORKER_AMQP_URL, REPORT_WORKER_AMQP_URL,
-#   STORY_WORKER_AMQP_URL, CLIENT_AMQP_URL, GATEWAY_AMQP_URL
+#   STORY_WORKER_AMQP_URL, CLIENT_AMQP_URL, GATEWAY_AMQP_URL, OPERATOR_AMQP_URL,
+#   MAINTENANCE_AMQP_URL
 #                  each service's own broker user (deploy/rabbitmq/definitions.json, loaded at
 #                  boot with development passwords), limited to what that service may do
 #   ASTRO_STACK_DIR  the temporary folder holding both servers' data and logs
@@ -33,7 +34,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # The broker's users and permissions (astroctl broker definitions --template), and the
 # development passwords the local stack gives them: <user>-dev.
 DEFINITIONS_TEMPLATE=$here/../deploy/rabbitmq/definitions.json
-SERVICE_USERS=(chart-worker billing-worker report-worker story-worker astro-client gateway)
+SERVICE_USERS=(chart-worker billing-worker report-worker story-worker astro-client gateway astro-operator
+    maintenance)
 # The largest message body the broker accepts: the workers' MAX_MESSAGE_BYTES default.
 MAX_MESSAGE_BYTES=262144
 PACKAGES=(librabbitmq-dev libpq-dev libswe-dev swe-standard-data rabbitmq-server postgresql
@@ -122,7 +124,9 @@ render_definitions() { # the template with the administrator astro/astro and <us
         -e 's/${REPORT_WORKER_AMQP_PASSWORD}/report-worker-dev/g' \
         -e 's/${STORY_WORKER_AMQP_PASSWORD}/story-worker-dev/g' \
         -e 's/${CLIENT_AMQP_PASSWORD}/astro-client-dev/g' \
-        -e 's/${GATEWAY_AMQP_PASSWORD}/gateway-dev/g' "$DEFINITIONS_TEMPLATE"
+        -e 's/${GATEWAY_AMQP_PASSWORD}/gateway-dev/g' \
+        -e 's/${OPERATOR_AMQP_PASSWORD}/astro-operator-dev/g' \
+        -e 's/${MAINTENANCE_AMQP_PASSWORD}/maintenance-dev/g' "$DEFINITIONS_TEMPLATE"
 }
 
 rabbit_env() {

@@ -58,6 +58,19 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
     case traceSpansDropped = "astro_trace_spans_dropped_total"
     case traceSpansFailed = "astro_trace_spans_failed_total"
 
+    // Retention and the dead-letter bound (the maintenance task), exported by the billing-worker
+    // from what the task recorded (maintenance_totals, maintenance_runs): the task itself is a
+    // short CronJob run that no scrape could reliably catch.
+    /// Rows retention deleted, by table, since the database was created (never reset).
+    case retentionDeletedRows = "astro_retention_deleted_rows_total"
+    /// Dead letters dropped, by dead-letter queue and reason (max-length, max-age,
+    /// broker-max-length), each also logged by job id.
+    case deadLettersDropped = "astro_dead_letters_dropped_total"
+    /// Maintenance runs recorded, by outcome (completed, partial, failed).
+    case maintenanceRuns = "astro_maintenance_runs_total"
+    /// When the last maintenance run that was not a failure (nor a dry run) finished (Unix time).
+    case maintenanceLastSuccess = "astro_maintenance_last_success_timestamp_seconds"
+
     /// How Prometheus sees the metric.
     public enum Kind: Sendable, Hashable {
         case counter, gauge, histogram
@@ -68,7 +81,7 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         switch self {
         case .jobDuration, .gatewayRequestDuration: .histogram
         case .jobsInFlight, .outboxOldestUnsentAge, .probeLastSuccess, .workerReady, .ledgerUnbalancedUsers,
-            .gatewayEventStreamsOpen:
+            .gatewayEventStreamsOpen, .maintenanceLastSuccess:
             .gauge
         default: .counter
         }
@@ -98,6 +111,10 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         case .gatewayPublishes: ["outcome"]
         case .gatewayRateLimited: ["limit"]
         case .gatewayEventStreamsClosed, .gatewayEventsDropped: ["reason"]
+        case .retentionDeletedRows: ["table"]
+        case .deadLettersDropped: ["queue", "reason"]
+        case .maintenanceRuns: ["outcome"]
+        case .maintenanceLastSuccess: []
         }
     }
 
@@ -123,6 +140,10 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         case .llmTokens: "LLM tokens paid for, by purpose and kind (prompt, completion)"
         case .llmCost: "LLM cost in USD at the configured token prices, by purpose"
         case .imageCost: "Images API cost in USD at the configured price per picture"
+        case .retentionDeletedRows: "Rows the maintenance task's retention deleted, by table"
+        case .deadLettersDropped: "Dead letters dropped from their queue, by queue and reason"
+        case .maintenanceRuns: "Maintenance runs recorded, by outcome"
+        case .maintenanceLastSuccess: "When the last maintenance run that did not fail finished (Unix time)"
         default: ""
         }
     }

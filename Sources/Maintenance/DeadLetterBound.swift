@@ -13,6 +13,9 @@ public struct DroppedDeadLetter: Sendable, Equatable {
         case maxLength = "max-length"
         /// It was dead-lettered longer ago than `DEAD_LETTER_MAX_AGE`.
         case maxAge = "max-age"
+        /// The broker's length backstop dropped it (the task had not bounded the queue in time);
+        /// counted when the task drains `astro.dead-dropped`.
+        case brokerMaxLength = "broker-max-length"
     }
 
     public var queue: String
@@ -95,7 +98,7 @@ public struct DeadLetterBound: Sendable {
     }
 
     /// Walks one queue from its head.
-    private func bound(queue: String, length: Int, now: Date, dryRun: Bool) async throws -> [DroppedDeadLetter] {
+    func bound(queue: String, length: Int, now: Date, dryRun: Bool) async throws -> [DroppedDeadLetter] {
         guard length > 0 else { return [] }
         let excess = max(0, length - maxLength)
         let consumer = AMQPConsumer(
@@ -209,7 +212,7 @@ public struct DeadLetterBound: Sendable {
 }
 
 /// Whether a delivery arrived since the last check.
-private final class Watchdog: Sendable {
+final class Watchdog: Sendable {
     private let touched = Mutex(true)
 
     func touch() { touched.withLock { $0 = true } }

@@ -41,6 +41,8 @@ public struct MaintenanceRun: Sendable {
     let amqp: AMQPConfiguration?
     let configuration: RetentionConfiguration
     let logger: Logger
+    /// The dead-letter queues bounded (every job type's; tests name queues of their own).
+    var deadLetterQueues = DeadLetterBound.contractQueues
 
     /// - Parameters:
     ///   - pool: connections as `astro_maintenance` (or the owner).
@@ -73,12 +75,15 @@ public struct MaintenanceRun: Sendable {
             summary.retention = try await Retention(pool: pool, configuration: configuration, logger: logger)
                 .run(now: now, dryRun: dryRun, deadline: deadline)
             if let amqp {
-                summary.dropped = try await DeadLetterBound(
+                let bound = DeadLetterBound(
                     amqp: amqp,
                     maxAge: configuration.deadLetterMaxAge,
                     maxLength: configuration.deadLetterMaxLength,
                     logger: logger
-                ).run(queues: DeadLetterBound.contractQueues, now: now, dryRun: dryRun)
+                )
+                summary.dropped = try await bound.run(queues: deadLetterQueues, now: now, dryRun: dryRun)
+                // What the broker's backstop dropped since the last run, counted one by one.
+                summary.dropped += try await bound.drainBrokerDrops(dryRun: dryRun)
             } else {
                 logger.notice("AMQP_URL not set: the dead-letter queues were not bounded")
             }

@@ -8,8 +8,10 @@ import Tracing
 /// Every span gets real ids, exporter or not, so the trace context a service passes on (in
 /// message and HTTP headers) is always correct; without an exporter spans are simply not
 /// recorded. A span's parent is the `traceContext` of the context it starts in; without one it
-/// starts a new trace. Spans are recorded whenever an exporter is set (the sampled flag an
-/// upstream service sent is carried, and set when this service records).
+/// starts a new trace. The W3C `sampled` flag decides what is recorded (a parent-based sampler):
+/// a new trace is sampled when an exporter is set; a span continuing a parent keeps the parent's
+/// decision, so a caller that sent `traceparent` with flags `00` gets no spans from this service,
+/// yet its trace context (ids, flags, `tracestate`) is still carried to everything that follows.
 public final class OTLPTracer: Tracer, Sendable {
     public typealias Span = OTLPSpan
 
@@ -29,9 +31,10 @@ public final class OTLPTracer: Tracer, Sendable {
     ) -> OTLPSpan {
         var spanContext = context()
         let parent = spanContext.traceContext
-        var own = parent?.child() ?? .newRoot(sampled: exporter != nil)
-        if exporter != nil { own.sampled = true }
+        let own = parent?.child() ?? .newRoot(sampled: exporter != nil)
         spanContext.traceContext = own
+        // An unsampled span is made (its ids propagate) but never recorded or exported.
+        let recorder = own.sampled ? exporter : nil
         return OTLPSpan(
             name: operationName,
             kind: kind,
@@ -39,7 +42,7 @@ public final class OTLPTracer: Tracer, Sendable {
             trace: own,
             parentSpanID: parent?.spanID,
             start: instant().nanosecondsSinceEpoch,
-            exporter: exporter
+            exporter: recorder
         )
     }
 

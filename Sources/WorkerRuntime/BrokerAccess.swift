@@ -44,6 +44,14 @@ public enum BrokerAccess {
         public var readsEvents: Bool
         /// Prefix of the private queues it may declare (clients' event queues), if any.
         public var privateQueuePrefix: String?
+        /// Whether it reads (consumes, acknowledges, purges) every `<type>.dead` queue: the
+        /// operator's tools and the maintenance task.
+        public var readsDeadLetters: Bool = false
+        /// Whether it may put a dead letter back into its own `.dead` queue through `astro.retry`
+        /// (astroctl moves a dead letter read many times, so reading never wears it out).
+        public var movesDeadLetters: Bool = false
+        /// Other queues it reads by name (the maintenance task: `astro.dead-dropped`).
+        public var readsQueues: [String] = []
 
         public init(
             user: String,
@@ -116,8 +124,36 @@ public enum BrokerAccess {
         privateQueuePrefix: "gateway.events."
     )
 
+    /// astroctl's operator commands (`astroctl dead list|show|replay|purge`): it reads and
+    /// purges the `.dead` queues, republishes a replayed job to `astro.jobs` under any job type
+    /// (a dead `report.generate` is replayed too), and moves a worn dead letter back into its own
+    /// `.dead` queue through `astro.retry`. It reads no work queue, publishes no event and no
+    /// request, and configures nothing; it needs no management tag (it uses AMQP only).
+    public static let `operator`: Service = {
+        var service = Service(
+            user: "astro-operator",
+            passwordVariable: "OPERATOR_AMQP_PASSWORD",
+            publishesJobs: JobType.all
+        )
+        service.readsDeadLetters = true
+        service.movesDeadLetters = true
+        return service
+    }()
+    /// The maintenance task: it reads (and drops from) the `.dead` queues and drains
+    /// `astro.dead-dropped`, where the broker's length backstop dead-letters what it drops. It
+    /// publishes nothing and configures nothing; no management tag (AMQP only: queue lengths come
+    /// from passive declarations, which need no permission).
+    public static let maintenance: Service = {
+        var service = Service(user: "maintenance", passwordVariable: "MAINTENANCE_AMQP_PASSWORD")
+        service.readsDeadLetters = true
+        service.readsQueues = [BrokerNames.deadDroppedQueue]
+        return service
+    }()
+
     /// Every service user, workers first.
-    public static let services = [chartWorker, billingWorker, reportWorker, storyWorker, client, gateway]
+    public static let services =
+        [chartWorker, billingWorker, reportWorker, storyWorker, client, gateway]
+        + [`operator`, maintenance]
 
     /// The user a worker of these queues connects as.
     public static func service(consuming queues: [JobType]) -> Service? {
@@ -171,10 +207,14 @@ public enum BrokerAccess {
         if !service.publishesJobs.isEmpty { exchanges.append(BrokerNames.jobsExchange) }
         if !service.requests.isEmpty { exchanges.append(BrokerNames.requestsExchange) }
         if !service.eventPrefixes.isEmpty { exchanges.append(BrokerNames.eventsExchange) }
-        // Retries and dead letters of its own queues.
-        if !service.consumes.isEmpty { exchanges.append(BrokerNames.retryExchange) }
+        // Retries and dead letters of its own queues (or, for the operator, dead letters moved).
+        if !service.consumes.isEmpty || service.movesDeadLetters { exchanges.append(BrokerNames.retryExchange) }
         let privateQueues = service.privateQueuePrefix.map { [escaped($0) + ".+"] } ?? []
         var readable = service.consumes.map { escaped($0.rawValue) }
+        if service.readsDeadLetters {
+            readable += JobType.all.map { escaped(BrokerNames.deadLetterQueue(of: $0.rawValue)) }
+        }
+        readable += service.readsQueues.map(escaped)
         if service.readsEvents { readable.append(escaped(BrokerNames.eventsExchange)) }
         // configure: only a client's private queues (binding them needs `write` on the queue and
         // `read` on astro.events). write: the exchanges it publishes to. read: the queues it
@@ -190,7 +230,10 @@ public enum BrokerAccess {
     /// no exchange is left to RabbitMQ's default of "every routing key").
     public static func topicPermissions(_ service: Service) -> [TopicPermission] {
         let consumed = service.consumes.map { escaped($0.rawValue) }
-        let ownQueues = consumed.isEmpty ? nothing : "^" + alternatives(consumed) + "\\.(retry\\.[0-9]+ms|dead)$"
+        var ownQueues = consumed.isEmpty ? nothing : "^" + alternatives(consumed) + "\\.(retry\\.[0-9]+ms|dead)$"
+        if service.movesDeadLetters {
+            ownQueues = exactly(JobType.all.map { BrokerNames.deadLetterQueue(of: $0.rawValue) })
+        }
         let events =
             service.eventPrefixes.isEmpty ? nothing : "^" + alternatives(service.eventPrefixes.map(escaped)) + ".+$"
         return [
@@ -225,8 +268,11 @@ public enum BrokerAccess {
 
     /// The backstop over the dead-letter queues (the `dead-letter-backstop` policy): the broker
     /// drops the oldest beyond this many messages. The maintenance task bounds them first, at
-    /// `DEAD_LETTER_MAX_LENGTH` (at most this), naming each message it drops; the broker drops
-    /// silently, so it only catches a queue the task stopped tending (CONTRACT.md, "Retention").
+    /// `DEAD_LETTER_MAX_LENGTH` (at most this), naming each message it drops; the backstop only
+    /// catches a queue the task stopped tending (CONTRACT.md, "Retention"). What it drops is not
+    /// lost from sight: the policy dead-letters it (x-death reason `maxlen`) through `astro.dlx`
+    /// into `astro.dead-dropped`, which the next maintenance run drains, logging and counting each
+    /// one exactly (`astro_dead_letters_dropped_total{reason="broker-max-length"}`).
     public static let deadLetterBackstopLength = 1_000_000
 
     /// The dead-letter queues' policy name.
@@ -305,7 +351,11 @@ public enum BrokerAccess {
         [
             "vhost": .string(vhost), "name": .string(deadLetterBackstopPolicy),
             "pattern": .string(deadLetterQueuePattern), "apply-to": "queues", "priority": 0,
-            "definition": ["max-length": .number(Double(deadLetterBackstopLength)), "overflow": "drop-head"],
+            "definition": [
+                "max-length": .number(Double(deadLetterBackstopLength)), "overflow": "drop-head",
+                "dead-letter-exchange": .string(BrokerNames.deadLetterExchange),
+                "dead-letter-routing-key": .string(BrokerNames.deadDroppedQueue),
+            ],
         ]
     }
 
@@ -373,7 +423,9 @@ extension BrokerAccess {
                 + "  labels:\n    app.kubernetes.io/part-of: astrosvitla\nspec:\n"
                 + "  name: \(deadLetterBackstopPolicy)\n  vhost: \"/\"\n  pattern: \(quoted(deadLetterQueuePattern))\n"
                 + "  applyTo: queues\n  priority: 0\n  definition:\n    max-length: \(deadLetterBackstopLength)\n"
-                + "    overflow: drop-head\n  rabbitmqClusterReference:\n    name: \(cluster)\n"
+                + "    overflow: drop-head\n    dead-letter-exchange: \(BrokerNames.deadLetterExchange)\n"
+                + "    dead-letter-routing-key: \(BrokerNames.deadDroppedQueue)\n"
+                + "  rabbitmqClusterReference:\n    name: \(cluster)\n"
         )
         return header + "\n" + documents.joined(separator: "---\n")
     }

@@ -104,7 +104,16 @@ public enum WorkerTopology {
                 )
             }
         }
-        if asAdministrator { topology.exchangeBindings = requestBindings }
+        if asAdministrator {
+            topology.exchangeBindings = requestBindings
+            // What the dead-letter queues' length backstop drops (its policy dead-letters it
+            // through astro.dlx under this key) waits here for the maintenance task to count it.
+            let dropped = BrokerNames.deadDroppedQueue
+            topology.queues.append(QueueSpec(name: dropped, queueType: queueType))
+            topology.bindings.append(
+                BindingSpec(queue: dropped, exchange: BrokerNames.deadLetterExchange, routingKey: dropped)
+            )
+        }
         return topology
     }
 

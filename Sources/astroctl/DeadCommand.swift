@@ -17,9 +17,10 @@ struct DeadCommand: AsyncParsableCommand {
             is durable, and every replay and purge is recorded in operator_actions with who \
             (--operator, else $ASTRO_OPERATOR, else the login user), when and why (--why).
 
-            The broker user must read the .dead queues and publish to astro.jobs: run these \
-            commands as the broker's administrator (like astroctl migrate). The database user \
-            needs only the astro_operator role's grants (migration 0020; OPERATOR_DB_PASSWORD).
+            The broker user must read the .dead queues and publish to astro.jobs: the user \
+            astro-operator (OPERATOR_AMQP_PASSWORD) may do exactly that and nothing more. The \
+            database user needs only the astro_operator role's grants (migration 0020; \
+            OPERATOR_DB_PASSWORD).
 
             Examples:
               astroctl dead list --queue chart.calculate --since 2h

@@ -14,7 +14,8 @@ let status = await WorkerMain.run(
     defaultHTTPPort: 8083,
     queues: [.billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification],
     // The ledger audit as a gauge (astro_ledger_unbalanced_users), every LEDGER_AUDIT_INTERVAL_SECONDS.
-    probes: [try LedgerAuditProbe.fromEnvironment(environment)]
+    // The maintenance task's recorded deletions, drops and runs (MaintenanceMetricsProbe).
+    probes: [try LedgerAuditProbe.fromEnvironment(environment), MaintenanceMetricsProbe.probe()]
 ) { context in
     let logger = context.logger
     let billing = try BillingConfiguration.fromEnvironment(environment)

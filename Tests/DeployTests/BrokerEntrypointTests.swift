@@ -11,7 +11,7 @@ import Testing
     static let variables = [
         "RABBITMQ_USER", "RABBITMQ_PASSWORD", "CHART_WORKER_AMQP_PASSWORD", "BILLING_WORKER_AMQP_PASSWORD",
         "REPORT_WORKER_AMQP_PASSWORD", "STORY_WORKER_AMQP_PASSWORD", "CLIENT_AMQP_PASSWORD",
-        "GATEWAY_AMQP_PASSWORD",
+        "GATEWAY_AMQP_PASSWORD", "OPERATOR_AMQP_PASSWORD", "MAINTENANCE_AMQP_PASSWORD",
     ]
 
     /// Runs the entrypoint in --render-only mode; returns its status, the rendered file and stderr.
@@ -38,6 +38,7 @@ import Testing
     @Test func everyPrintablePasswordArrivesExactly() throws {
         let passwords = [
             #"a\b"c&d|e/f@g:h"#, #"x\\y"#, "$HOME", "it's", "%00", "ключ 🔑", #"{"json":1}"#, "gate&way",
+            "op|er\\ator", "main&ten\"ance",
         ]
         var environment = Dictionary(uniqueKeysWithValues: zip(Self.variables, passwords))
         environment["RABBITMQ_USER"] = "astro"
@@ -57,6 +58,8 @@ import Testing
         #expect(byName["story-worker"] == passwords[5])
         #expect(byName["astro-client"] == passwords[6])
         #expect(byName["gateway"] == passwords[7])
+        #expect(byName["astro-operator"] == passwords[8])
+        #expect(byName["maintenance"] == passwords[9])
     }
 
     @Test(arguments: ["a\tb", "line\nbreak", "bell\u{07}"])

@@ -787,6 +787,16 @@ extension ComposeFileTests {
         let environment = environmentOf(maintenance)
         let url = environment["DATABASE_URL"] ?? ""
         #expect(databaseUser(url) == "astro_maintenance", "maintenance: DATABASE_URL must connect as astro_maintenance")
+        // Its own broker user (the .dead queues and astro.dead-dropped only), never the administrator,
+        // with the password the broker's service creates it with.
+        let broker = environment["AMQP_URL"] ?? ""
+        #expect(databaseUser(broker) == "maintenance", "maintenance: AMQP_URL must connect as the maintenance user")
+        let rabbitmq = environmentOf(try compose.service("rabbitmq"))
+        #expect(
+            resolvedDefault(rabbitmq["MAINTENANCE_AMQP_PASSWORD"] ?? "") == resolvedDefault(databasePassword(broker)),
+            "maintenance: its broker password differs from the one the broker's service sets"
+        )
+        #expect(rabbitmq["OPERATOR_AMQP_PASSWORD"] != nil, "rabbitmq: OPERATOR_AMQP_PASSWORD is not set")
         // The password migrate gives the role is the one the task uses.
         let migrate = environmentOf(try compose.service("migrate"))
         #expect(

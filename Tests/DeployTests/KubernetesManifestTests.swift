@@ -722,7 +722,8 @@ struct KubernetesManifestTests {
         let roles = spec["managed"]["roles"].list
         let names = roles.compactMap { $0["name"].string }
         #expect(
-            names.sorted() == (Worker.all.map(\.role) + ["astro_gateway", "astro_maintenance"]).sorted(),
+            names.sorted()
+                == (Worker.all.map(\.role) + ["astro_gateway", "astro_maintenance", "astro_operator"]).sorted(),
             "\(cluster.label): managed roles \(names)"
         )
         for role in roles {
@@ -1746,6 +1747,9 @@ extension KubernetesManifestTests {
             "\(place): DATABASE_URL must connect as astro_maintenance"
         )
         #expect(env.entries["AMQP_URL"]?.secret != nil, "\(place): AMQP_URL must come from a Secret")
+        // Its own broker user (BrokerAccess.maintenance), never the administrator's astro-amqp.
+        #expect(env.entries["AMQP_URL"]?.secret?.name == "astro-amqp-maintenance", "\(place): AMQP_URL's Secret")
+        #expect(URLComponents(string: env.value("AMQP_URL") ?? "")?.user == "maintenance", "\(place): AMQP_URL user")
 
         // The settings parse as the task reads them, within its bounds; the job's deadline is
         // above the task's own time budget, so the task stops itself first.
@@ -1772,6 +1776,42 @@ extension KubernetesManifestTests {
         #expect(
             managed != (migrateEnv.entries["MAINTENANCE_DB_PASSWORD"]?.secret?.name == "astro-db-maintenance"),
             "\(target.rawValue): exactly one of the migrate Job and CloudNativePG sets astro_maintenance's password"
+        )
+    }
+}
+
+// MARK: - astroctl's operator role (issue 17)
+
+extension KubernetesManifestTests {
+    /// astro_operator (migration 0020) logs in with the password of its own Secret: set by the
+    /// migrate Job, or by CloudNativePG's managed roles in production, never by both or neither.
+    @Test(
+        "astro_operator: its Secret, and exactly one of the migrate Job and CloudNativePG sets its password",
+        arguments: Target.allCases
+    )
+    func operatorRolePassword(target: Target) throws {
+        let rendering = target.render()
+        let secret = try #require(
+            rendering.first("Secret", "astro-db-operator"),
+            "\(target.rawValue): no Secret astro-db-operator"
+        )
+        #expect(secret.value["stringData"]["username"].string == "astro_operator")
+        #expect(secret.value["stringData"]["password"].string != nil, "\(target.rawValue): no password key")
+        #expect(
+            URLComponents(string: secret.value["stringData"]["DATABASE_URL"].string ?? "")?.user == "astro_operator",
+            "\(target.rawValue): DATABASE_URL is not astro_operator's"
+        )
+        let migrate = try #require(rendering.all("Job").first, "\(target.rawValue): no migrate Job")
+        let migrateEnv = Environment(container: migrate.container, rendering: rendering)
+        let managed = rendering.all("Cluster").contains { cluster in
+            cluster.value["spec"]["managed"]["roles"].list.contains {
+                $0["name"].string == "astro_operator" && $0["passwordSecret"]["name"].string == "astro-db-operator"
+            }
+        }
+        let entry = migrateEnv.entries["OPERATOR_DB_PASSWORD"]
+        #expect(
+            managed != (entry?.secret?.name == "astro-db-operator" && entry?.secret?.key == "password"),
+            "\(target.rawValue): exactly one of the migrate Job and CloudNativePG sets astro_operator's password"
         )
     }
 }

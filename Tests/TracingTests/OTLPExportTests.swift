@@ -227,6 +227,62 @@ import Tracing
     }
 }
 
+/// The W3C `sampled` flag of an incoming `traceparent` decides whether this service records:
+/// an unsampled parent's spans are never exported, but the context still propagates.
+@Suite struct SampledFlagTests {
+    @Test func anUnsampledParentIsPropagatedButNotExported() throws {
+        struct Headers: Extractor, Injector {
+            func extract(key: String, from carrier: [String: String]) -> String? { carrier[key] }
+            func inject(_ value: String, forKey key: String, into carrier: inout [String: String]) {
+                carrier[key] = value
+            }
+        }
+        let configuration = OTLPConfiguration(
+            tracesEndpoint: URL(string: "http://127.0.0.1:9/v1/traces"),
+            serviceName: "t",
+            maxQueueSize: 16
+        )
+        let exporter = try #require(OTLPExporter(configuration: configuration))
+        let tracer = OTLPTracer(exporter: exporter)
+        var incoming = ServiceContext.topLevel
+        tracer.extract(
+            ["traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", "tracestate": "vendor=1"],
+            into: &incoming,
+            using: Headers()
+        )
+        let span = tracer.startSpan("job", context: incoming, ofKind: .consumer)
+        #expect(!span.isRecording)
+        span.attributes["astro.job.attempt"] = 1
+        span.addEvent(SpanEvent(name: "exception"))
+        // A child of the unsampled span is not recorded either.
+        let child = tracer.startSpan("transaction", context: span.context, ofKind: .internal)
+        #expect(!child.isRecording)
+        child.end()
+        span.end()
+        #expect(exporter.pending == 0)
+        // The context goes on: same trace, the span's own id, flags 00, the tracestate kept.
+        var carrier: [String: String] = [:]
+        tracer.inject(span.context, into: &carrier, using: Headers())
+        let own = try #require(span.context.traceContext)
+        #expect(carrier["traceparent"] == "00-4bf92f3577b34da6a3ce929d0e0e4736-\(own.spanID.hex)-00")
+        #expect(own.spanID.hex != "00f067aa0ba902b7")
+        #expect(carrier["tracestate"] == "vendor=1")
+
+        // A sampled parent (flags 01) is recorded and exported, and so is a new root.
+        var sampled = ServiceContext.topLevel
+        tracer.extract(
+            ["traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"],
+            into: &sampled,
+            using: Headers()
+        )
+        let recorded = tracer.startSpan("job", context: sampled, ofKind: .consumer)
+        #expect(recorded.isRecording)
+        recorded.end()
+        tracer.startSpan("root", context: .topLevel, ofKind: .server).end()
+        #expect(exporter.pending == 2)
+    }
+}
+
 @Suite struct TracingSetupTests {
     @Test func aSecondBootstrapInOneProcessDoesNotTrap() async {
         // Without an endpoint nothing is exported either way; the process-wide tracer is then an

@@ -20,7 +20,8 @@ escape() {
     printf '%s' "$1" | sed -e 's/[\\"]/\\&/g' -e 's/[\\&|]/\\&/g'
 }
 for variable in RABBITMQ_USER RABBITMQ_PASSWORD CHART_WORKER_AMQP_PASSWORD BILLING_WORKER_AMQP_PASSWORD \
-    REPORT_WORKER_AMQP_PASSWORD STORY_WORKER_AMQP_PASSWORD CLIENT_AMQP_PASSWORD GATEWAY_AMQP_PASSWORD; do
+    REPORT_WORKER_AMQP_PASSWORD STORY_WORKER_AMQP_PASSWORD CLIENT_AMQP_PASSWORD GATEWAY_AMQP_PASSWORD \
+    OPERATOR_AMQP_PASSWORD MAINTENANCE_AMQP_PASSWORD; do
     eval "value=\${$variable:-}"
     if [ -z "$value" ]; then
         echo "rabbitmq: $variable is not set" >&2
@@ -46,6 +47,8 @@ sed -e "s|\${RABBITMQ_USER}|$(escape "$RABBITMQ_USER")|g" \
     -e "s|\${STORY_WORKER_AMQP_PASSWORD}|$(escape "$STORY_WORKER_AMQP_PASSWORD")|g" \
     -e "s|\${CLIENT_AMQP_PASSWORD}|$(escape "$CLIENT_AMQP_PASSWORD")|g" \
     -e "s|\${GATEWAY_AMQP_PASSWORD}|$(escape "$GATEWAY_AMQP_PASSWORD")|g" \
+    -e "s|\${OPERATOR_AMQP_PASSWORD}|$(escape "$OPERATOR_AMQP_PASSWORD")|g" \
+    -e "s|\${MAINTENANCE_AMQP_PASSWORD}|$(escape "$MAINTENANCE_AMQP_PASSWORD")|g" \
     "$template" > "$output"
 chmod 600 "$output"
 if [ "${1:-}" = "--render-only" ]; then
