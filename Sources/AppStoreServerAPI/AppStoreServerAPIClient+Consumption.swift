@@ -176,7 +176,11 @@ extension AppStoreServerAPIClient {
             do {
                 token = try tokens.token()
             } catch {
-                throw AppStoreAPIError(kind: .unauthorized, reason: "cannot sign the bearer token", attempts: attempt - 1)
+                throw AppStoreAPIError(
+                    kind: .unauthorized,
+                    reason: "cannot sign the bearer token",
+                    attempts: attempt - 1
+                )
             }
             var request = URLRequest(url: url)
             request.httpMethod = "PUT"
@@ -190,7 +194,10 @@ extension AppStoreServerAPIClient {
             return verdict
         }
         // The loop carries a success's body; this endpoint's body is empty, so it carries the status.
-        return ConsumptionSendReceipt(httpStatus: Int(String(decoding: answer, as: UTF8.self)) ?? 202, attempts: attempts)
+        return ConsumptionSendReceipt(
+            httpStatus: Int(String(decoding: answer, as: UTF8.self)) ?? 202,
+            attempts: attempts
+        )
     }
 
     /// One attempt's answer: 202 (any 2xx) succeeds; 400 and 404 are final with Apple's code;

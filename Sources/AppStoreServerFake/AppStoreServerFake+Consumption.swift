@@ -45,7 +45,10 @@ final class ConsumptionEndpoint: Sendable {
 
     /// A JSON member's value, as far as the checks need it.
     enum Scalar: Decodable, Equatable {
-        case bool(Bool), number(Double), string(String), null, other
+        case bool(Bool)
+        case number(Double)
+        case string(String)
+        case null, other
 
         init(from decoder: any Decoder) throws {
             let value = try decoder.singleValueContainer()
@@ -69,7 +72,10 @@ final class ConsumptionEndpoint: Sendable {
             FakeStore.appleError(status: 400, code: code, message: "Invalid request. " + message)
         }
         guard object["customerConsented"] == .bool(true) else {
-            return refuse(4_000_035, "The customer consented field is required and must indicate the customer consented.")
+            return refuse(
+                4_000_035,
+                "The customer consented field is required and must indicate the customer consented."
+            )
         }
         let deliveries = [
             "DELIVERED", "UNDELIVERED_QUALITY_ISSUE", "UNDELIVERED_WRONG_ITEM", "UNDELIVERED_SERVER_OUTAGE",
@@ -90,7 +96,8 @@ final class ConsumptionEndpoint: Sendable {
         var percentage = 0
         switch object["consumptionPercentage"] {
         case nil, .null?: break
-        case .number(let value)? where value == value.rounded() && (0...100_000).contains(value): percentage = Int(value)
+        case .number(let value)? where value == value.rounded() && (0...100_000).contains(value):
+            percentage = Int(value)
         default: return refuse(4_000_000, "The consumption percentage is outside the valid range.")
         }
         if delivery != "DELIVERED", percentage != 0 {

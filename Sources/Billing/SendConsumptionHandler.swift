@@ -97,7 +97,12 @@ public struct SendConsumptionHandler: JobHandler {
         } catch {
             // A transient error is thrown on: the runtime retries the job with backoff.
             if error.isTransient { throw error }
-            return .notSent(state: "failed", reason: "\(error.code): \(error.description)", error: error, userID: userID)
+            return .notSent(
+                state: "failed",
+                reason: "\(error.code): \(error.description)",
+                error: error,
+                userID: userID
+            )
         }
         return .sent(receipt, userID: userID)
     }

@@ -112,7 +112,11 @@ public struct StoreNotificationHandler: JobHandler {
                 // answer row exists.
                 followUps.append(.job(.billingSendConsumption, body: try JSONCoding.encoder.encode(send)))
             case .declinedNoConsent(let reason, let userID):
-                effect = NotificationEffect(action: "consumption-declined-no-consent", transactionID: id, userID: userID)
+                effect = NotificationEffect(
+                    action: "consumption-declined-no-consent",
+                    transactionID: id,
+                    userID: userID
+                )
                 effect.note = reason
                 followUps.append(
                     try .event(
@@ -146,7 +150,8 @@ public struct StoreNotificationHandler: JobHandler {
         return JobOutcome(
             status: .succeeded,
             result: fields,
-            messages: [try .event(JobEvent(jobID: jobID, userID: effect.userID, type: event, fields: object))] + followUps,
+            messages: [try .event(JobEvent(jobID: jobID, userID: effect.userID, type: event, fields: object))]
+                + followUps,
             measurements: BillingMeasurements.notification(effect)
         )
     }

@@ -155,7 +155,9 @@ extension GatewayRoutes {
         let record = try await database(context) { try await services.resources.recordConsent(user: user, answer) }
         context.logger.info(
             "consent recorded",
-            metadata: ["user.id": "\(user)", "consented": "\(answer.consented)", "text_version": "\(answer.textVersion)"]
+            metadata: [
+                "user.id": "\(user)", "consented": "\(answer.consented)", "text_version": "\(answer.textVersion)",
+            ]
         )
         return json(record.json, status: .ok)
     }

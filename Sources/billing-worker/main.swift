@@ -14,7 +14,8 @@ let status = await WorkerMain.run(
     name: "billing-worker",
     defaultHTTPPort: 8083,
     queues: [
-        .billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification, .billingSendConsumption,
+        .billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification,
+        .billingSendConsumption,
     ],
     // The ledger audit as a gauge (astro_ledger_unbalanced_users), every LEDGER_AUDIT_INTERVAL_SECONDS.
     probes: [try LedgerAuditProbe.fromEnvironment(environment)]

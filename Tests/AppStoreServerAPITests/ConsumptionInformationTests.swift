@@ -34,7 +34,9 @@ struct ConsumptionInformationTests {
                 + #""refundPreference":"GRANT_PRORATED","sampleContentProvided":true}"#
         )
         let bare = String(decoding: try Self.body(nil, .undeliveredOther, nil, sample: false).jsonData(), as: UTF8.self)
-        #expect(bare == #"{"customerConsented":true,"deliveryStatus":"UNDELIVERED_OTHER","sampleContentProvided":false}"#)
+        #expect(
+            bare == #"{"customerConsented":true,"deliveryStatus":"UNDELIVERED_OTHER","sampleContentProvided":false}"#
+        )
         let decoded = try JSONDecoder().decode(ConsumptionRequestBody.self, from: try Self.body().jsonData())
         #expect(decoded == (try Self.body()))
     }
@@ -48,7 +50,9 @@ struct ConsumptionInformationTests {
         _ = try Self.body(0, .undeliveredOther, .grantFull)
         _ = try Self.body(100_000, .delivered, .decline)
         // A stored body that says customerConsented false does not decode into a sendable one.
-        let refused = Data(#"{"customerConsented":false,"deliveryStatus":"DELIVERED","sampleContentProvided":true}"#.utf8)
+        let refused = Data(
+            #"{"customerConsented":false,"deliveryStatus":"DELIVERED","sampleContentProvided":true}"#.utf8
+        )
         #expect(throws: DecodingError.self) { try JSONDecoder().decode(ConsumptionRequestBody.self, from: refused) }
     }
 
@@ -102,16 +106,30 @@ struct ConsumptionInformationTests {
         (#"{"deliveryStatus":"DELIVERED","sampleContentProvided":true}"#, 4_000_035),
         (#"{"customerConsented":true,"deliveryStatus":"LOST","sampleContentProvided":true}"#, 4_000_036),
         (#"{"customerConsented":true,"deliveryStatus":"DELIVERED","sampleContentProvided":"yes"}"#, 4_000_041),
-        (#"{"customerConsented":true,"deliveryStatus":"DELIVERED","sampleContentProvided":true,"refundPreference":"MAYBE"}"#, 4_000_044),
-        (#"{"customerConsented":true,"deliveryStatus":"DELIVERED","sampleContentProvided":true,"consumptionPercentage":100001}"#, 4_000_000),
-        (#"{"customerConsented":true,"deliveryStatus":"UNDELIVERED_OTHER","sampleContentProvided":true,"consumptionPercentage":5}"#, 4_000_000),
+        (
+            #"{"customerConsented":true,"deliveryStatus":"DELIVERED","sampleContentProvided":true,"refundPreference":"MAYBE"}"#,
+            4_000_044
+        ),
+        (
+            #"{"customerConsented":true,"deliveryStatus":"DELIVERED","sampleContentProvided":true,"consumptionPercentage":100001}"#,
+            4_000_000
+        ),
+        (
+            #"{"customerConsented":true,"deliveryStatus":"UNDELIVERED_OTHER","sampleContentProvided":true,"consumptionPercentage":5}"#,
+            4_000_000
+        ),
     ])
     func theFakeRefusesLikeApple(body: String, code: Int) async throws {
         let fixture = try Fixture()
         defer { fixture.fake.stop() }
         fixture.fake.register(signedTransaction: Fixture.signedTransaction, forTransactionID: "6")
-        let token = try BearerTokenProvider.sign(configuration: try fixture.configuration(), issuedAt: Int(Date().timeIntervalSince1970))
-        var request = URLRequest(url: fixture.fake.baseURL.appendingPathComponent(AppStoreServerFake.consumptionPath(transactionID: "6")))
+        let token = try BearerTokenProvider.sign(
+            configuration: try fixture.configuration(),
+            issuedAt: Int(Date().timeIntervalSince1970)
+        )
+        var request = URLRequest(
+            url: fixture.fake.baseURL.appendingPathComponent(AppStoreServerFake.consumptionPath(transactionID: "6"))
+        )
         request.httpMethod = "PUT"
         request.httpBody = Data(body.utf8)
         request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
@@ -125,10 +143,13 @@ struct ConsumptionInformationTests {
 
 /// A JSON scalar, enough to read Apple's error body.
 enum AnyCodableScalar: Decodable, Equatable {
-    case number(Double), string(String)
+    case number(Double)
+    case string(String)
     init(from decoder: any Decoder) throws {
         let value = try decoder.singleValueContainer()
-        if let number = try? value.decode(Double.self) { self = .number(number) } else {
+        if let number = try? value.decode(Double.self) {
+            self = .number(number)
+        } else {
             self = .string(try value.decode(String.self))
         }
     }

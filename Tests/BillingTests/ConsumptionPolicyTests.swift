@@ -55,7 +55,9 @@ import Testing
             "BILLING_CONSUMPTION_SAMPLE_CONTENT": "false",
         ])
         #expect(set == ConsumptionPolicy(refundRule: .declineIfDelivered, sampleContentProvided: false))
-        #expect(try ConsumptionPolicy.fromEnvironment(["BILLING_CONSUMPTION_REFUND_PREFERENCE": "none"]).refundRule == .none)
+        #expect(
+            try ConsumptionPolicy.fromEnvironment(["BILLING_CONSUMPTION_REFUND_PREFERENCE": "none"]).refundRule == .none
+        )
         #expect(throws: ConfigurationError.self) {
             try ConsumptionPolicy.fromEnvironment(["BILLING_CONSUMPTION_REFUND_PREFERENCE": "grant-always"])
         }

@@ -708,7 +708,10 @@ struct BillingLedgerIntegrationTests {
                 "SELECT state, reason, request_body::text AS body FROM consumption_answers WHERE notification_uuid = $1",
                 [uuid]
             ).first.map {
-                (try $0.decode(String.self, "state"), try $0.decode(String?.self, "reason"), try $0.decode(String.self, "body"))
+                (
+                    try $0.decode(String.self, "state"), try $0.decode(String?.self, "reason"),
+                    try $0.decode(String.self, "body")
+                )
             }
         }
         #expect(row?.0 == "declined-no-consent")

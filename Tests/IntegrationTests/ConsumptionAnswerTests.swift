@@ -130,7 +130,12 @@ struct ConsumptionAnswerTests {
         }
 
         /// Spends a credit on a report of `area`; stores the report when `delivered`.
-        func spend(_ user: UserID, _ profile: ProfileID, _ area: ReportArea, delivered: Bool) async throws
+        func spend(
+            _ user: UserID,
+            _ profile: ProfileID,
+            _ area: ReportArea,
+            delivered: Bool
+        ) async throws
             -> (credit: String, job: JobID)
         {
             let job = JobID.random()
@@ -201,7 +206,9 @@ struct ConsumptionAnswerTests {
 
         /// What the fake received for a transaction, decoded.
         func received(_ id: String) -> [JSONValue] {
-            fake.consumptionRequests.filter { $0.transactionID == id }.compactMap { try? JSONValue.parse(Data($0.body.utf8)) }
+            fake.consumptionRequests.filter { $0.transactionID == id }.compactMap {
+                try? JSONValue.parse(Data($0.body.utf8))
+            }
         }
 
         func expectSent(
@@ -266,7 +273,10 @@ struct ConsumptionAnswerTests {
             let job = try await consumptionRequest(refused.jws, uuid: refusedRequest)
             let settledAnswer = try await settled(refusedRequest)
             #expect(settledAnswer.state == "declined-no-consent")
-            #expect(settledAnswer.reason?.contains("not consented") == true, "\(String(describing: settledAnswer.reason))")
+            #expect(
+                settledAnswer.reason?.contains("not consented") == true,
+                "\(String(describing: settledAnswer.reason))"
+            )
             let action = try await pool.withConnection { database in
                 try database.query("SELECT result->>'action' AS action FROM jobs WHERE id = $1::uuid", [job]).first?
                     .decode(String?.self, "action")
@@ -297,7 +307,11 @@ struct ConsumptionAnswerTests {
             } == "consumption-already-answered"
         }
         #expect(try await answer(againRequest) == nil)
-        let replay = SendConsumptionRequest(jobID: .random(), notificationUUID: unspentRequest, transactionID: unspent.id)
+        let replay = SendConsumptionRequest(
+            jobID: .random(),
+            notificationUUID: unspentRequest,
+            transactionID: unspent.id
+        )
         try await publisher.publish(
             OutgoingMessage(
                 exchange: BrokerNames.jobsExchange,
