@@ -331,6 +331,112 @@ struct ConsumptionAnswerTests {
     }
 }
 
+extension ConsumptionAnswerTests {
+    /// The send job in-process: a consent withdrawn before the send, Apple's 404, and a worker
+    /// without an App Store key each settle the answer without a 202, once, with the reason.
+    @Test func anAnswerNotSentIsSettledOnceWithItsReason() async throws {
+        let ledger = try await BillingLedgerIntegrationTests()
+        let pool = ledger.pool
+        let key = P256.Signing.PrivateKey()
+        let fake = try AppStoreServerFake(
+            bundleID: BillingDefaults.bundleID,
+            keyID: "CONSUMPTN2",
+            issuerID: "57246542-96fe-1a63-e053-0824d011072a",
+            publicKey: key.publicKey
+        )
+        defer { fake.stop() }
+        let client = AppStoreServerAPIClient(
+            configuration: try AppStoreServerAPIConfiguration(
+                baseURL: fake.baseURL,
+                keyID: fake.keyID,
+                issuerID: fake.issuerID,
+                bundleID: BillingDefaults.bundleID,
+                signingKey: key
+            )
+        )
+
+        func consent(_ user: UserID, _ consented: Bool) async throws {
+            _ = try await pool.withConnection { database in
+                try database.execute(
+                    """
+                    INSERT INTO consumption_consents (user_id, consented, text_version, answered_at)
+                    VALUES ($1, $2, 'test-1', now())
+                    """,
+                    [user.uuid, consented]
+                )
+            }
+        }
+        /// A consenting user's CONSUMPTION_REQUEST: the send job's body it published.
+        func pendingRequest() async throws -> (user: UserID, uuid: UUID, send: JSONValue) {
+            let (user, _) = try await ledger.userWithProfile()
+            try await consent(user, true)
+            let (jws, _) = try BillingLedgerIntegrationTests.signedPurchase(
+                "com.astrosvitla.report.credit.single",
+                user: user
+            )
+            _ = try await ledger.purchase(jws, user: user)
+            let uuid = UUID()
+            let outcome = try await ledger.notify(
+                try ledger.signedNotification("CONSUMPTION_REQUEST", about: jws, uuid: uuid)
+            )
+            #expect(
+                outcome.messages.map(\.routingKey) == ["billing.consumption-requested", "billing.send-consumption"]
+            )
+            #expect(outcome.messages.last?.exchange == BrokerNames.jobsExchange)
+            let send = try #require(outcome.messages.last.map { try JSONValue.parse($0.body) })
+            return (user, uuid, send)
+        }
+        func row(_ uuid: UUID) async throws -> (state: String, reason: String?, status: Int?, code: Int64?)? {
+            try await pool.withConnection { database in
+                try database.query(
+                    "SELECT state, reason, apple_status, apple_error_code FROM consumption_answers WHERE notification_uuid = $1",
+                    [uuid]
+                ).first.map {
+                    (
+                        try $0.decode(String.self, "state"), try $0.decode(String?.self, "reason"),
+                        try $0.decode(Int?.self, "apple_status"), try $0.decode(Int64?.self, "apple_error_code")
+                    )
+                }
+            }
+        }
+
+        // Consent withdrawn after the request, before the send: nothing sent.
+        let withdrawn = try await pendingRequest()
+        #expect(try await row(withdrawn.uuid)?.state == "pending")
+        try await consent(withdrawn.user, false)
+        let handler = SendConsumptionHandler(pool: pool, appStore: client)
+        let first = try await ledger.run(handler, withdrawn.send, type: .billingSendConsumption)
+        #expect(first.result?["state"] == "declined-no-consent")
+        #expect(first.messages.map(\.routingKey) == ["billing.consumption-answered"])
+        #expect(try await row(withdrawn.uuid)?.reason?.contains("withdrew") == true)
+        // Run again (a redelivery): settled, nothing published, nothing sent.
+        let again = try await ledger.run(handler, withdrawn.send, type: .billingSendConsumption)
+        #expect(again.result?["state"] == "declined-no-consent" && again.messages.isEmpty)
+        #expect(fake.requestCount == 0)
+
+        // Apple does not know the transaction (404 4040010): failed, with Apple's answer.
+        let unknown = try await pendingRequest()
+        let refused = try await ledger.run(handler, unknown.send, type: .billingSendConsumption)
+        #expect(refused.result?["state"] == "failed")
+        let refusedRow = try #require(try await row(unknown.uuid))
+        #expect(refusedRow.state == "failed" && refusedRow.status == 404 && refusedRow.code == 4_040_010)
+        #expect(refusedRow.reason?.hasPrefix("transaction-not-found") == true)
+        #expect(fake.consumptionRequests.isEmpty)
+
+        // A worker without an App Store key: failed, saying so, without a request.
+        let unconfigured = try await pendingRequest()
+        let requestsBefore = fake.requestCount
+        let none = try await ledger.run(
+            SendConsumptionHandler(pool: pool, appStore: nil),
+            unconfigured.send,
+            type: .billingSendConsumption
+        )
+        #expect(none.result?["state"] == "failed")
+        #expect(try await row(unconfigured.uuid)?.reason?.hasPrefix("appstore-not-configured") == true)
+        #expect(fake.requestCount == requestsBefore)
+    }
+}
+
 extension ConsumptionAnswerTests.Answer: Equatable {
     static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.state == rhs.state && lhs.reason == rhs.reason && lhs.attempts == rhs.attempts
