@@ -101,17 +101,33 @@ struct ConsumptionAnswerTests {
                 )
             }
             if let consenting {
+                let body: JSONValue = [
+                    "consented": .bool(consenting), "textVersion": "2026-11",
+                    "answeredAt": .string(ISO8601.string(from: Date().addingTimeInterval(-60))),
+                ]
                 let answer = try await GatewayHarness.request(
                     "PUT",
                     "\(gateway.base)/v1/consent",
                     token: token,
-                    body: [
-                        "consented": .bool(consenting), "textVersion": "2026-11",
-                        "answeredAt": .string(ISO8601.string(from: Date().addingTimeInterval(-60))),
-                    ]
+                    body: body
                 )
                 #expect(answer.status == 200, "\(String(describing: answer.json))")
                 #expect(answer.json?["consented"] == .bool(consenting))
+                // The same answer again (a retried PUT) adds no row.
+                let retried = try await GatewayHarness.request(
+                    "PUT",
+                    "\(gateway.base)/v1/consent",
+                    token: token,
+                    body: body
+                )
+                #expect(retried.status == 200 && retried.json?["recordedAt"] == answer.json?["recordedAt"])
+                let rows = try await pool.withConnection { database in
+                    try database.query(
+                        "SELECT count(*)::int AS n FROM consumption_consents WHERE user_id = $1",
+                        [user.uuid]
+                    ).first?.decode(Int.self, "n")
+                }
+                #expect(rows == 1)
                 let current = try await GatewayHarness.request("GET", "\(gateway.base)/v1/consent", token: token)
                 #expect(current.status == 200 && current.json?["textVersion"] == "2026-11")
             } else {
