@@ -252,8 +252,16 @@ public enum ConsumptionLedger {
             ]
         )
         guard !inserted.isEmpty else {
-            // A concurrent request for the same transaction committed first.
-            return .alreadyAnswered(notificationUUID: notificationUUID, state: "pending")
+            // A concurrent request for the same transaction committed first (ON CONFLICT waited
+            // for it): report that one.
+            let winner = try database.query(
+                "SELECT notification_uuid, state FROM consumption_answers WHERE transaction_id = $1",
+                [transactionID]
+            ).first
+            return .alreadyAnswered(
+                notificationUUID: try winner?.decode(UUID.self, "notification_uuid") ?? notificationUUID,
+                state: try winner?.decode(String.self, "state") ?? "pending"
+            )
         }
         if let reason { return .declinedNoConsent(reason: reason, userID: userID) }
         return .pending(

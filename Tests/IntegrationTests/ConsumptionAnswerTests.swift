@@ -439,6 +439,24 @@ extension ConsumptionAnswerTests {
         #expect(refusedRow.reason?.hasPrefix("transaction-not-found") == true)
         #expect(fake.consumptionRequests.isEmpty)
 
+        // Two requests for one transaction at once: one answer, one send job.
+        let (racer, _) = try await ledger.userWithProfile()
+        try await consent(racer, true)
+        let (racedJWS, _) = try BillingLedgerIntegrationTests.signedPurchase(
+            "com.astrosvitla.report.credit.single",
+            user: racer
+        )
+        _ = try await ledger.purchase(racedJWS, user: racer)
+        let raced = try await withThrowingTaskGroup(of: JobOutcome.self) { group in
+            for _ in 0..<4 {
+                let signed = try ledger.signedNotification("CONSUMPTION_REQUEST", about: racedJWS, uuid: UUID())
+                group.addTask { try await ledger.notify(signed) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(raced.filter { $0.messages.contains { $0.routingKey == "billing.send-consumption" } }.count == 1)
+        #expect(raced.filter { $0.result?["action"] == "consumption-already-answered" }.count == 3)
+
         // A worker without an App Store key: failed, saying so, without a request.
         let unconfigured = try await pendingRequest()
         let requestsBefore = fake.requestCount
