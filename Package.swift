@@ -325,7 +325,10 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
             ]
         ),
-        .testTarget(name: "BillingTests", dependencies: ["Billing", "StoreKitVerification", "AstroDomain"]),
+        .testTarget(
+            name: "BillingTests",
+            dependencies: ["Billing", "StoreKitVerification", "AstroDomain", "AppStoreServerAPI"]
+        ),
         // The operator commands' parsing, redaction and formatting (astroctl dead, job cancel).
         .testTarget(name: "AstroCLISupportTests", dependencies: ["AstroCLISupport", "AMQP"]),
         .testTarget(

@@ -27,12 +27,16 @@ public struct AppStoreAPIError: Error, Sendable, Hashable, CustomStringConvertib
         case deadlineExceeded = "deadline-exceeded"
         /// The calling task was cancelled (e.g. the worker is shutting down).
         case cancelled = "cancelled"
+        /// 400 for a request body the App Store refused (e.g. Send Consumption Information's
+        /// `4000035 InvalidCustomerConsentedError`); `errorCode` says which field.
+        case invalidRequest = "invalid-request"
 
         /// Whether a later retry of the whole call may succeed.
         public var isTransient: Bool {
             switch self {
             case .rateLimited, .serverError, .timeout, .network, .deadlineExceeded, .cancelled: return true
-            case .transactionNotFound, .invalidTransactionID, .unauthorized, .malformedResponse: return false
+            case .transactionNotFound, .invalidTransactionID, .unauthorized, .malformedResponse, .invalidRequest:
+                return false
             }
         }
     }

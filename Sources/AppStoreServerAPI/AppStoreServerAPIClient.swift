@@ -51,9 +51,10 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     public let configuration: AppStoreServerAPIConfiguration
-    private let timing: Timing
-    private let tokens: BearerTokenProvider
-    private let transport: Transport
+    // Internal, not private: the endpoints of other files (AppStoreServerAPIClient+*.swift) use them.
+    let timing: Timing
+    let tokens: BearerTokenProvider
+    let transport: Transport
 
     /// - Parameters:
     ///   - configuration: where, as whom, and how patiently.
@@ -158,7 +159,7 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     /// The retry policy and the request timeout, as `RetryLoop` takes them.
-    private var schedule: RetrySchedule {
+    var schedule: RetrySchedule {
         let policy = configuration.retryPolicy
         return RetrySchedule(
             maxAttempts: policy.maxAttempts,
@@ -174,7 +175,7 @@ public final class AppStoreServerAPIClient: Sendable {
         schedule.backoff(afterAttempt: attempt, random: timing.random())
     }
 
-    private static func classify(_ outcome: TransportOutcome, attempt: Int) -> AttemptVerdict<AppStoreAPIError> {
+    static func classify(_ outcome: TransportOutcome, attempt: Int) -> AttemptVerdict<AppStoreAPIError> {
         switch outcome {
         case .cancelled:
             return .retryable(AppStoreAPIError(kind: .cancelled, reason: "the call was cancelled", attempts: attempt))

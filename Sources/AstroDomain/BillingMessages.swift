@@ -170,6 +170,28 @@ public struct StoreNotificationRequest: Sendable, Hashable, Codable {
     }
 }
 
+/// The body of `billing.send-consumption`: answer the CONSUMPTION_REQUEST `notificationUUID`
+/// about `transactionID`. Published by `billing.store-notification` in the transaction that
+/// recorded the request and its computed answer (`consumption_answers`); the job reads that row,
+/// so the body names the request and carries nothing to trust.
+public struct SendConsumptionRequest: Sendable, Hashable, Codable {
+    public var jobID: JobID
+    public var notificationUUID: UUID
+    public var transactionID: String
+
+    public init(jobID: JobID, notificationUUID: UUID, transactionID: String) {
+        self.jobID = jobID
+        self.notificationUUID = notificationUUID
+        self.transactionID = transactionID
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case jobID = "jobId"
+        case notificationUUID
+        case transactionID = "transactionId"
+    }
+}
+
 extension JobID {
     /// A job id derived from another job's id and a purpose, the same every time: a follow-up
     /// job published again by a replayed transaction keeps its idempotency key.

@@ -55,6 +55,15 @@ public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     /// A `billing.store-notification` job could not be done.
     public static let billingStoreNotificationFailed: EventType = "billing.store-notification.failed"
 
+    // billing.send-consumption
+
+    /// A consumption request was answered or settled: `state` `sent` (Apple accepted the
+    /// information), `declined-no-consent` (nothing sent: the user has not consented) or
+    /// `failed` (Apple refused it; `error`).
+    public static let billingConsumptionAnswered: EventType = "billing.consumption-answered"
+    /// A `billing.send-consumption` job could not be done.
+    public static let billingSendConsumptionFailed: EventType = "billing.send-consumption.failed"
+
     // story.generate, story.illustrate and story.read
 
     /// A story was written and stored with its pages.
@@ -85,5 +94,6 @@ public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
             .billingNotificationRecorded, .billingCreditsRevoked, .billingCreditsRestored, .billingConsumptionRequested,
             .billingStoreNotificationFailed,
             .storyGenerated, .storyIllustrated, .storyReadRecorded, .achievementEarned, .storyFailed,
+            .billingConsumptionAnswered, .billingSendConsumptionFailed,
         ] + cancelled
 }

@@ -25,11 +25,14 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     public static let storyIllustrate: JobType = "story.illustrate"
     /// Record that a child read a story; update collections and award achievements (story-worker).
     public static let storyRead: JobType = "story.read"
+    /// Answer one App Store CONSUMPTION_REQUEST with Send Consumption Information, once
+    /// (billing-worker; published by `billing.store-notification`).
+    public static let billingSendConsumption: JobType = "billing.send-consumption"
 
     /// Every job type of the contract, in the order of CONTRACT.md.
     public static let all: [JobType] = [
         .chartCalculate, .billingVerifyPurchase, .reportRequest, .reportGenerate, .billingRefundCredit,
-        .billingStoreNotification, .storyGenerate, .storyIllustrate, .storyRead,
+        .billingStoreNotification, .storyGenerate, .storyIllustrate, .storyRead, .billingSendConsumption,
     ]
 
     /// The job types a client of the backend may ask for (astroctl's job commands, the app's
@@ -53,6 +56,7 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         case .reportRequest, .reportGenerate: return .reportFailed
         case .billingRefundCredit: return .billingRefundCreditFailed
         case .billingStoreNotification: return .billingStoreNotificationFailed
+        case .billingSendConsumption: return .billingSendConsumptionFailed
         case .storyGenerate, .storyIllustrate, .storyRead: return .storyFailed
         // A queue outside the contract (the sample worker's, a benchmark's) follows the rule.
         default: return EventType(rawValue: rawValue + ".failed")

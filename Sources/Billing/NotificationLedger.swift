@@ -4,7 +4,8 @@ import Postgres
 
 /// What an App Store notification did to the ledger.
 public struct NotificationEffect: Sendable, Hashable, Codable {
-    /// `revoked`, `restored`, `consumption-info-recorded`, `recorded`, or `duplicate`.
+    /// `revoked`, `restored`, `consumption-answer-pending`, `consumption-declined-no-consent`,
+    /// `consumption-already-answered`, `recorded`, or `duplicate`.
     public var action: String
     public var transactionID: String?
     public var userID: UserID?
@@ -67,16 +68,16 @@ public enum NotificationLedger {
         return effect
     }
 
-    /// Stores what was done about a claimed notification.
+    /// Stores what was done about a claimed notification. (A CONSUMPTION_REQUEST's answer lives
+    /// in `consumption_answers` since migration 0024; `consumption_info` keeps older rows only.)
     public static func finish(
         notificationUUID: UUID,
         effect: NotificationEffect,
-        consumptionInfo: ConsumptionInfo?,
         database: PostgresConnection
     ) throws {
         try database.execute(
-            "UPDATE store_notifications SET outcome = $2, consumption_info = $3 WHERE notification_uuid = $1",
-            [notificationUUID, PostgresJSON(effect), consumptionInfo.map(PostgresJSON.init)]
+            "UPDATE store_notifications SET outcome = $2 WHERE notification_uuid = $1",
+            [notificationUUID, PostgresJSON(effect)]
         )
     }
 
@@ -259,55 +260,6 @@ public enum NotificationLedger {
         return effect
     }
 
-    /// What Apple's "Send Consumption Information" request needs to know about a transaction,
-    /// from what the ledger holds. Stored with a CONSUMPTION_REQUEST notification.
-    public static func consumptionInfo(
-        transactionID: String,
-        originalTransactionID: String?,
-        appAccountToken: String?,
-        database: PostgresConnection
-    ) throws -> ConsumptionInfo {
-        var info = ConsumptionInfo(appAccountToken: appAccountToken ?? "")
-        guard
-            let grant = try grantingRecord(
-                of: transactionID,
-                originalTransactionID: originalTransactionID,
-                database: database
-            )
-        else { return info }
-        let userID = grant.userID
-        if let row = try database.query(
-            """
-            SELECT count(*)::int AS total,
-                   count(*) FILTER (WHERE c.consumed)::int AS consumed,
-                   count(*) FILTER (WHERE c.consumed AND NOT EXISTS (
-                       SELECT 1 FROM report_purchases r WHERE r.credit_id = c.id))::int AS undelivered
-            FROM purchase_credits c WHERE c.transaction_id = $1
-            """,
-            [grant.transactionID]
-        ).first {
-            let total = try row.decode(Int.self, "total")
-            let consumed = try row.decode(Int.self, "consumed")
-            info.consumptionStatus = consumed == 0 ? 1 : (consumed < total ? 2 : 3)
-            info.deliveryStatus = try row.decode(Int.self, "undelivered") == 0 ? 0 : 5
-        }
-        if let user = try database.query(
-            """
-            SELECT extract(epoch FROM now() - u.created_at) / 86400 AS tenure_days,
-                   coalesce((SELECT sum(price_usd) FROM purchase_records p WHERE p.user_id = u.id), 0) AS purchased,
-                   coalesce((SELECT sum(price_usd) FROM purchase_records p
-                             WHERE p.user_id = u.id AND p.revoked_at IS NOT NULL), 0) AS refunded
-            FROM users u WHERE u.id = $1
-            """,
-            [userID.uuid]
-        ).first {
-            info.accountTenure = ConsumptionInfo.tenureBucket(days: try user.decode(Double.self, "tenure_days"))
-            info.lifetimeDollarsPurchased = ConsumptionInfo.dollarBucket(try user.decode(Decimal.self, "purchased"))
-            info.lifetimeDollarsRefunded = ConsumptionInfo.dollarBucket(try user.decode(Decimal.self, "refunded"))
-        }
-        return info
-    }
-
     /// The record that granted the credits of a transaction's purchase: the one record of its
     /// original transaction that is not a restore (migration 0011 allows no second). The
     /// original is the transaction's own record's, or, for a transaction never recorded here,
@@ -345,46 +297,5 @@ public enum NotificationLedger {
             """,
             [userID.uuid, credit, transactionID, entry, jobID.uuid, notificationUUID, reason]
         )
-    }
-}
-
-/// The body of Apple's Send Consumption Information request (App Store Server API,
-/// `PUT /inApps/v1/transactions/consumption/{transactionId}`), as far as this service knows it.
-/// Integer fields use Apple's enumerations; 0 means "undeclared".
-public struct ConsumptionInfo: Sendable, Hashable, Codable {
-    /// Apple requires the customer's consent before sending; the app must collect it, so this
-    /// stays false until it has.
-    public var customerConsented = false
-    /// 1 not consumed, 2 partially, 3 fully.
-    public var consumptionStatus = 0
-    /// 1 = Apple platform.
-    public var platform = 1
-    public var sampleContentProvided = false
-    /// 0 delivered and working; 5 other (a paid report not delivered yet).
-    public var deliveryStatus = 0
-    public var appAccountToken: String
-    public var accountTenure = 0
-    public var playTime = 0
-    public var lifetimeDollarsRefunded = 0
-    public var lifetimeDollarsPurchased = 0
-    /// 1 = active.
-    public var userStatus = 1
-    public var refundPreference = 0
-
-    public init(appAccountToken: String) { self.appAccountToken = appAccountToken }
-
-    /// Apple's accountTenure buckets: 1 = 0–3 days, 2 = 3–10, 3 = 10–30, 4 = 30–90, 5 = 90–180,
-    /// 6 = 180–365, 7 = over 365.
-    static func tenureBucket(days: Double) -> Int {
-        let limits: [Double] = [3, 10, 30, 90, 180, 365]
-        return (limits.firstIndex { days < $0 } ?? limits.count) + 1
-    }
-
-    /// Apple's lifetime dollar buckets: 1 = $0, 2 = $0.01–49.99, 3 = $50–99.99, 4 = $100–499.99,
-    /// 5 = $500–999.99, 6 = $1000–1999.99, 7 = over $2000.
-    static func dollarBucket(_ amount: Decimal) -> Int {
-        if amount <= 0 { return 1 }
-        let limits: [Decimal] = [50, 100, 500, 1000, 2000]
-        return (limits.firstIndex { amount < $0 } ?? limits.count) + 2
     }
 }

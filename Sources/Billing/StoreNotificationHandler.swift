@@ -7,16 +7,22 @@ import WorkerRuntime
 /// `billing.store-notification`: an App Store Server Notification V2. Verified like a
 /// transaction (the notification and the transaction inside it); processed once per
 /// `notificationUUID`. REFUND and REVOKE revoke the purchase's unspent credits and record a
-/// debt for spent ones; REFUND_REVERSED gives them back; CONSUMPTION_REQUEST stores what
-/// Apple's consumption request needs; anything else is recorded.
+/// debt for spent ones; REFUND_REVERSED gives them back; CONSUMPTION_REQUEST records the answer
+/// computed from the ledger (`ConsumptionLedger`) and, when the user consented, publishes
+/// `billing.send-consumption` to send it; anything else is recorded.
 ///
 /// A notification that does not verify is dead-lettered with the verifier's reason code.
 public struct StoreNotificationHandler: JobHandler {
     public let jobType = JobType.billingStoreNotification
     private let verifier: SignedDataVerifier
+    private let consumptionPolicy: ConsumptionPolicy
 
-    public init(verifier: SignedDataVerifier) {
+    /// - Parameters:
+    ///   - verifier: verifies the notification and its transaction.
+    ///   - consumptionPolicy: how a CONSUMPTION_REQUEST's answer is made.
+    public init(verifier: SignedDataVerifier, consumptionPolicy: ConsumptionPolicy = .default) {
         self.verifier = verifier
+        self.consumptionPolicy = consumptionPolicy
     }
 
     public struct Prepared: Sendable {
@@ -64,7 +70,7 @@ public struct StoreNotificationHandler: JobHandler {
             return JobOutcome(status: .succeeded, result: try Self.fields(duplicate, prepared))
         }
         var effect: NotificationEffect
-        var consumption: ConsumptionInfo?
+        var followUps: [OutboxMessage] = []
         var event: EventType = .billingNotificationRecorded
         switch (type, transactionID) {
         case ("REFUND", let id?), ("REVOKE", let id?):
@@ -90,13 +96,46 @@ public struct StoreNotificationHandler: JobHandler {
             )
             if effect.action == "restored" { event = .billingCreditsRestored }
         case ("CONSUMPTION_REQUEST", let id?):
-            consumption = try NotificationLedger.consumptionInfo(
+            let recorded = try ConsumptionLedger.record(
+                notificationUUID: prepared.notificationUUID,
                 transactionID: id,
                 originalTransactionID: transaction?.payload.originalTransactionId,
-                appAccountToken: transaction?.payload.appAccountToken,
+                policy: consumptionPolicy,
+                parentJobID: jobID,
                 database: database
             )
-            effect = NotificationEffect(action: "consumption-info-recorded", transactionID: id)
+            switch recorded {
+            case .pending(let send, let userID):
+                effect = NotificationEffect(action: "consumption-answer-pending", transactionID: id, userID: userID)
+                effect.note = "billing.send-consumption \(send.jobID) sends the answer"
+                // The send job commits with the request: it is published exactly when the
+                // answer row exists.
+                followUps.append(.job(.billingSendConsumption, body: try JSONCoding.encoder.encode(send)))
+            case .declinedNoConsent(let reason, let userID):
+                effect = NotificationEffect(
+                    action: "consumption-declined-no-consent",
+                    transactionID: id,
+                    userID: userID
+                )
+                effect.note = reason
+                followUps.append(
+                    try .event(
+                        JobEvent(
+                            jobID: jobID,
+                            userID: userID,
+                            type: .billingConsumptionAnswered,
+                            fields: [
+                                "notificationUUID": .string(prepared.notificationUUID.uuidString.lowercased()),
+                                "transactionId": .string(id), "state": "declined-no-consent", "reason": .string(reason),
+                            ]
+                        )
+                    )
+                )
+            case .alreadyAnswered(let earlier, let state):
+                effect = NotificationEffect(action: "consumption-already-answered", transactionID: id)
+                effect.note =
+                    "transaction \(id) was answered for request \(earlier.uuidString.lowercased()) (\(state)); not sent twice"
+            }
             event = .billingConsumptionRequested
         default:
             effect = NotificationEffect(action: "recorded", transactionID: transactionID)
@@ -104,7 +143,6 @@ public struct StoreNotificationHandler: JobHandler {
         try NotificationLedger.finish(
             notificationUUID: prepared.notificationUUID,
             effect: effect,
-            consumptionInfo: consumption,
             database: database
         )
         let fields = try Self.fields(effect, prepared)
@@ -112,7 +150,8 @@ public struct StoreNotificationHandler: JobHandler {
         return JobOutcome(
             status: .succeeded,
             result: fields,
-            messages: [try .event(JobEvent(jobID: jobID, userID: effect.userID, type: event, fields: object))],
+            messages: [try .event(JobEvent(jobID: jobID, userID: effect.userID, type: event, fields: object))]
+                + followUps,
             measurements: BillingMeasurements.notification(effect)
         )
     }

@@ -39,6 +39,7 @@ enum JSONTarget {
         checkPayload(StoryGenerateRequest.self, .storyGenerate, data)
         checkPayload(StoryIllustrateRequest.self, .storyIllustrate, data)
         checkPayload(StoryReadRequest.self, .storyRead, data)
+        checkPayload(SendConsumptionRequest.self, .billingSendConsumption, data)
     }
 
     private static func checkJSONValue(_ data: Data) {

@@ -36,6 +36,8 @@ public struct GatewayRoute: Sendable, Hashable {
         case getReport
         case listReports
         case createDeviceChallenge
+        case putConsent
+        case getConsent
     }
 
     /// `GET`, `POST`, `PUT` or `DELETE`.
@@ -212,6 +214,14 @@ public enum GatewayAPI {
             operation: .createDeviceChallenge,
             statuses: [201, 404, 500, 503]
         ),
+        // Consent to share consumption data with Apple (ConsentRoutes.swift).
+        GatewayRoute(
+            method: .put,
+            path: "/v1/consent",
+            operation: .putConsent,
+            statuses: [200, 400, 401, 408, 413, 422, 500, 503]
+        ),
+        GatewayRoute(method: .get, path: "/v1/consent", operation: .getConsent, statuses: [200, 401, 404, 500, 503]),
     ]
 
     /// The documented statuses of each route, by `"<METHOD> <path>"`, for `RequestMiddleware`'s check.

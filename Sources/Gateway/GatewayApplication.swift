@@ -183,6 +183,10 @@ public enum GatewayRoutes {
             return try await listReports(request, context: context, services)
         case .createDeviceChallenge:
             return try await createDeviceChallenge(request, context: context, services)
+        case .putConsent:
+            return try await putConsent(request, context: context, services)
+        case .getConsent:
+            return try await getConsent(request, context: context, services)
         }
     }
 

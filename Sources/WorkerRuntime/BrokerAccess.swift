@@ -83,8 +83,12 @@ public enum BrokerAccess {
     public static let billingWorker = Service(
         user: "billing-worker",
         passwordVariable: "BILLING_WORKER_AMQP_PASSWORD",
-        consumes: [.billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification],
-        publishesJobs: [.reportGenerate],
+        consumes: [
+            .billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification,
+            .billingSendConsumption,
+        ],
+        // billing.send-consumption: its own follow-up of a CONSUMPTION_REQUEST.
+        publishesJobs: [.reportGenerate, .billingSendConsumption],
         // billing.* of its own, and report.completed / report.failed for report.request.
         eventPrefixes: ["billing.", "report."]
     )

@@ -6,19 +6,24 @@ import WorkerRuntime
 // The billing-worker: verifies App Store purchases and issues credits once
 // (billing.verify-purchase), spends them atomically (report.request), gives them back when a
 // report cannot be written (billing.refund-credit), and applies App Store Server Notifications
-// (billing.store-notification). Configuration: the workers' environment variables plus the
+// (billing.store-notification), and answers Apple's consumption requests
+// (billing.send-consumption). Configuration: the workers' environment variables plus the
 // BILLING_* and APPSTORE_API_* ones (README); BILLING_ENVIRONMENT has no default on purpose.
 let environment = ProcessInfo.processInfo.environment
 let status = await WorkerMain.run(
     name: "billing-worker",
     defaultHTTPPort: 8083,
-    queues: [.billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification],
+    queues: [
+        .billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification,
+        .billingSendConsumption,
+    ],
     // The ledger audit as a gauge (astro_ledger_unbalanced_users), every LEDGER_AUDIT_INTERVAL_SECONDS.
     // The maintenance task's recorded deletions, drops and runs (MaintenanceMetricsProbe).
     probes: [try LedgerAuditProbe.fromEnvironment(environment), MaintenanceMetricsProbe.probe()]
 ) { context in
     let logger = context.logger
     let billing = try BillingConfiguration.fromEnvironment(environment)
+    let consumption = try ConsumptionPolicy.fromEnvironment(environment)
     logger.info(
         "billing configured",
         metadata: [
@@ -28,6 +33,7 @@ let status = await WorkerMain.run(
             "products": "\(billing.catalog.products.count)",
             "verify_by_id": "\(billing.appStore == nil ? "off (no APPSTORE_API_KEY_ID)" : "on")",
             "require_account_token": "\(billing.requireAccountToken)",
+            "consumption_refund_preference": "\(consumption.refundRule.rawValue)",
         ]
     )
     let verifier = SignedDataVerifier(policy: billing.policy)
@@ -40,7 +46,8 @@ let status = await WorkerMain.run(
         ),
         ReportRequestHandler(),
         RefundCreditHandler(),
-        StoreNotificationHandler(verifier: verifier),
+        StoreNotificationHandler(verifier: verifier, consumptionPolicy: consumption),
+        SendConsumptionHandler(pool: context.pool, appStore: billing.appStore),
     ]
 }
 exit(status)

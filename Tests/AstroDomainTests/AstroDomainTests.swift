@@ -27,7 +27,7 @@ import Testing
 
 @Suite struct JobTypeTests {
     @Test func contractJobTypesAndFailedEvents() {
-        #expect(JobType.all.count == 9)
+        #expect(JobType.all.count == 10)
         #expect(JobType.storyIllustrate.failedEvent == "story.failed")
         #expect(JobType.chartCalculate.failedEvent == "chart.failed")
         #expect(JobType.reportRequest.failedEvent == "report.failed")
@@ -47,9 +47,11 @@ import Testing
                 "billing.notification-recorded", "billing.credits-revoked", "billing.credits-restored",
                 "billing.consumption-requested", "billing.store-notification.failed",
                 "story.generated", "story.illustrated", "story.read-recorded", "achievement.earned", "story.failed",
+                "billing.consumption-answered", "billing.send-consumption.failed",
                 "chart.calculate.cancelled", "billing.verify-purchase.cancelled", "report.request.cancelled",
                 "report.generate.cancelled", "billing.refund-credit.cancelled", "billing.store-notification.cancelled",
                 "story.generate.cancelled", "story.illustrate.cancelled", "story.read.cancelled",
+                "billing.send-consumption.cancelled",
             ]
         )
         #expect(Set(EventType.all).count == EventType.all.count)
@@ -60,6 +62,7 @@ import Testing
         for type in JobType.all { #expect(EventType.all.contains(type.failedEvent), "\(type)") }
         #expect(JobType.billingRefundCredit.failedEvent == .billingRefundCreditFailed)
         #expect(JobType.billingStoreNotification.failedEvent == .billingStoreNotificationFailed)
+        #expect(JobType.billingSendConsumption.failedEvent == .billingSendConsumptionFailed)
     }
 
     @Test func terminalStatuses() {

@@ -94,18 +94,6 @@ import Testing
         #expect(ids.count == 10_000)
     }
 
-    @Test func consumptionBucketsFollowApple() {
-        #expect(ConsumptionInfo.tenureBucket(days: 0) == 1)
-        #expect(ConsumptionInfo.tenureBucket(days: 5) == 2)
-        #expect(ConsumptionInfo.tenureBucket(days: 29.9) == 3)
-        #expect(ConsumptionInfo.tenureBucket(days: 400) == 7)
-        #expect(ConsumptionInfo.dollarBucket(0) == 1)
-        #expect(ConsumptionInfo.dollarBucket(Decimal(string: "4.99")!) == 2)
-        #expect(ConsumptionInfo.dollarBucket(50) == 3)
-        #expect(ConsumptionInfo.dollarBucket(1999) == 6)
-        #expect(ConsumptionInfo.dollarBucket(2500) == 7)
-    }
-
     @Test func requestBodiesUseTheContractsNames() throws {
         let request = ReportRequest(
             jobID: .random(),

@@ -1064,6 +1064,7 @@ extension KubernetesManifestTests {
                 name: "billing-worker",
                 queues: [
                     "billing.verify-purchase", "report.request", "billing.refund-credit", "billing.store-notification",
+                    "billing.send-consumption",
                 ],
                 role: "astro_billing_worker",
                 passwordVariable: "BILLING_WORKER_DB_PASSWORD"

@@ -689,24 +689,36 @@ struct BillingLedgerIntegrationTests {
         #expect(balance.available == 1 && balance.restored == 1 && balance.balanced, "\(balance)")
     }
 
-    @Test func aConsumptionRequestStoresWhatAppleAsksFor() async throws {
+    /// Without the user's consent a CONSUMPTION_REQUEST records its answer, sends nothing and
+    /// says why; the answer is still computed from the ledger (a credit spent on a report not
+    /// stored yet is not consumption).
+    @Test func aConsumptionRequestWithoutConsentRecordsTheAnswerAndWhyNothingIsSent() async throws {
         let (user, profile) = try await userWithProfile()
         let (jws, _) = try Self.signedPurchase("com.astrosvitla.report.credit.pack5", user: user)
         _ = try await purchase(jws, user: user)
         _ = try await request(user, profile, .career)
         let uuid = UUID()
         let outcome = try await notify(try signedNotification("CONSUMPTION_REQUEST", about: jws, uuid: uuid))
-        #expect(outcome.messages.map(\.routingKey) == ["billing.consumption-requested"])
-        let info = try await pool.withConnection { database in
+        #expect(
+            outcome.messages.map(\.routingKey) == ["billing.consumption-requested", "billing.consumption-answered"]
+        )
+        #expect(outcome.result?["action"] == "consumption-declined-no-consent")
+        let row = try await pool.withConnection { database in
             try database.query(
-                "SELECT consumption_info FROM store_notifications WHERE notification_uuid = $1",
+                "SELECT state, reason, request_body::text AS body FROM consumption_answers WHERE notification_uuid = $1",
                 [uuid]
-            ).first?.decodeJSON(ConsumptionInfo.self, "consumption_info")
+            ).first.map {
+                (
+                    try $0.decode(String.self, "state"), try $0.decode(String?.self, "reason"),
+                    try $0.decode(String.self, "body")
+                )
+            }
         }
-        #expect(info?.consumptionStatus == 2)
-        #expect(info?.deliveryStatus == 5)
-        #expect(info?.appAccountToken == user.description)
-        #expect(info?.lifetimeDollarsPurchased == 2)
+        #expect(row?.0 == "declined-no-consent")
+        #expect(row?.1?.contains("not consented") == true)
+        let body = try #require(row?.2)
+        #expect(body.contains("\"deliveryStatus\": \"DELIVERED\"") || body.contains("\"deliveryStatus\":\"DELIVERED\""))
+        #expect(body.contains("\"consumptionPercentage\": 0") || body.contains("\"consumptionPercentage\":0"))
     }
 
     @Test func aForgedOrUnknownNotificationChangesNothing() async throws {
