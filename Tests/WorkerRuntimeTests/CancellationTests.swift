@@ -43,6 +43,47 @@ import WorkerRuntimeTestKit
         #expect(runtime.metrics.render().contains("outcome=\"cancelled\"} 2"))
     }
 
+    /// A handler that skips the look-up before `prepare` (a cheap one): the job is prepared,
+    /// but its claim finds the row cancelled, so nothing of it is committed.
+    @Test func aCancelledJobIsNeverCommittedWhenTheHandlerSkipsTheLookUp() async throws {
+        let handler = TestHandler()
+        let runtime = InMemoryRuntime(
+            handlers: [handler.handler(looksUpBeforePrepare: false)],
+            retry: testRetryPolicy
+        )
+        let id = JobID.random()
+        runtime.store.insert(
+            .init(
+                id: id,
+                kind: TestHandler.jobType.rawValue,
+                status: .cancelled,
+                attempts: 0,
+                error: JobError(code: JobStatus.cancelledErrorCode, message: "cancelled by ops: asked"),
+                userID: UUID()
+            )
+        )
+        let first = TestDeliveries.job(TestHandler.jobType, jobID: id)
+        let copy = TestDeliveries.job(TestHandler.jobType, jobID: id, redelivered: true)
+        await runtime.process(first)
+        await runtime.process(copy)
+
+        // Prepared once (the first delivery skipped the look-up; the redelivery did not), and
+        // whatever its commit wrote was rolled back.
+        #expect(handler.prepares(of: id) == 1)
+        #expect(runtime.store.value(forKey: "job:\(id)") == nil)
+        #expect(
+            runtime.acknowledger.settlements == [
+                .ack(deliveryTag: first.deliveryTag), .ack(deliveryTag: copy.deliveryTag),
+            ]
+        )
+        #expect(
+            runtime.store.outbox(of: id).map(\.message.routingKey) == [
+                TestHandler.refund.rawValue, "test.sample.cancelled",
+            ]
+        )
+        #expect(runtime.store.job(id)?.status == .cancelled)
+    }
+
     @Test func aReplayedJobRunsAgain() async throws {
         let handler = TestHandler()
         let runtime = InMemoryRuntime(handlers: [handler.handler], retry: testRetryPolicy)
