@@ -51,6 +51,8 @@ import WorkerRuntimeTestKit
             handlers: [handler.handler(looksUpBeforePrepare: false)],
             retry: testRetryPolicy
         )
+        // Written unclaimed first, as PostgreSQL's store does: the finish finds the row taken.
+        runtime.store.writesFirstDeliveriesUnclaimed = true
         let id = JobID.random()
         runtime.store.insert(
             .init(
@@ -71,6 +73,8 @@ import WorkerRuntimeTestKit
         // whatever its commit wrote was rolled back.
         #expect(handler.prepares(of: id) == 1)
         #expect(runtime.store.value(forKey: "job:\(id)") == nil)
+        // The unclaimed attempt rolled back, then the claiming one found it cancelled.
+        #expect(runtime.store.claims == [[id]])
         #expect(
             runtime.acknowledger.settlements == [
                 .ack(deliveryTag: first.deliveryTag), .ack(deliveryTag: copy.deliveryTag),
