@@ -9,7 +9,9 @@
 # stack with its default settings). Each run offers RATE journeys/s for SECONDS and prints the
 # CPU milliseconds per completed journey of PostgreSQL (the postmaster and its backends, exited
 # ones included), RabbitMQ (its Erlang VM), the gateway, the chart-workers and the load
-# generator, their sum, and what that sum allows on 2 cores (2,000 core-ms per second / sum).
+# generator, their sum, and what that sum allows on 2 cores (2,000 core-ms per second / sum),
+# and PostgreSQL's WAL per journey (pg_stat_wal: bytes, records, full-page images), which does
+# not depend on how busy the machine is.
 # Environment: PGSS=1 also prints PostgreSQL's most expensive statements (pg_stat_statements,
 # preloaded through ASTRO_PG_OPTIONS); ASTRO_PG_OPTIONS passes other server settings;
 # BENCH_BINS="DIR1 DIR2 …" compares builds (folders holding gateway, chart-worker and astroctl):
@@ -130,6 +132,7 @@ for run in $(seq 1 "$BENCH_RUNS"); do
     for bin in "${order[@]}"; do
     start_services "$bin"
     if [ -n "${PGSS:-}" ]; then psql "$DATABASE_URL" -qc "SELECT pg_stat_statements_reset()" >/dev/null; fi
+    wal_before=$(psql "$DATABASE_URL" -Atc "SELECT wal_bytes || ' ' || wal_records || ' ' || wal_fpi FROM pg_stat_wal")
     before=$(snapshot)
     if [ -n "${PERF_OUT:-}" ]; then
         perf record -q -F 499 -a -g -o "$PERF_OUT" -- sleep "$BENCH_SECONDS" >/dev/null 2>&1 &
@@ -137,10 +140,12 @@ for run in $(seq 1 "$BENCH_RUNS"); do
     result=$(python3 scripts/gateway-load.py journey --base "$base" --tokens "$tokens" \
         --rate "$BENCH_RATE" --seconds "$BENCH_SECONDS" --connections 64)
     after=$(snapshot)
+    wal_after=$(psql "$DATABASE_URL" -Atc "SELECT wal_bytes || ' ' || wal_records || ' ' || wal_fpi FROM pg_stat_wal")
     echo "  [$bin] $result"
-    python3 - "$before" "$after" "$result" "$bin" <<'PY'
+    python3 - "$before" "$after" "$result" "$bin" "$wal_before" "$wal_after" <<'PY'
 import ast, json, sys
 before, after, result = ast.literal_eval(sys.argv[1]), ast.literal_eval(sys.argv[2]), json.loads(sys.argv[3])
+wal = [int(b) - int(a) for a, b in zip(sys.argv[5].split(), sys.argv[6].split())]
 done = max(1, result["completed"])
 cost = {k: 1000 * (after[k] - before[k]) / done for k in after}
 cost["generator"] = 1000 * result["generator_cpu_s"] / done
@@ -148,6 +153,8 @@ total = sum(cost.values())
 print(f"  [{sys.argv[4]}] core-ms/journey: " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items())
       + f"; total {total:.2f} → {2000 / total:.0f} journeys/s on 2 cores"
       + f" ({result['completed']} journeys, {result['missing']} missing, {result['errors']} errors)")
+print(f"  [{sys.argv[4]}] WAL per journey: {wal[0] / done:.0f} bytes, {wal[1] / done:.1f} records,"
+      f" {wal[2] / done:.2f} full-page images")
 PY
     if [ -n "${PGSS:-}" ]; then
         psql "$DATABASE_URL" -Atc "SELECT round(total_exec_time::numeric, 0) || ' ms, ' || calls || ' calls, ' || rows || ' rows: ' || left(regexp_replace(query, '\s+', ' ', 'g'), 160) FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 12" | sed 's/^/      /'
