@@ -370,6 +370,20 @@ public enum GatewayRoutes {
         }
     }
 
+    /// Takes back the published mark of a job without a key that the broker did not confirm. A
+    /// failure is logged: the answer is the 503 of the failed publish either way, and the row
+    /// (whose id no one was told) then shows a job as queued that never was.
+    static func unmarkPublished(_ jobID: JobID, context: BasicRequestContext, _ services: GatewayServices) async {
+        do {
+            try await services.store.unmarkPublished(jobID)
+        } catch {
+            context.logger.error(
+                "job not queued, but its published mark was not taken back",
+                metadata: ["job.id": "\(jobID)", "db.error": "\(error)"]
+            )
+        }
+    }
+
     /// Publishes a job to `astro.requests` and returns once the broker confirmed it.
     /// - Throws: `Problem` 503 when the broker refuses it or does not confirm in time.
     static func publish(

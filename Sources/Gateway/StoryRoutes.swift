@@ -434,10 +434,23 @@ extension GatewayRoutes {
                 detail: "this Idempotency-Key was used with another request"
             )
         }
-        let (data, extra) = try body(recorded.jobID)
-        if !recorded.published {
-            try await publish(kind, jobID: recorded.jobID, body: data, context: context, services)
-            await markPublished(recorded.jobID, context: context, services)
+        let extra: [String: JSONValue]
+        if recorded.markedAhead {
+            do {
+                let data: Data
+                (data, extra) = try body(recorded.jobID)
+                try await publish(kind, jobID: recorded.jobID, body: data, context: context, services)
+            } catch {
+                await unmarkPublished(recorded.jobID, context: context, services)
+                throw error
+            }
+        } else {
+            let data: Data
+            (data, extra) = try body(recorded.jobID)
+            if !recorded.published {
+                try await publish(kind, jobID: recorded.jobID, body: data, context: context, services)
+                await markPublished(recorded.jobID, context: context, services)
+            }
         }
         context.logger.info(
             "job accepted",

@@ -80,6 +80,10 @@ struct GatewayStore: Sendable {
         var jobID: JobID
         var published: Bool
         var requestHash: String
+        /// The row was written already marked published (a new job without an idempotency key,
+        /// see `record`): nothing to mark once the broker confirms, the mark to take back if it
+        /// does not.
+        var markedAhead = false
     }
 
     /// The job id of a job recorded under an idempotency key: the same for the same user, job
@@ -107,6 +111,13 @@ struct GatewayStore: Sendable {
     /// recorded under the key is returned instead (its id is `jobID(user:kind:idempotencyKey:)`;
     /// without a key the id is random).
     ///
+    /// A job without a key is written already marked published, in this one statement, instead
+    /// of a second one after the broker's confirm (one statement less per accepted job): its id
+    /// is random and told to no one before the confirm, so a retry never looks for it, and the
+    /// caller takes the mark back (`unmarkPublished`) if the broker does not confirm. A job
+    /// with a key is marked only after the confirm: a retry with the key relies on the mark to
+    /// decide whether to publish again.
+    ///
     /// Committed without waiting for the disk (`synchronous_commit = off` for this statement
     /// only). The job's durability is the broker's confirm, not this row: losing the row in a
     /// database crash costs a retry nothing but publishing the same derived job id again, which
@@ -126,13 +137,20 @@ struct GatewayStore: Sendable {
             let inserted = try database.execute(
                 """
                 WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
-                INSERT INTO gateway_jobs (job_id, user_id, kind, idempotency_key, request_hash)
-                SELECT $1, $2, $3, $4, $5 FROM relaxed
+                INSERT INTO gateway_jobs (job_id, user_id, kind, idempotency_key, request_hash, published_at)
+                SELECT $1, $2, $3, $4, $5, CASE WHEN $4::text IS NULL THEN now() END FROM relaxed
                 ON CONFLICT (user_id, idempotency_key) DO NOTHING
                 """,
                 [jobID.uuid, user.uuid, kind.rawValue, idempotencyKey, requestHash]
             )
-            if inserted == 1 { return RecordedJob(jobID: jobID, published: false, requestHash: requestHash) }
+            if inserted == 1 {
+                return RecordedJob(
+                    jobID: jobID,
+                    published: false,
+                    requestHash: requestHash,
+                    markedAhead: idempotencyKey == nil
+                )
+            }
             guard
                 let row = try database.query(
                     """
@@ -166,6 +184,22 @@ struct GatewayStore: Sendable {
                 WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
                 UPDATE gateway_jobs SET published_at = now() FROM relaxed
                 WHERE job_id = $1 AND published_at IS NULL
+                """,
+                [jobID.uuid]
+            )
+        }
+    }
+
+    /// Takes back the mark `record` wrote ahead for a job without a key whose publish the broker
+    /// did not confirm, so the job is not shown as queued. Committed without waiting for the
+    /// disk, like the mark.
+    func unmarkPublished(_ jobID: JobID) async throws {
+        _ = try await pool.withConnection { database in
+            try database.execute(
+                """
+                WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
+                UPDATE gateway_jobs SET published_at = NULL FROM relaxed
+                WHERE job_id = $1 AND idempotency_key IS NULL
                 """,
                 [jobID.uuid]
             )

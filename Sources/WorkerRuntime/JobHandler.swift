@@ -181,10 +181,20 @@ public protocol JobHandler: Sendable {
     /// retries) — e.g. a refund of the credit that paid for a report that will not be written.
     /// Published through the outbox in the transaction that records the job dead. Default: none.
     func compensation(for job: JobEnvelope, error: JobError) -> [OutboxMessage]
+
+    /// Whether the runtime reads the job's row before a first delivery's `prepare`, so that a job
+    /// an operator cancelled never runs its `prepare` (an LLM call, a charge). Default: true.
+    /// A handler whose `prepare` is cheap, local and has no effects outside the process may say
+    /// false: a first delivery then skips that read (one statement per job) and a cancelled job
+    /// is still never committed — the claim in the job's transaction finds it cancelled under
+    /// the row lock a cancel takes. Redeliveries and retries are always looked up first.
+    var looksUpBeforePrepare: Bool { get }
 }
 
 extension JobHandler {
     public func compensation(for job: JobEnvelope, error: JobError) -> [OutboxMessage] { [] }
+
+    public var looksUpBeforePrepare: Bool { true }
 
     public func commit(
         batch: [(prepared: Prepared, job: JobEnvelope)],

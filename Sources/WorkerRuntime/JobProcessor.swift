@@ -15,6 +15,8 @@ package struct AnyJobHandler<Transaction>: Sendable {
     let commit: @Sendable (any Sendable, JobEnvelope, Transaction) throws -> JobOutcome
     let commitBatch: @Sendable ([(prepared: any Sendable, job: JobEnvelope)], Transaction) throws -> [JobOutcome]
     let compensation: @Sendable (JobEnvelope, JobError) -> [OutboxMessage]
+    /// As `JobHandler.looksUpBeforePrepare`.
+    let looksUpBeforePrepare: Bool
 
     /// A handler from closures, for a store whose transaction is not a `PostgresConnection` (an
     /// in-memory store's test handlers). A batch is committed one job after another.
@@ -22,13 +24,16 @@ package struct AnyJobHandler<Transaction>: Sendable {
     ///   - prepare: as `JobHandler.prepare`.
     ///   - commit: as `JobHandler.commit`, given what `prepare` returned for the job.
     ///   - compensation: as `JobHandler.compensation(for:error:)`.
+    ///   - looksUpBeforePrepare: as `JobHandler.looksUpBeforePrepare`.
     package init<Prepared: Sendable>(
         jobType: JobType,
         prepare: @escaping @Sendable (JobEnvelope) async throws -> Prepared,
         commit: @escaping @Sendable (Prepared, JobEnvelope, Transaction) throws -> JobOutcome,
-        compensation: @escaping @Sendable (JobEnvelope, JobError) -> [OutboxMessage] = { _, _ in [] }
+        compensation: @escaping @Sendable (JobEnvelope, JobError) -> [OutboxMessage] = { _, _ in [] },
+        looksUpBeforePrepare: Bool = true
     ) {
         self.jobType = jobType
+        self.looksUpBeforePrepare = looksUpBeforePrepare
         self.prepare = { job in try await prepare(job) }
         self.compensation = compensation
         @Sendable func commitOne(
@@ -54,6 +59,7 @@ extension AnyJobHandler where Transaction == PostgresConnection {
     /// A `JobHandler`, whose commit writes through the job's PostgreSQL transaction.
     init<Handler: JobHandler>(_ handler: Handler) {
         jobType = handler.jobType
+        looksUpBeforePrepare = handler.looksUpBeforePrepare
         prepare = { job in try await handler.prepare(job) }
         compensation = { job, error in handler.compensation(for: job, error: error) }
         commit = { prepared, job, database in
@@ -253,7 +259,10 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
             //    pays one primary-key read. A redelivery or retry may belong to a job that is
             //    already done: then acknowledge without running again. (Should a first delivery's
             //    row finish meanwhile, the job's transaction finds it finished and writes nothing.)
-            let status = try await finishedBefore(head.jobID, kind: handler.jobType)
+            //    A handler with a cheap, effect-free `prepare` skips the read on a first delivery:
+            //    its claim still finds a cancelled row (see `looksUpBeforePrepare`).
+            let lookUp = handler.looksUpBeforePrepare || delivery.redelivered || attempt > 1
+            let status = lookUp ? try await finishedBefore(head.jobID, kind: handler.jobType) : nil
             if status == .cancelled {
                 await acknowledgeCancelled(
                     delivery,

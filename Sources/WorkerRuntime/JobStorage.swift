@@ -38,6 +38,11 @@ package protocol JobStorage: Sendable {
     /// - Important: call inside the jobs' transaction.
     func claim(_ jobs: [JobClaimRequest], in transaction: Transaction) throws -> [JobID: JobClaim]
 
+    /// Whether a batch of first deliveries is committed without claiming the jobs' rows first
+    /// (see `CommitBatcher.commitUnclaimed`): its finish writes each row once and takes the
+    /// claim's row lock; a row found taken rolls the batch back to the claiming way.
+    var writesFirstDeliveriesUnclaimed: Bool { get }
+
     /// The job's row, if it has one the store lets this worker see.
     func recorded(_ jobID: JobID, in transaction: Transaction) throws -> RecordedJob?
 

@@ -14,6 +14,10 @@ package struct PostgresJobStorage: JobStorage {
         self.pool = pool
     }
 
+    /// The row written once instead of inserted as running and rewritten as finished: one
+    /// statement less per batch, and fewer row versions and index entries per job.
+    package var writesFirstDeliveriesUnclaimed: Bool { true }
+
     /// - Throws: as `PostgresPool.withTransaction`.
     package func withTransaction<T: Sendable>(
         _ body: @Sendable @escaping (PostgresConnection) throws -> T

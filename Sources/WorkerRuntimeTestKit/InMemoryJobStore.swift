@@ -84,6 +84,7 @@ public final class InMemoryJobStore: Sendable {
         var unavailable: (any Error)?
         var failingTransactions: [any Error] = []
         var omittedClaims: Set<JobID> = []
+        var writesUnclaimed = false
         var claims: [[JobID]] = []
         var committedTransactions = 0
         var paused = false
@@ -193,6 +194,13 @@ public final class InMemoryJobStore: Sendable {
 
     /// Leaves `jobID` out of every claim's answer, as a store that lost track of the job's row
     /// would (the runtime must not take the job for finished).
+    /// As `JobStorage.writesFirstDeliveriesUnclaimed`; off unless a test turns it on, so the
+    /// claiming way stays what most tests see.
+    package var writesFirstDeliveriesUnclaimed: Bool {
+        get { script.withLock { $0.writesUnclaimed } }
+        set { script.withLock { $0.writesUnclaimed = newValue } }
+    }
+
     public func omitFromClaims(_ jobID: JobID) {
         script.withLock { _ = $0.omittedClaims.insert(jobID) }
     }

@@ -284,6 +284,26 @@ struct GatewayProcessTests {
         #expect(posted.headers["retry-after"] != nil)
         #expect(posted.headers["x-request-id"] != nil)
 
+        // Without a key the job is recorded already marked published; the refused publish takes
+        // the mark back, so the record says what the answer said: not queued.
+        let keyless = try await Self.request("POST", "\(base)/v1/profiles", token: access, body: Self.profile)
+        #expect(keyless.status == 503)
+        let user = try #require(UUID(uuidString: device.json?["userId"]?.stringValue ?? ""))
+        let pool = PostgresPool(
+            configuration: try await RuntimeTestEnvironment.database(),
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        let marks = try await pool.withConnection { database in
+            try database.query(
+                "SELECT published_at IS NOT NULL AS published FROM gateway_jobs WHERE user_id = $1 AND idempotency_key IS NULL",
+                [user]
+            )
+            .map { try $0.decode(Bool.self, "published") }
+        }
+        await pool.close()
+        #expect(marks == [false])
+
         // A body trickled in a byte at a time, never idle but never done: 408 at the timeout.
         let trickle = try await ProcessRunner.run(
             "/bin/bash",

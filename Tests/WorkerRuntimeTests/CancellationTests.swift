@@ -43,6 +43,51 @@ import WorkerRuntimeTestKit
         #expect(runtime.metrics.render().contains("outcome=\"cancelled\"} 2"))
     }
 
+    /// A handler that skips the look-up before `prepare` (a cheap one): the job is prepared,
+    /// but its claim finds the row cancelled, so nothing of it is committed.
+    @Test func aCancelledJobIsNeverCommittedWhenTheHandlerSkipsTheLookUp() async throws {
+        let handler = TestHandler()
+        let runtime = InMemoryRuntime(
+            handlers: [handler.handler(looksUpBeforePrepare: false)],
+            retry: testRetryPolicy
+        )
+        // Written unclaimed first, as PostgreSQL's store does: the finish finds the row taken.
+        runtime.store.writesFirstDeliveriesUnclaimed = true
+        let id = JobID.random()
+        runtime.store.insert(
+            .init(
+                id: id,
+                kind: TestHandler.jobType.rawValue,
+                status: .cancelled,
+                attempts: 0,
+                error: JobError(code: JobStatus.cancelledErrorCode, message: "cancelled by ops: asked"),
+                userID: UUID()
+            )
+        )
+        let first = TestDeliveries.job(TestHandler.jobType, jobID: id)
+        let copy = TestDeliveries.job(TestHandler.jobType, jobID: id, redelivered: true)
+        await runtime.process(first)
+        await runtime.process(copy)
+
+        // Prepared once (the first delivery skipped the look-up; the redelivery did not), and
+        // whatever its commit wrote was rolled back.
+        #expect(handler.prepares(of: id) == 1)
+        #expect(runtime.store.value(forKey: "job:\(id)") == nil)
+        // The unclaimed attempt rolled back, then the claiming one found it cancelled.
+        #expect(runtime.store.claims == [[id]])
+        #expect(
+            runtime.acknowledger.settlements == [
+                .ack(deliveryTag: first.deliveryTag), .ack(deliveryTag: copy.deliveryTag),
+            ]
+        )
+        #expect(
+            runtime.store.outbox(of: id).map(\.message.routingKey) == [
+                TestHandler.refund.rawValue, "test.sample.cancelled",
+            ]
+        )
+        #expect(runtime.store.job(id)?.status == .cancelled)
+    }
+
     @Test func aReplayedJobRunsAgain() async throws {
         let handler = TestHandler()
         let runtime = InMemoryRuntime(handlers: [handler.handler], retry: testRetryPolicy)

@@ -57,6 +57,54 @@ import WorkerRuntimeTestKit
         #expect(runtime.metrics.render().contains("astro_commit_batch_jobs_total 4"))
     }
 
+    /// PostgreSQL's way: first deliveries written without a claim, each row once, in the same
+    /// one transaction per batch.
+    @Test func firstDeliveriesAreWrittenUnclaimedTogether() async throws {
+        let runtime = InMemoryRuntime(handlers: [handler.handler], retry: testRetryPolicy)
+        runtime.store.writesFirstDeliveriesUnclaimed = true
+        let first = TestDeliveries.job(TestHandler.jobType)
+        let others = (0..<3).map { _ in TestDeliveries.job(TestHandler.jobType, fields: ["events": 1]) }
+
+        try await commitBehindOne(runtime, first: first, others: others)
+
+        #expect(
+            Set(runtime.acknowledger.settlements)
+                == Set(([first] + others).map { InMemoryAcknowledger.Settlement.ack(deliveryTag: $0.deliveryTag) })
+        )
+        #expect(runtime.store.claims.isEmpty)
+        #expect(runtime.store.committedTransactions == 2)
+        for delivery in [first] + others {
+            let id = jobID(of: delivery)
+            #expect(runtime.store.job(id)?.status == .succeeded)
+            #expect(runtime.store.value(forKey: "job:\(id)") == "done")
+        }
+        for delivery in others { #expect(runtime.store.outbox(of: jobID(of: delivery)).count == 1) }
+    }
+
+    /// A batch with a row already finished: the unclaimed attempt rolls back whole (nothing of
+    /// it stays) and the claiming transaction writes the others and passes the duplicate over.
+    @Test func anUnclaimedBatchMeetingAFinishedRowIsRedoneClaiming() async throws {
+        let runtime = InMemoryRuntime(handlers: [handler.handler], retry: testRetryPolicy)
+        runtime.store.writesFirstDeliveriesUnclaimed = true
+        let first = TestDeliveries.job(TestHandler.jobType)
+        let batch = (0..<3).map { _ in TestDeliveries.job(TestHandler.jobType, fields: ["events": 1]) }
+        let done = jobID(of: batch[1])
+        runtime.store.insert(.init(id: done, kind: TestHandler.jobType.rawValue, status: .succeeded, attempts: 1))
+
+        try await commitBehindOne(runtime, first: first, others: batch)
+
+        #expect(runtime.acknowledger.settlements.count == 4)
+        #expect(Set(runtime.store.claims.last ?? []) == Set(batch.map { jobID(of: $0) }))
+        for neighbour in [batch[0], batch[2]] {
+            let id = jobID(of: neighbour)
+            #expect(runtime.store.job(id)?.status == .succeeded)
+            #expect(runtime.store.outbox(of: id).count == 1)
+        }
+        // The finished job's rolled-back writes left nothing behind.
+        #expect(runtime.store.value(forKey: "job:\(done)") == nil)
+        #expect(runtime.store.outbox(of: done).isEmpty)
+    }
+
     @Test func aFailingJobInABatchIsReplayedAloneAndSparesItsNeighbours() async throws {
         let runtime = InMemoryRuntime(handlers: [handler.handler], retry: testRetryPolicy)
         let first = TestDeliveries.job(TestHandler.jobType)

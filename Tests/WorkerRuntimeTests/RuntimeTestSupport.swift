@@ -61,7 +61,10 @@ final class TestHandler: Sendable {
     /// point in between.
     var preparedInAll: Int { counts.withLock { $0.prepared } }
 
-    var handler: InMemoryJobHandler {
+    var handler: InMemoryJobHandler { handler(looksUpBeforePrepare: true) }
+
+    /// The handler; `looksUpBeforePrepare` as `JobHandler.looksUpBeforePrepare`.
+    func handler(looksUpBeforePrepare: Bool) -> InMemoryJobHandler {
         InMemoryJobHandler(
             jobType: Self.jobType,
             prepare: { [self] job in
@@ -96,7 +99,8 @@ final class TestHandler: Sendable {
             },
             compensation: { job, _ in
                 [OutboxMessage.job(Self.refund, body: Data("{\"jobId\":\"\(job.jobID)\"}".utf8))]
-            }
+            },
+            looksUpBeforePrepare: looksUpBeforePrepare
         )
     }
 }
