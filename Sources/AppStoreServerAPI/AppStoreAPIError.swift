@@ -27,12 +27,19 @@ public struct AppStoreAPIError: Error, Sendable, Hashable, CustomStringConvertib
         case deadlineExceeded = "deadline-exceeded"
         /// The calling task was cancelled (e.g. the worker is shutting down).
         case cancelled = "cancelled"
+        /// 404 for something other than a transaction id: an order, a test notification token,
+        /// or no notification URL configured (Apple's `40400xx` codes).
+        case notFound = "not-found"
+        /// 400 for a request other than a transaction id: dates, a pagination token, a revision.
+        case invalidRequest = "invalid-request"
 
         /// Whether a later retry of the whole call may succeed.
         public var isTransient: Bool {
             switch self {
             case .rateLimited, .serverError, .timeout, .network, .deadlineExceeded, .cancelled: return true
-            case .transactionNotFound, .invalidTransactionID, .unauthorized, .malformedResponse: return false
+            case .transactionNotFound, .invalidTransactionID, .unauthorized, .malformedResponse, .notFound,
+                .invalidRequest:
+                return false
             }
         }
     }

@@ -35,7 +35,7 @@ public final class AppStoreServerFake: Sendable {
     public let keyID: String
     public let issuerID: String
     private let server: LoopbackHTTPServer
-    private let store: FakeStore
+    let store: FakeStore
 
     /// Starts the fake on a free loopback port.
     /// - Parameters:
@@ -114,7 +114,7 @@ public final class AppStoreServerFake: Sendable {
 }
 
 /// The fake's state, shared by the fake and its server's handler.
-private final class FakeStore: Sendable {
+final class FakeStore: Sendable {
     struct State {
         var transactions: [String: String] = [:]
         var failures: [AppStoreServerFake.Failure] = []
@@ -126,6 +126,7 @@ private final class FakeStore: Sendable {
     }
 
     let state = Mutex(State())
+    let support = FakeSupportRoutes()
     let check: BearerTokenCheck
     let now: @Sendable () -> Date
 
@@ -160,6 +161,7 @@ private final class FakeStore: Sendable {
         case .failure(let failure):
             return Self.response(for: failure)
         case .route(let transactions):
+            if let answer = await support.route(request, now: now()) { return answer }
             return Self.route(request, transactions: transactions)
         }
     }
@@ -201,7 +203,7 @@ private final class FakeStore: Sendable {
         }
     }
 
-    private static func appleError(status: Int, code: Int, message: String) -> HTTPResponse {
+    static func appleError(status: Int, code: Int, message: String) -> HTTPResponse {
         struct Body: Encodable {
             var errorCode: Int
             var errorMessage: String

@@ -25,11 +25,14 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     public static let storyIllustrate: JobType = "story.illustrate"
     /// Record that a child read a story; update collections and award achievements (story-worker).
     public static let storyRead: JobType = "story.read"
+    /// Fetch the App Store's notification history for a window and apply the notifications
+    /// never received (billing-worker; on start-up and `astroctl billing notifications recover`).
+    public static let billingRecoverNotifications: JobType = "billing.recover-notifications"
 
     /// Every job type of the contract, in the order of CONTRACT.md.
     public static let all: [JobType] = [
         .chartCalculate, .billingVerifyPurchase, .reportRequest, .reportGenerate, .billingRefundCredit,
-        .billingStoreNotification, .storyGenerate, .storyIllustrate, .storyRead,
+        .billingStoreNotification, .storyGenerate, .storyIllustrate, .storyRead, .billingRecoverNotifications,
     ]
 
     /// The job types a client of the backend may ask for (astroctl's job commands, the app's
@@ -37,7 +40,7 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     /// `billing.refund-credit`) only a worker publishes, as a step of another job.
     public static let requestable: [JobType] = [
         .chartCalculate, .billingVerifyPurchase, .reportRequest, .billingStoreNotification, .storyGenerate,
-        .storyIllustrate, .storyRead,
+        .storyIllustrate, .storyRead, .billingRecoverNotifications,
     ]
 
     /// Whether a client may ask for a job of this type (see `requestable`).
@@ -54,6 +57,7 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         case .billingRefundCredit: return .billingRefundCreditFailed
         case .billingStoreNotification: return .billingStoreNotificationFailed
         case .storyGenerate, .storyIllustrate, .storyRead: return .storyFailed
+        case .billingRecoverNotifications: return .billingRecoverNotificationsFailed
         // A queue outside the contract (the sample worker's, a benchmark's) follows the rule.
         default: return EventType(rawValue: rawValue + ".failed")
         }

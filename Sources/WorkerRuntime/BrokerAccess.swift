@@ -75,8 +75,12 @@ public enum BrokerAccess {
     public static let billingWorker = Service(
         user: "billing-worker",
         passwordVariable: "BILLING_WORKER_AMQP_PASSWORD",
-        consumes: [.billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification],
-        publishesJobs: [.reportGenerate],
+        consumes: [
+            .billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification,
+            .billingRecoverNotifications,
+        ],
+        // billing.recover-notifications: the start-up recovery it schedules through its outbox.
+        publishesJobs: [.reportGenerate, .billingRecoverNotifications],
         // billing.* of its own, and report.completed / report.failed for report.request.
         eventPrefixes: ["billing.", "report."]
     )

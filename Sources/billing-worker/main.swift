@@ -9,10 +9,22 @@ import WorkerRuntime
 // (billing.store-notification). Configuration: the workers' environment variables plus the
 // BILLING_* and APPSTORE_API_* ones (README); BILLING_ENVIRONMENT has no default on purpose.
 let environment = ProcessInfo.processInfo.environment
+let recoveryOnStart: DatabaseSetup?
+do {
+    recoveryOnStart = try NotificationRecoveryStartUp.setup(environment)
+} catch {
+    FileHandle.standardError.write(Data("billing-worker: \(error)\n".utf8))
+    exit(2)
+}
 let status = await WorkerMain.run(
     name: "billing-worker",
     defaultHTTPPort: 8083,
-    queues: [.billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification],
+    queues: [
+        .billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification,
+        .billingRecoverNotifications,
+    ],
+    // After downtime, the notifications Apple sent meanwhile (Get Notification History).
+    databaseSetup: recoveryOnStart,
     // The ledger audit as a gauge (astro_ledger_unbalanced_users), every LEDGER_AUDIT_INTERVAL_SECONDS.
     probes: [try LedgerAuditProbe.fromEnvironment(environment)]
 ) { context in
@@ -40,6 +52,7 @@ let status = await WorkerMain.run(
         ReportRequestHandler(),
         RefundCreditHandler(),
         StoreNotificationHandler(verifier: verifier),
+        RecoverNotificationsHandler(verifier: verifier, appStore: billing.appStore),
     ]
 }
 exit(status)
