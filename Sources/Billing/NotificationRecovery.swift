@@ -280,7 +280,17 @@ public enum NotificationRecoveryStartUp {
             let name = environment["BILLING_ENVIRONMENT"]?.trimmingCharacters(in: .whitespaces),
             let storeEnvironment = StoreEnvironment(rawValue: name)
         else { return nil }
-        // The job is logged like any other when the worker consumes it.
-        return { pool in try await NotificationRecovery.scheduleOnStart(pool: pool, environment: storeEnvironment) }
+        // The job is logged like any other when the worker consumes it. Failing to schedule it
+        // (e.g. migration 0026 not applied yet) must not keep the worker from its live work: the
+        // next start, or an operator's `astroctl billing notifications recover`, covers the window.
+        return { pool in
+            do {
+                try await NotificationRecovery.scheduleOnStart(pool: pool, environment: storeEnvironment)
+            } catch {
+                FileHandle.standardError.write(
+                    Data("billing-worker: the start-up notification recovery was not scheduled: \(error)\n".utf8)
+                )
+            }
+        }
     }
 }
