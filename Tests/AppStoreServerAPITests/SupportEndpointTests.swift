@@ -96,7 +96,13 @@ import Testing
     @Test func aRateLimitIsRetriedAfterItsRetryAfter() async throws {
         let fixture = try Fixture()
         let timing = VirtualTiming()
-        let client = try fixture.client(retryPolicy: RetryPolicy(maxAttempts: 3), timing: timing.timing)
+        // A generous request timeout: on a loaded machine a timed-out first attempt would use up the
+        // queued 429 and retry on the plain backoff instead.
+        let client = try fixture.client(
+            requestTimeout: .seconds(60),
+            retryPolicy: RetryPolicy(maxAttempts: 3),
+            timing: timing.timing
+        )
         fixture.fake.enqueueFailure(.rateLimited(retryAfter: 2))
         let page = try await client.notificationHistory(
             NotificationHistoryRequest(startDate: Date().addingTimeInterval(-60), endDate: Date())
