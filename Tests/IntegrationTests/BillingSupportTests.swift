@@ -1,4 +1,5 @@
 import AMQP
+import AppStoreServerAPI
 import AppStoreServerFake
 import AstroDomain
 import Billing
@@ -338,5 +339,59 @@ struct BillingSupportTests {
         let broken = try await astroctl(["billing", "notifications", "test", "--timeout", "3"])
         #expect(broken.status == 1)
         #expect(broken.output.contains("NOT recorded") && broken.output.contains("NO_RESPONSE"), "\(broken.output)")
+    }
+
+    // MARK: - The recovery job's failures
+
+    /// A refused request can never succeed (dead-lettered with a code); an outage is retried.
+    @Test func recoveryFailuresAreClassifiedAtTheSource() async throws {
+        defer { Task { [self] in await close() } }
+        let key = try AppStoreServerAPIConfiguration.loadSigningKey(fromFile: keyFile.path)
+        let client = AppStoreServerAPIClient(
+            configuration: try AppStoreServerAPIConfiguration(
+                baseURL: fake.baseURL,
+                keyID: fake.keyID,
+                issuerID: fake.issuerID,
+                bundleID: BillingDefaults.bundleID,
+                signingKey: key,
+                retryPolicy: .init(maxAttempts: 1)
+            )
+        )
+        func body(since: Date, until: Date) throws -> JSONValue {
+            try JSONValue.parse(
+                JSONCoding.encoder.encode(
+                    RecoverNotificationsRequest(jobID: .random(), since: since, until: until, trigger: .operatorRequest)
+                )
+            )
+        }
+        let now = Date()
+        let window = try body(since: now.addingTimeInterval(-3_600), until: now)
+        let unconfigured = RecoverNotificationsHandler(verifier: BillingLedgerIntegrationTests.verifier, appStore: nil)
+        let noKey = await #expect(throws: JobRejection.self) {
+            try await ledger.run(unconfigured, window, type: .billingRecoverNotifications)
+        }
+        #expect(noKey?.code == "app-store-api-not-configured")
+        let handler = RecoverNotificationsHandler(verifier: BillingLedgerIntegrationTests.verifier, appStore: client)
+        let backwards = await #expect(throws: JobRejection.self) {
+            try await ledger.run(
+                handler,
+                try body(since: now, until: now.addingTimeInterval(-60)),
+                type: .billingRecoverNotifications
+            )
+        }
+        #expect(backwards?.code == "invalid-window")
+        fake.enqueueFailure(.serverError)
+        let outage = await #expect(throws: AppStoreAPIError.self) {
+            try await ledger.run(handler, window, type: .billingRecoverNotifications)
+        }
+        #expect(outage?.isTransient == true)
+        fake.enqueueFailure(.appleError(status: 400, errorCode: 4_000_014, errorMessage: "Invalid pagination token."))
+        let refused = await #expect(throws: JobRejection.self) {
+            try await ledger.run(handler, window, type: .billingRecoverNotifications)
+        }
+        #expect(refused?.code == "invalid-request")
+        // An empty window succeeds and is recorded.
+        let empty = try await ledger.run(handler, window, type: .billingRecoverNotifications)
+        #expect(empty.result?["fetched"] == 0 && empty.result?["pages"] == 1, "\(String(describing: empty.result))")
     }
 }
