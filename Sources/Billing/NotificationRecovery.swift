@@ -276,7 +276,7 @@ public enum NotificationRecoveryStartUp {
         case "0", "false", "no", "off": return nil
         default: throw ConfigurationError(variable: variable.name, problem: "expected true or false")
         }
-        guard environment["APPSTORE_API_KEY_ID"]?.isEmpty == false,
+        guard environment["APPSTORE_API_KEY_ID"]?.trimmingCharacters(in: .whitespaces).isEmpty == false,
             let name = environment["BILLING_ENVIRONMENT"]?.trimmingCharacters(in: .whitespaces),
             let storeEnvironment = StoreEnvironment(rawValue: name)
         else { return nil }
