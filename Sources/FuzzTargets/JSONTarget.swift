@@ -39,6 +39,7 @@ enum JSONTarget {
         checkPayload(StoryGenerateRequest.self, .storyGenerate, data)
         checkPayload(StoryIllustrateRequest.self, .storyIllustrate, data)
         checkPayload(StoryReadRequest.self, .storyRead, data)
+        checkPayload(RecoverNotificationsRequest.self, .billingRecoverNotifications, data)
     }
 
     private static func checkJSONValue(_ data: Data) {
