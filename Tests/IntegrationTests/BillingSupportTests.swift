@@ -327,7 +327,11 @@ struct BillingSupportTests {
         #expect(roundTrip.status == 0, "\(roundTrip.output)\(roundTrip.error)\n\(gateway.processes.output)")
         let verdict = try Self.json(roundTrip)
         #expect(verdict["received"] == true && verdict["action"] == "recorded", "\(verdict)")
-        #expect(fake.testNotificationResults.values.contains(.some(200)))
+        // The fake records the gateway's answer when its POST returns, which may be just after
+        // the worker recorded the notification.
+        try await RuntimeTestEnvironment.eventually("the fake saw the gateway's 200", timeout: .seconds(10)) {
+            fake.testNotificationResults.values.contains(.some(200))
+        }
 
         // Nothing listens at the URL: Apple's attempts say why, and astroctl fails.
         fake.configureNotifications(
