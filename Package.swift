@@ -223,6 +223,7 @@ let package = Package(
             dependencies: [
                 "AstroCLISupport", "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine",
                 "Ephemeris", "Billing", "StoreKitVerification", "Reports", "Stories", "StoryService", "Maintenance",
+                "AppStoreServerAPI",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

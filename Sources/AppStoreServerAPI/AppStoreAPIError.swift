@@ -27,15 +27,20 @@ public struct AppStoreAPIError: Error, Sendable, Hashable, CustomStringConvertib
         case deadlineExceeded = "deadline-exceeded"
         /// The calling task was cancelled (e.g. the worker is shutting down).
         case cancelled = "cancelled"
-        /// 400 for a request body the App Store refused (e.g. Send Consumption Information's
-        /// `4000035 InvalidCustomerConsentedError`); `errorCode` says which field.
+        /// 404 for something other than a transaction id: an order, a test notification token,
+        /// or no notification URL configured (Apple's `40400xx` codes).
+        case notFound = "not-found"
+        /// 400 for a request other than a transaction id: a body the App Store refused (e.g. Send
+        /// Consumption Information's `4000035 InvalidCustomerConsentedError`), dates, a pagination
+        /// token, a revision; `errorCode` says which.
         case invalidRequest = "invalid-request"
 
         /// Whether a later retry of the whole call may succeed.
         public var isTransient: Bool {
             switch self {
             case .rateLimited, .serverError, .timeout, .network, .deadlineExceeded, .cancelled: return true
-            case .transactionNotFound, .invalidTransactionID, .unauthorized, .malformedResponse, .invalidRequest:
+            case .transactionNotFound, .invalidTransactionID, .unauthorized, .malformedResponse, .notFound,
+                .invalidRequest:
                 return false
             }
         }

@@ -86,7 +86,7 @@ public final class AppStoreServerAPIClient: Sendable {
         else {
             throw AppStoreAPIError(kind: .invalidTransactionID, reason: "cannot build the request URL", attempts: 0)
         }
-        let (body, attempts) = try await get(url)
+        let (body, attempts) = try await send(url)
 
         struct TransactionInfoResponse: Decodable { var signedTransactionInfo: String? }
         guard let decoded = try? JSONDecoder().decode(TransactionInfoResponse.self, from: body) else {
@@ -130,8 +130,9 @@ public final class AppStoreServerAPIClient: Sendable {
 
     // MARK: - The retry loop
 
-    /// GETs `url` until a 200 (its body and the attempts made) or a final error.
-    private func get(_ url: URL) async throws(AppStoreAPIError) -> (Data, Int) {
+    /// Sends `method` to `url` (with a JSON `body` when given) until a 200 (its body and the
+    /// attempts made) or a final error.
+    func send(_ url: URL, method: String = "GET", body: Data? = nil) async throws(AppStoreAPIError) -> (Data, Int) {
         let clock = RetryClock(now: timing.now, sleep: timing.sleep, random: timing.random)
         let (body, attempts) = try await RetryLoop.run(schedule: schedule, clock: clock) {
             attempt,
@@ -147,7 +148,11 @@ public final class AppStoreServerAPIClient: Sendable {
                 )
             }
             var request = URLRequest(url: url)
-            request.httpMethod = "GET"
+            request.httpMethod = method
+            if let body {
+                request.httpBody = body
+                request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            }
             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
             request.setValue("application/json", forHTTPHeaderField: "Accept")
             request.setValue("astrosvitla-backend", forHTTPHeaderField: "User-Agent")

@@ -126,6 +126,7 @@ final class FakeStore: Sendable {
     }
 
     let state = Mutex(State())
+    let support = FakeSupportRoutes()
     let check: BearerTokenCheck
     let now: @Sendable () -> Date
     /// Send Consumption Information (AppStoreServerFake+Consumption.swift).
@@ -163,6 +164,7 @@ final class FakeStore: Sendable {
             return Self.response(for: failure)
         case .route(let transactions):
             if let answer = consumption.answer(request, knownTransactionIDs: Set(transactions.keys)) { return answer }
+            if let answer = await support.route(request, now: now()) { return answer }
             return Self.route(request, transactions: transactions)
         }
     }

@@ -78,6 +78,14 @@ public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     /// A story job could not be done (`error`).
     public static let storyFailed: EventType = "story.failed"
 
+    // billing.recover-notifications
+
+    /// The notification history of a window was read: how many notifications were new and
+    /// applied, already seen, or did not verify.
+    public static let billingNotificationsRecovered: EventType = "billing.notifications-recovered"
+    /// A `billing.recover-notifications` job could not be done.
+    public static let billingRecoverNotificationsFailed: EventType = "billing.recover-notifications.failed"
+
     // Any job type, cancelled by an operator before it started (`astroctl job cancel`)
 
     /// A job was cancelled before it started: its handler never ran (`error.code` `cancelled`).
@@ -95,5 +103,6 @@ public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
             .billingStoreNotificationFailed,
             .storyGenerated, .storyIllustrated, .storyReadRecorded, .achievementEarned, .storyFailed,
             .billingConsumptionAnswered, .billingSendConsumptionFailed,
+            .billingNotificationsRecovered, .billingRecoverNotificationsFailed,
         ] + cancelled
 }

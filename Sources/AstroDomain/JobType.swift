@@ -28,11 +28,15 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     /// Answer one App Store CONSUMPTION_REQUEST with Send Consumption Information, once
     /// (billing-worker; published by `billing.store-notification`).
     public static let billingSendConsumption: JobType = "billing.send-consumption"
+    /// Fetch the App Store's notification history for a window and apply the notifications
+    /// never received (billing-worker; on start-up and `astroctl billing notifications recover`).
+    public static let billingRecoverNotifications: JobType = "billing.recover-notifications"
 
     /// Every job type of the contract, in the order of CONTRACT.md.
     public static let all: [JobType] = [
         .chartCalculate, .billingVerifyPurchase, .reportRequest, .reportGenerate, .billingRefundCredit,
         .billingStoreNotification, .storyGenerate, .storyIllustrate, .storyRead, .billingSendConsumption,
+        .billingRecoverNotifications,
     ]
 
     /// The job types a client of the backend may ask for (astroctl's job commands, the app's
@@ -40,7 +44,7 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     /// `billing.refund-credit`) only a worker publishes, as a step of another job.
     public static let requestable: [JobType] = [
         .chartCalculate, .billingVerifyPurchase, .reportRequest, .billingStoreNotification, .storyGenerate,
-        .storyIllustrate, .storyRead,
+        .storyIllustrate, .storyRead, .billingRecoverNotifications,
     ]
 
     /// Whether a client may ask for a job of this type (see `requestable`).
@@ -58,6 +62,7 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         case .billingStoreNotification: return .billingStoreNotificationFailed
         case .billingSendConsumption: return .billingSendConsumptionFailed
         case .storyGenerate, .storyIllustrate, .storyRead: return .storyFailed
+        case .billingRecoverNotifications: return .billingRecoverNotificationsFailed
         // A queue outside the contract (the sample worker's, a benchmark's) follows the rule.
         default: return EventType(rawValue: rawValue + ".failed")
         }

@@ -40,6 +40,7 @@ enum JSONTarget {
         checkPayload(StoryIllustrateRequest.self, .storyIllustrate, data)
         checkPayload(StoryReadRequest.self, .storyRead, data)
         checkPayload(SendConsumptionRequest.self, .billingSendConsumption, data)
+        checkPayload(RecoverNotificationsRequest.self, .billingRecoverNotifications, data)
     }
 
     private static func checkJSONValue(_ data: Data) {

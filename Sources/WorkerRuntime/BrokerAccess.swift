@@ -85,10 +85,11 @@ public enum BrokerAccess {
         passwordVariable: "BILLING_WORKER_AMQP_PASSWORD",
         consumes: [
             .billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification,
-            .billingSendConsumption,
+            .billingSendConsumption, .billingRecoverNotifications,
         ],
-        // billing.send-consumption: its own follow-up of a CONSUMPTION_REQUEST.
-        publishesJobs: [.reportGenerate, .billingSendConsumption],
+        // billing.send-consumption: its own follow-up of a CONSUMPTION_REQUEST;
+        // billing.recover-notifications: the start-up recovery it schedules through its outbox.
+        publishesJobs: [.reportGenerate, .billingSendConsumption, .billingRecoverNotifications],
         // billing.* of its own, and report.completed / report.failed for report.request.
         eventPrefixes: ["billing.", "report."]
     )
@@ -123,7 +124,8 @@ public enum BrokerAccess {
     public static let gateway = Service(
         user: "gateway",
         passwordVariable: "GATEWAY_AMQP_PASSWORD",
-        requests: JobType.requestable,
+        // Not an operator's recovery of Apple's notification history: the app has no use for it.
+        requests: JobType.requestable.filter { $0 != .billingRecoverNotifications },
         readsEvents: true,
         privateQueuePrefix: "gateway.events."
     )

@@ -17,6 +17,7 @@ struct BillingCommand: AsyncParsableCommand {
         subcommands: [
             BillingVerify.self, BillingCredits.self, BillingLedger.self, BillingPurchase.self, BillingDevPKI.self,
             BillingDevSign.self,
+            BillingOrder.self, BillingHistory.self, BillingRefunds.self, BillingNotifications.self,
         ]
     )
 }

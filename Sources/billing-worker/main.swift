@@ -10,13 +10,23 @@ import WorkerRuntime
 // (billing.send-consumption). Configuration: the workers' environment variables plus the
 // BILLING_* and APPSTORE_API_* ones (README); BILLING_ENVIRONMENT has no default on purpose.
 let environment = ProcessInfo.processInfo.environment
+let recoveryOnStart: DatabaseSetup?
+do {
+    recoveryOnStart = try NotificationRecoveryStartUp.setup(environment)
+} catch {
+    FileHandle.standardError.write(Data("billing-worker: \(error)\n".utf8))
+    exit(2)
+}
 let status = await WorkerMain.run(
     name: "billing-worker",
     defaultHTTPPort: 8083,
     queues: [
         .billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification,
         .billingSendConsumption,
+        .billingRecoverNotifications,
     ],
+    // After downtime, the notifications Apple sent meanwhile (Get Notification History).
+    databaseSetup: recoveryOnStart,
     // The ledger audit as a gauge (astro_ledger_unbalanced_users), every LEDGER_AUDIT_INTERVAL_SECONDS.
     // The maintenance task's recorded deletions, drops and runs (MaintenanceMetricsProbe).
     probes: [try LedgerAuditProbe.fromEnvironment(environment), MaintenanceMetricsProbe.probe()]
@@ -48,6 +58,7 @@ let status = await WorkerMain.run(
         RefundCreditHandler(),
         StoreNotificationHandler(verifier: verifier, consumptionPolicy: consumption),
         SendConsumptionHandler(pool: context.pool, appStore: billing.appStore),
+        RecoverNotificationsHandler(verifier: verifier, appStore: billing.appStore, consumptionPolicy: consumption),
     ]
 }
 exit(status)

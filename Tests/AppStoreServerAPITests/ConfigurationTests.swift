@@ -189,7 +189,8 @@ struct ConfigurationTests {
         #expect(
             AppStoreAPIError.Kind.allCases.map(\.rawValue) == [
                 "transaction-not-found", "invalid-transaction-id", "unauthorized", "rate-limited", "server-error",
-                "timeout", "network", "malformed-response", "deadline-exceeded", "cancelled", "invalid-request",
+                "timeout", "network", "malformed-response", "deadline-exceeded", "cancelled", "not-found",
+                "invalid-request",
             ]
         )
         #expect(

@@ -27,7 +27,8 @@ import Testing
 
 @Suite struct JobTypeTests {
     @Test func contractJobTypesAndFailedEvents() {
-        #expect(JobType.all.count == 10)
+        #expect(JobType.all.count == 11)
+        #expect(JobType.billingRecoverNotifications.failedEvent == "billing.recover-notifications.failed")
         #expect(JobType.storyIllustrate.failedEvent == "story.failed")
         #expect(JobType.chartCalculate.failedEvent == "chart.failed")
         #expect(JobType.reportRequest.failedEvent == "report.failed")
@@ -48,10 +49,11 @@ import Testing
                 "billing.consumption-requested", "billing.store-notification.failed",
                 "story.generated", "story.illustrated", "story.read-recorded", "achievement.earned", "story.failed",
                 "billing.consumption-answered", "billing.send-consumption.failed",
+                "billing.notifications-recovered", "billing.recover-notifications.failed",
                 "chart.calculate.cancelled", "billing.verify-purchase.cancelled", "report.request.cancelled",
                 "report.generate.cancelled", "billing.refund-credit.cancelled", "billing.store-notification.cancelled",
                 "story.generate.cancelled", "story.illustrate.cancelled", "story.read.cancelled",
-                "billing.send-consumption.cancelled",
+                "billing.send-consumption.cancelled", "billing.recover-notifications.cancelled",
             ]
         )
         #expect(Set(EventType.all).count == EventType.all.count)
