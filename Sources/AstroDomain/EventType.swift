@@ -69,6 +69,16 @@ public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     /// A story job could not be done (`error`).
     public static let storyFailed: EventType = "story.failed"
 
+    // user.delete and story.erase-illustrations
+
+    /// A user was erased (`forfeitedCredits`, `alreadyDeleted`); their later jobs are refused
+    /// with `user-deleted`.
+    public static let userDeleted: EventType = "user.deleted"
+    /// A `user.delete` job could not be done (`error`).
+    public static let userDeleteFailed: EventType = "user.delete.failed"
+    /// A `story.erase-illustrations` job could not be done (`error`).
+    public static let storyEraseIllustrationsFailed: EventType = "story.erase-illustrations.failed"
+
     // Any job type, cancelled by an operator before it started (`astroctl job cancel`)
 
     /// A job was cancelled before it started: its handler never ran (`error.code` `cancelled`).
@@ -85,5 +95,6 @@ public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
             .billingNotificationRecorded, .billingCreditsRevoked, .billingCreditsRestored, .billingConsumptionRequested,
             .billingStoreNotificationFailed,
             .storyGenerated, .storyIllustrated, .storyReadRecorded, .achievementEarned, .storyFailed,
+            .userDeleted, .userDeleteFailed, .storyEraseIllustrationsFailed,
         ] + cancelled
 }

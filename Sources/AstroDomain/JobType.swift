@@ -25,11 +25,17 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     public static let storyIllustrate: JobType = "story.illustrate"
     /// Record that a child read a story; update collections and award achievements (story-worker).
     public static let storyRead: JobType = "story.read"
+    /// Erase a user: their personal data, keeping the money records pseudonymised (billing-worker).
+    public static let userDelete: JobType = "user.delete"
+    /// Erase the illustration files of a deleted user's stories (story-worker; published only by
+    /// `user.delete`).
+    public static let storyEraseIllustrations: JobType = "story.erase-illustrations"
 
     /// Every job type of the contract, in the order of CONTRACT.md.
     public static let all: [JobType] = [
         .chartCalculate, .billingVerifyPurchase, .reportRequest, .reportGenerate, .billingRefundCredit,
-        .billingStoreNotification, .storyGenerate, .storyIllustrate, .storyRead,
+        .billingStoreNotification, .storyGenerate, .storyIllustrate, .storyRead, .userDelete,
+        .storyEraseIllustrations,
     ]
 
     /// The job types a client of the backend may ask for (astroctl's job commands, the app's
@@ -37,7 +43,7 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     /// `billing.refund-credit`) only a worker publishes, as a step of another job.
     public static let requestable: [JobType] = [
         .chartCalculate, .billingVerifyPurchase, .reportRequest, .billingStoreNotification, .storyGenerate,
-        .storyIllustrate, .storyRead,
+        .storyIllustrate, .storyRead, .userDelete,
     ]
 
     /// Whether a client may ask for a job of this type (see `requestable`).
@@ -54,6 +60,8 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         case .billingRefundCredit: return .billingRefundCreditFailed
         case .billingStoreNotification: return .billingStoreNotificationFailed
         case .storyGenerate, .storyIllustrate, .storyRead: return .storyFailed
+        case .userDelete: return .userDeleteFailed
+        case .storyEraseIllustrations: return .storyEraseIllustrationsFailed
         // A queue outside the contract (the sample worker's, a benchmark's) follows the rule.
         default: return EventType(rawValue: rawValue + ".failed")
         }

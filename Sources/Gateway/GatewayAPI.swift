@@ -36,6 +36,7 @@ public struct GatewayRoute: Sendable, Hashable {
         case getReport
         case listReports
         case createDeviceChallenge
+        case deleteCurrentUser
     }
 
     /// `GET`, `POST`, `PUT` or `DELETE`.
@@ -211,6 +212,13 @@ public enum GatewayAPI {
             path: "/v1/devices/challenge",
             operation: .createDeviceChallenge,
             statuses: [201, 404, 500, 503]
+        ),
+        // Account deletion (UserDeletionRoutes.swift).
+        GatewayRoute(
+            method: .delete,
+            path: "/v1/me",
+            operation: .deleteCurrentUser,
+            statuses: [202, 400, 401, 422, 500, 503]
         ),
     ]
 

@@ -88,6 +88,7 @@ public enum GatewayRoutes {
         if services.appAttest?.settings.requireAssertions == true {
             router.add(middleware: AppAttestAssertionMiddleware(services: services))
         }
+        router.add(middleware: DeletedUserMiddleware(services: services))
         for route in GatewayAPI.routes {
             let operation = route.operation
             router.on(RouterPath(route.path), method: route.method) { request, context in
@@ -183,6 +184,8 @@ public enum GatewayRoutes {
             return try await listReports(request, context: context, services)
         case .createDeviceChallenge:
             return try await createDeviceChallenge(request, context: context, services)
+        case .deleteCurrentUser:
+            return try await deleteCurrentUser(request, context: context, services)
         }
     }
 

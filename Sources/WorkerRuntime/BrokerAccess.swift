@@ -75,10 +75,13 @@ public enum BrokerAccess {
     public static let billingWorker = Service(
         user: "billing-worker",
         passwordVariable: "BILLING_WORKER_AMQP_PASSWORD",
-        consumes: [.billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification],
-        publishesJobs: [.reportGenerate],
-        // billing.* of its own, and report.completed / report.failed for report.request.
-        eventPrefixes: ["billing.", "report."]
+        consumes: [
+            .billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification, .userDelete,
+        ],
+        publishesJobs: [.reportGenerate, .storyEraseIllustrations],
+        // billing.* of its own, report.completed / report.failed for report.request, and user.*
+        // for user.delete.
+        eventPrefixes: ["billing.", "report.", "user."]
     )
     public static let reportWorker = Service(
         user: "report-worker",
@@ -90,7 +93,7 @@ public enum BrokerAccess {
     public static let storyWorker = Service(
         user: "story-worker",
         passwordVariable: "STORY_WORKER_AMQP_PASSWORD",
-        consumes: [.storyGenerate, .storyIllustrate, .storyRead],
+        consumes: [.storyGenerate, .storyIllustrate, .storyRead, .storyEraseIllustrations],
         eventPrefixes: ["story.", "achievement."]
     )
     /// What a client of the backend publishes (astroctl's job commands, the app's gateway):

@@ -12,7 +12,7 @@ let environment = ProcessInfo.processInfo.environment
 let status = await WorkerMain.run(
     name: "billing-worker",
     defaultHTTPPort: 8083,
-    queues: [.billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification],
+    queues: [.billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification, .userDelete],
     // The ledger audit as a gauge (astro_ledger_unbalanced_users), every LEDGER_AUDIT_INTERVAL_SECONDS.
     probes: [try LedgerAuditProbe.fromEnvironment(environment)]
 ) { context in
@@ -40,6 +40,7 @@ let status = await WorkerMain.run(
         ReportRequestHandler(),
         RefundCreditHandler(),
         StoreNotificationHandler(verifier: verifier),
+        UserDeleteHandler(pool: context.pool),
     ]
 }
 exit(status)

@@ -27,7 +27,8 @@ import Testing
 
 @Suite struct JobTypeTests {
     @Test func contractJobTypesAndFailedEvents() {
-        #expect(JobType.all.count == 9)
+        #expect(JobType.all.count == 11)
+        #expect(JobType.userDelete.failedEvent == "user.delete.failed")
         #expect(JobType.storyIllustrate.failedEvent == "story.failed")
         #expect(JobType.chartCalculate.failedEvent == "chart.failed")
         #expect(JobType.reportRequest.failedEvent == "report.failed")
@@ -47,9 +48,11 @@ import Testing
                 "billing.notification-recorded", "billing.credits-revoked", "billing.credits-restored",
                 "billing.consumption-requested", "billing.store-notification.failed",
                 "story.generated", "story.illustrated", "story.read-recorded", "achievement.earned", "story.failed",
+                "user.deleted", "user.delete.failed", "story.erase-illustrations.failed",
                 "chart.calculate.cancelled", "billing.verify-purchase.cancelled", "report.request.cancelled",
                 "report.generate.cancelled", "billing.refund-credit.cancelled", "billing.store-notification.cancelled",
                 "story.generate.cancelled", "story.illustrate.cancelled", "story.read.cancelled",
+                "user.delete.cancelled", "story.erase-illustrations.cancelled",
             ]
         )
         #expect(Set(EventType.all).count == EventType.all.count)
