@@ -150,14 +150,16 @@ GRANT UPDATE (finished_at, story_ids, forfeited) ON user_deletions TO astro_bill
 GRANT EXECUTE ON FUNCTION user_lock_key(uuid) TO astro_billing_worker;
 -- Profiles (their charts and reports go by the foreign keys, run as the tables' owner).
 GRANT DELETE ON user_profiles TO astro_billing_worker;
-GRANT SELECT (user_id), DELETE ON report_purchases TO astro_billing_worker;
+GRANT DELETE ON report_purchases TO astro_billing_worker;
 -- Magical Stories: children (their readings, achievements and collections go with them), stories
 -- (their pages, collection entries and readings go with them), collections.
 GRANT USAGE ON SCHEMA stories TO astro_billing_worker;
 GRANT SELECT (id, user_id), DELETE ON stories.child_profiles, stories.stories, stories.collections
     TO astro_billing_worker;
 -- The gateway's records of the user: refresh tokens, App Attest key, published jobs.
-GRANT SELECT (user_id), DELETE ON gateway_refresh_tokens, gateway_device_keys, gateway_jobs TO astro_billing_worker;
+GRANT SELECT (token_hash, user_id), DELETE ON gateway_refresh_tokens TO astro_billing_worker;
+GRANT SELECT (key_id, user_id), DELETE ON gateway_device_keys TO astro_billing_worker;
+GRANT SELECT (job_id, user_id), DELETE ON gateway_jobs TO astro_billing_worker;
 -- Forfeiting: the credits' revocation fields (UPDATE on purchase_credits since 0004) and the
 -- ledger entry (INSERT since 0004). The users row: its last activity is cleared.
 GRANT UPDATE (last_active_at) ON users TO astro_billing_worker;
