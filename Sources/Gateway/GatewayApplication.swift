@@ -85,10 +85,11 @@ public enum GatewayRoutes {
         router.add(middleware: RequestMiddleware(metrics: services.metrics))
         // Inside RequestMiddleware, so a 429 is a logged, counted problem with the request id.
         router.add(middleware: RateLimitMiddleware(limiter: services.rateLimiter))
+        // Before App Attest: a deleted user's device key is gone, and the answer should say why.
+        router.add(middleware: DeletedUserMiddleware(services: services))
         if services.appAttest?.settings.requireAssertions == true {
             router.add(middleware: AppAttestAssertionMiddleware(services: services))
         }
-        router.add(middleware: DeletedUserMiddleware(services: services))
         for route in GatewayAPI.routes {
             let operation = route.operation
             router.on(RouterPath(route.path), method: route.method) { request, context in

@@ -420,7 +420,90 @@ struct UserDeletionTests {
         #expect(try await job(second)?.result?.contains("\"alreadyDeleted\": true") == true)
         let line = try #require(try await audit(user.description))
         #expect(line.ledger == line.available, "\(line)")
+
+        // The operator's way, twice: the same job id, recorded in operator_actions each time.
+        let operatorURL = try await RuntimeTestEnvironment.databaseURL(as: .operator)
+        for _ in 1...2 {
+            let cli = try await ProcessRunner.run(
+                ProcessRunner.productPath("astroctl"),
+                [
+                    "user", "delete", user.description, "--yes", "--wait", "--why", "asked by mail",
+                    "--database-url", operatorURL,
+                ],
+                environment: ["ASTRO_OPERATOR": "test-operator"]
+            )
+            #expect(cli.status == 0, "\(cli.output)\(cli.error)")
+            #expect(cli.output.contains("alreadyDeleted"), "\(cli.output)")
+        }
+        let operatorJob = JobID.derived(from: JobID(user.uuid), purpose: "user.delete")
+        let actions = try await pool.withConnection { database in
+            try database.query(
+                "SELECT action, outcome, operator, reason FROM operator_actions WHERE job_id = $1 ORDER BY id",
+                [operatorJob.uuid]
+            ).map {
+                [
+                    try $0.decode(String.self, "action"), try $0.decode(String.self, "outcome"),
+                    try $0.decode(String.self, "operator"), try $0.decode(String.self, "reason"),
+                ]
+            }
+        }
+        #expect(actions == Array(repeating: ["user.delete", "done", "test-operator", "asked by mail"], count: 2))
+        #expect(try await job(operatorJob)?.status == "succeeded")
         await publisher.close()
+    }
+
+    /// A PUT of a profile accepted before its DELETE, whose job runs after it, does not bring the
+    /// profile back: the job fails with `profile-deleted`.
+    @Test func aProfileDeletedWhileItsUpdateIsQueuedStaysDeleted() async throws {
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: [.chartCalculate])
+        defer { Task { await publisher.close() } }
+        // No chart-worker yet: the update waits in its queue while the profile is deleted.
+        let gateway = try await GatewayHarness.launch(label: "deletion-profile-gateway")
+        var processes = gateway.processes
+        defer { processes.stop() }
+        let base = gateway.base
+        let (user, token) = try await GatewayHarness.register(base)
+        let profile = UUID()
+        _ = try await pool.withConnection { database in
+            try database.execute(
+                """
+                INSERT INTO user_profiles (id, user_id, name, birth_date, birth_time, timezone, latitude, longitude,
+                    location_name)
+                VALUES ($1, $2::uuid, 'Me', '1990-10-07', '15:00', 'Europe/Kyiv', 50.45, 30.52, 'Kyiv')
+                """,
+                [profile, user]
+            )
+        }
+        let path = "\(base)/v1/profiles/\(profile.uuidString.lowercased())"
+        let put = try await GatewayHarness.request(
+            "PUT",
+            path,
+            token: token,
+            body: GatewayResourcesTests.profile(["name": "Me, later"])
+        )
+        let job = try GatewayResourcesTests.accepted(put)
+        #expect(try await GatewayHarness.request("DELETE", path, token: token).status == 204)
+        let (worker, log) = try GatewayHarness.start(
+            "chart-worker",
+            environment: [
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
+                "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
+                "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
+            ],
+            label: "deletion-chart-worker"
+        )
+        processes = GatewayHarness.Processes(
+            processes: processes.processes + [worker],
+            logs: processes.logs + [log]
+        )
+        let done = try await GatewayResourcesTests.finished(base, job, token: token) { processes.output }
+        #expect(done["status"] == "failed" && done["error"]?["code"] == "profile-deleted", "\(done)")
+        let left = try await pool.withConnection { database in
+            try database.query("SELECT count(*)::int AS n FROM user_profiles WHERE id = $1", [profile])
+                .first?.decode(Int.self, "n")
+        }
+        #expect(left == 0)
+        #expect(try await GatewayHarness.request("GET", path, token: token).status == 404)
     }
 
     /// A deletion interrupted after its mark (a crash) is finished by the next job, and while it
