@@ -5,6 +5,8 @@ import Foundation
 import LLMFake
 import Postgres
 import Schema
+import StoryIllustration
+import StoryService
 import Testing
 import WorkerRuntime
 
@@ -546,6 +548,43 @@ struct UserDeletionTests {
         )
         #expect(again.result?["alreadyDeleted"] == true && again.result?["forfeitedCredits"] == 5)
         #expect(try await audit(user.description)?.forfeited == 5)
+    }
+
+    /// Draws with the built-in illustrator, then erases the story's row, as a deletion running
+    /// while the picture was drawn would.
+    struct ErasingIllustrator: StoryIllustrator {
+        let inner: BuiltInIllustrator
+        let pool: PostgresPool
+        var name: String { inner.name }
+        func illustrate(_ request: IllustrationRequest) async throws(IllustrationError) -> StoryImage {
+            let image = try await inner.illustrate(request)
+            _ = try? await pool.withConnection { database in
+                try database.execute("DELETE FROM stories.stories WHERE id = $1", [request.storyID])
+            }
+            return image
+        }
+    }
+
+    /// A picture stored after its story was erased (and after `story.erase-illustrations` ran)
+    /// does not stay on disk.
+    @Test func aPictureDrawnWhileItsStoryIsErasedIsRemoved() async throws {
+        let stories = try await StoryHandlerTests()
+        let (generated, _) = try await stories.story()
+        let root = StoryHandlerTests.storageRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let storage = try IllustrationStorage(root: root)
+        let handler = StoryIllustrateHandler(
+            pool: pool,
+            illustrator: ErasingIllustrator(inner: try BuiltInIllustrator(), pool: pool),
+            storage: storage,
+            logger: RuntimeTestEnvironment.logger
+        )
+        let request = StoryIllustrateRequest(jobID: .random(), userID: generated.userID, storyID: generated.storyID)
+        // The job itself may end either way (its story is gone); what matters is the disk.
+        _ = try? await stories.run(handler, request, type: .storyIllustrate, jobID: request.jobID)
+        let folder = root.appendingPathComponent(generated.storyID.uuid.uuidString.lowercased())
+        #expect(!FileManager.default.fileExists(atPath: folder.path))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root.path).isEmpty)
     }
 
     // MARK: - Schema
