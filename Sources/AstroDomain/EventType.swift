@@ -86,6 +86,16 @@ public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     /// A `billing.recover-notifications` job could not be done.
     public static let billingRecoverNotificationsFailed: EventType = "billing.recover-notifications.failed"
 
+    // user.delete and story.erase-illustrations
+
+    /// A user was erased (`forfeitedCredits`, `alreadyDeleted`); their later jobs are refused
+    /// with `user-deleted`.
+    public static let userDeleted: EventType = "user.deleted"
+    /// A `user.delete` job could not be done (`error`).
+    public static let userDeleteFailed: EventType = "user.delete.failed"
+    /// A `story.erase-illustrations` job could not be done (`error`).
+    public static let storyEraseIllustrationsFailed: EventType = "story.erase-illustrations.failed"
+
     // Any job type, cancelled by an operator before it started (`astroctl job cancel`)
 
     /// A job was cancelled before it started: its handler never ran (`error.code` `cancelled`).
@@ -104,5 +114,6 @@ public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
             .storyGenerated, .storyIllustrated, .storyReadRecorded, .achievementEarned, .storyFailed,
             .billingConsumptionAnswered, .billingSendConsumptionFailed,
             .billingNotificationsRecovered, .billingRecoverNotificationsFailed,
+            .userDeleted, .userDeleteFailed, .storyEraseIllustrationsFailed,
         ] + cancelled
 }

@@ -31,12 +31,18 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     /// Fetch the App Store's notification history for a window and apply the notifications
     /// never received (billing-worker; on start-up and `astroctl billing notifications recover`).
     public static let billingRecoverNotifications: JobType = "billing.recover-notifications"
+    /// Erase a user: their personal data, keeping the money records pseudonymised (billing-worker).
+    public static let userDelete: JobType = "user.delete"
+    /// Erase the illustration files of a deleted user's stories (story-worker; published only by
+    /// `user.delete`).
+    public static let storyEraseIllustrations: JobType = "story.erase-illustrations"
 
     /// Every job type of the contract, in the order of CONTRACT.md.
     public static let all: [JobType] = [
         .chartCalculate, .billingVerifyPurchase, .reportRequest, .reportGenerate, .billingRefundCredit,
         .billingStoreNotification, .storyGenerate, .storyIllustrate, .storyRead, .billingSendConsumption,
         .billingRecoverNotifications,
+        .userDelete, .storyEraseIllustrations,
     ]
 
     /// The job types a client of the backend may ask for (astroctl's job commands, the app's
@@ -44,7 +50,7 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     /// `billing.refund-credit`) only a worker publishes, as a step of another job.
     public static let requestable: [JobType] = [
         .chartCalculate, .billingVerifyPurchase, .reportRequest, .billingStoreNotification, .storyGenerate,
-        .storyIllustrate, .storyRead, .billingRecoverNotifications,
+        .storyIllustrate, .storyRead, .billingRecoverNotifications, .userDelete,
     ]
 
     /// Whether a client may ask for a job of this type (see `requestable`).
@@ -63,6 +69,8 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         case .billingSendConsumption: return .billingSendConsumptionFailed
         case .storyGenerate, .storyIllustrate, .storyRead: return .storyFailed
         case .billingRecoverNotifications: return .billingRecoverNotificationsFailed
+        case .userDelete: return .userDeleteFailed
+        case .storyEraseIllustrations: return .storyEraseIllustrationsFailed
         // A queue outside the contract (the sample worker's, a benchmark's) follows the rule.
         default: return EventType(rawValue: rawValue + ".failed")
         }

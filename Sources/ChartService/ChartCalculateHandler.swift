@@ -191,6 +191,17 @@ public struct ChartCalculateHandler: JobHandler {
                 )
             }
         } else {
+            // Deleted through the gateway while this update was queued: it stays deleted. The
+            // gateway's delete and its tombstone commit together, and the FOR UPDATE above
+            // waited for that delete, so the tombstone is seen here.
+            if try !database.query("SELECT 1 FROM deleted_profiles WHERE id = $1", [profileID]).isEmpty {
+                let error = JobError(
+                    code: "profile-deleted",
+                    message: "profile.id: profile \(profileID.lowercasedText) was deleted"
+                )
+                let event = JobEvent(jobID: job.jobID, userID: request.userID, type: .chartFailed, error: error)
+                return JobOutcome(status: .failed(error), messages: [try .event(event)])
+            }
             try Self.insertProfile(id: profileID, userID: userID, birth: birth, database: database)
         }
 

@@ -38,6 +38,7 @@ public struct GatewayRoute: Sendable, Hashable {
         case createDeviceChallenge
         case putConsent
         case getConsent
+        case deleteCurrentUser
     }
 
     /// `GET`, `POST`, `PUT` or `DELETE`.
@@ -222,6 +223,13 @@ public enum GatewayAPI {
             statuses: [200, 400, 401, 408, 413, 422, 500, 503]
         ),
         GatewayRoute(method: .get, path: "/v1/consent", operation: .getConsent, statuses: [200, 401, 404, 500, 503]),
+        // Account deletion (UserDeletionRoutes.swift).
+        GatewayRoute(
+            method: .delete,
+            path: "/v1/me",
+            operation: .deleteCurrentUser,
+            statuses: [202, 400, 401, 422, 500, 503]
+        ),
     ]
 
     /// The documented statuses of each route, by `"<METHOD> <path>"`, for `RequestMiddleware`'s check.

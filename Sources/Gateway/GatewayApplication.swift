@@ -85,6 +85,8 @@ public enum GatewayRoutes {
         router.add(middleware: RequestMiddleware(metrics: services.metrics))
         // Inside RequestMiddleware, so a 429 is a logged, counted problem with the request id.
         router.add(middleware: RateLimitMiddleware(limiter: services.rateLimiter))
+        // Before App Attest: a deleted user's device key is gone, and the answer should say why.
+        router.add(middleware: DeletedUserMiddleware(services: services))
         if services.appAttest?.settings.requireAssertions == true {
             router.add(middleware: AppAttestAssertionMiddleware(services: services))
         }
@@ -187,6 +189,8 @@ public enum GatewayRoutes {
             return try await putConsent(request, context: context, services)
         case .getConsent:
             return try await getConsent(request, context: context, services)
+        case .deleteCurrentUser:
+            return try await deleteCurrentUser(request, context: context, services)
         }
     }
 

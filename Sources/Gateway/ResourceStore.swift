@@ -144,11 +144,16 @@ struct ResourceStore: Sendable {
     }
 
     /// Deletes the user's profile (its chart and reports go with it, by the schema's foreign
-    /// keys). Returns whether there was one.
+    /// keys), and remembers its id in `deleted_profiles`, in the same statement, so an update of
+    /// it already queued (a PUT racing this DELETE) is refused by the chart-worker instead of
+    /// creating the profile again. Returns whether there was one.
     func deleteProfile(_ id: ProfileID, user: UserID) async throws -> Bool {
         try await pool.withConnection { database -> Bool in
             try database.execute(
-                "DELETE FROM user_profiles WHERE id = $1 AND user_id = $2",
+                """
+                WITH gone AS (DELETE FROM user_profiles WHERE id = $1 AND user_id = $2 RETURNING id)
+                INSERT INTO deleted_profiles (id) SELECT id FROM gone ON CONFLICT DO NOTHING
+                """,
                 [id.uuid, user.uuid]
             ) == 1
         }

@@ -162,7 +162,11 @@ public struct StoryIllustrateHandler: JobHandler {
             }
             switch outcome {
             case .success(let path):
-                try await finish(request, page: number, status: "generated", path: path, error: nil)
+                if try await finish(request, page: number, status: "generated", path: path, error: nil) == 0 {
+                    // The story may have been erased (user.delete) while the picture was drawn,
+                    // after its files were removed: this one must not stay behind.
+                    try await removeFilesIfStoryIsGone(request.storyID.uuid)
+                }
                 generated.append(number)
                 paths[number] = path
             case .failure(let error):
@@ -309,16 +313,18 @@ public struct StoryIllustrateHandler: JobHandler {
     }
 
     /// Records the page's end state, if the page is still this job's.
+    /// - Returns: the pages updated: 0 when the claim was lost or the story is gone.
+    @discardableResult
     private func finish(
         _ request: StoryIllustrateRequest,
         page: Int,
         status: String,
         path: String?,
         error: JobError?
-    ) async throws {
+    ) async throws -> Int {
         let name = illustrator.name
-        try await pool.withConnection { database in
-            _ = try database.execute(
+        return try await pool.withConnection { database in
+            try database.execute(
                 """
                 UPDATE stories.pages SET illustration_status = $4, illustration_path = $5, illustration_error = $6,
                     illustrator = CASE WHEN $4 = 'generated' THEN $7 ELSE illustrator END, updated_at = now()
@@ -328,5 +334,13 @@ public struct StoryIllustrateHandler: JobHandler {
                 [request.storyID.uuid, page, request.jobID.uuid, status, path, error?.description, name]
             )
         }
+    }
+
+    /// Removes the story's folder when its row no longer exists.
+    private func removeFilesIfStoryIsGone(_ storyID: UUID) async throws {
+        let exists = try await pool.withConnection { database in
+            !(try database.query("SELECT 1 FROM stories.stories WHERE id = $1", [storyID]).isEmpty)
+        }
+        if !exists { _ = try storage.removeStory(storyID) }
     }
 }

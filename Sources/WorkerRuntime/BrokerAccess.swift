@@ -85,13 +85,17 @@ public enum BrokerAccess {
         passwordVariable: "BILLING_WORKER_AMQP_PASSWORD",
         consumes: [
             .billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification,
-            .billingSendConsumption, .billingRecoverNotifications,
+            .billingSendConsumption, .billingRecoverNotifications, .userDelete,
         ],
         // billing.send-consumption: its own follow-up of a CONSUMPTION_REQUEST;
-        // billing.recover-notifications: the start-up recovery it schedules through its outbox.
-        publishesJobs: [.reportGenerate, .billingSendConsumption, .billingRecoverNotifications],
-        // billing.* of its own, and report.completed / report.failed for report.request.
-        eventPrefixes: ["billing.", "report."]
+        // billing.recover-notifications: the start-up recovery it schedules through its outbox;
+        // story.erase-illustrations: user.delete's follow-up for the story-worker's files.
+        publishesJobs: [
+            .reportGenerate, .billingSendConsumption, .billingRecoverNotifications, .storyEraseIllustrations,
+        ],
+        // billing.* of its own, report.completed / report.failed for report.request, and user.*
+        // for user.delete.
+        eventPrefixes: ["billing.", "report.", "user."]
     )
     public static let reportWorker = Service(
         user: "report-worker",
@@ -103,7 +107,7 @@ public enum BrokerAccess {
     public static let storyWorker = Service(
         user: "story-worker",
         passwordVariable: "STORY_WORKER_AMQP_PASSWORD",
-        consumes: [.storyGenerate, .storyIllustrate, .storyRead],
+        consumes: [.storyGenerate, .storyIllustrate, .storyRead, .storyEraseIllustrations],
         eventPrefixes: ["story.", "achievement."]
     )
     /// What a client of the backend publishes (astroctl's job commands, the app's gateway):

@@ -163,6 +163,8 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
             work.map { JobClaimRequest(jobID: $0.job.jobID, kind: $0.job.type, attempt: $0.job.attempt) },
             in: transaction
         )
+        // Jobs of deleted users are refused, not written (UserDeletionGuard.swift).
+        let deletedUsers = try store.usersBeingDeleted(UserDeletionGuard.checkedUsers(work), in: transaction)
         // Claimed jobs of one type waiting to be written together: positions in `work`.
         var run: [Int] = []
         func writeRun() throws {
@@ -201,6 +203,24 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
                 results[index] = .duplicate(status)
             case .kindMismatch(let existing):
                 throw Self.reused(item.job, existing: existing)
+            case .claimed where UserDeletionGuard.isRefused(item, deleted: deletedUsers):
+                let outcome = try UserDeletionGuard.refusal(item.job, user: item.userID)
+                let (status, error) = recorded(outcome)
+                finished.append(
+                    JobFinish(
+                        jobID: item.job.jobID,
+                        kind: item.job.type,
+                        status: status,
+                        attempts: item.job.attempt,
+                        result: nil,
+                        error: error,
+                        userID: item.userID
+                    )
+                )
+                messages += outcome.messages.map {
+                    (message: $0.traced(by: item.job.traceContext), jobID: item.job.jobID)
+                }
+                results[index] = .committed(status, messageCount: outcome.messages.count)
             case .claimed:
                 // A different job type ends the run: jobs keep their order across types.
                 if let last = run.last, work[last].handler.jobType != item.handler.jobType { try writeRun() }
@@ -290,7 +310,12 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
         case .kindMismatch(let existing):
             throw reused(job, existing: existing)
         case .claimed:
-            outcome = try work.handler.commit(work.prepared, job, transaction)
+            let deleted = try store.usersBeingDeleted(UserDeletionGuard.checkedUsers([work]), in: transaction)
+            if UserDeletionGuard.isRefused(work, deleted: deleted) {
+                outcome = try UserDeletionGuard.refusal(job, user: work.userID)
+            } else {
+                outcome = try work.handler.commit(work.prepared, job, transaction)
+            }
             (status, error) = recorded(outcome)
         }
         try store.finish(

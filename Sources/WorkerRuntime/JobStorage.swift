@@ -96,6 +96,11 @@ package protocol JobStorage: Sendable {
     /// - Returns: the job's user and reason when this call marked it; nil when the row is not a
     ///   cancelled job of `kind`, or was announced before.
     func announceCancellation(_ jobID: JobID, kind: JobType, in transaction: Transaction) throws -> CancelledJob?
+
+    /// Which of `users` are deleted or being deleted, seen under each user's lock (taken shared
+    /// until the transaction ends), so a deletion marked later waits for this transaction
+    /// (UserDeletionGuard.swift). A store without users answers none.
+    func usersBeingDeleted(_ users: [UUID], in transaction: Transaction) throws -> Set<UUID>
 }
 
 /// One job to claim, for `JobStorage.claim`.

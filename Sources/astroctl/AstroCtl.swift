@@ -25,7 +25,7 @@ struct AstroCtl: AsyncParsableCommand {
         subcommands: [
             Migrate.self, Publish.self, JobCommand.self, Queues.self, ChartCommand.self, BillingCommand.self,
             ReportCommand.self, StoriesCommand.self, BrokerCommand.self, DeadCommand.self,
-            RetentionCommand.self,
+            RetentionCommand.self, UserCommand.self,
         ]
     )
 

@@ -24,6 +24,7 @@ let status = await WorkerMain.run(
         .billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification,
         .billingSendConsumption,
         .billingRecoverNotifications,
+        .userDelete,
     ],
     // After downtime, the notifications Apple sent meanwhile (Get Notification History).
     databaseSetup: recoveryOnStart,
@@ -59,6 +60,7 @@ let status = await WorkerMain.run(
         StoreNotificationHandler(verifier: verifier, consumptionPolicy: consumption),
         SendConsumptionHandler(pool: context.pool, appStore: billing.appStore),
         RecoverNotificationsHandler(verifier: verifier, appStore: billing.appStore, consumptionPolicy: consumption),
+        UserDeleteHandler(pool: context.pool),
     ]
 }
 exit(status)

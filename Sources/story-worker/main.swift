@@ -19,7 +19,7 @@ let status = await WorkerMain.run(
     name: "story-worker",
     defaultHTTPPort: 8084,
     defaultPrefetch: 32,
-    queues: [.storyGenerate, .storyIllustrate, .storyRead]
+    queues: [.storyGenerate, .storyIllustrate, .storyRead, .storyEraseIllustrations]
 ) { context in
     let logger = context.logger
     // Read here, not from a top-level variable: this closure runs off the main actor.
@@ -99,6 +99,7 @@ let status = await WorkerMain.run(
             pricePerImageUSD: pricePerImage
         ),
         StoryReadHandler(rules: rules),
+        EraseIllustrationsHandler(pool: pool, storage: storage),
     ]
 }
 exit(status)

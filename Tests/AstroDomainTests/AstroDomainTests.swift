@@ -27,8 +27,9 @@ import Testing
 
 @Suite struct JobTypeTests {
     @Test func contractJobTypesAndFailedEvents() {
-        #expect(JobType.all.count == 11)
+        #expect(JobType.all.count == 13)
         #expect(JobType.billingRecoverNotifications.failedEvent == "billing.recover-notifications.failed")
+        #expect(JobType.userDelete.failedEvent == "user.delete.failed")
         #expect(JobType.storyIllustrate.failedEvent == "story.failed")
         #expect(JobType.chartCalculate.failedEvent == "chart.failed")
         #expect(JobType.reportRequest.failedEvent == "report.failed")
@@ -50,10 +51,12 @@ import Testing
                 "story.generated", "story.illustrated", "story.read-recorded", "achievement.earned", "story.failed",
                 "billing.consumption-answered", "billing.send-consumption.failed",
                 "billing.notifications-recovered", "billing.recover-notifications.failed",
+                "user.deleted", "user.delete.failed", "story.erase-illustrations.failed",
                 "chart.calculate.cancelled", "billing.verify-purchase.cancelled", "report.request.cancelled",
                 "report.generate.cancelled", "billing.refund-credit.cancelled", "billing.store-notification.cancelled",
                 "story.generate.cancelled", "story.illustrate.cancelled", "story.read.cancelled",
                 "billing.send-consumption.cancelled", "billing.recover-notifications.cancelled",
+                "user.delete.cancelled", "story.erase-illustrations.cancelled",
             ]
         )
         #expect(Set(EventType.all).count == EventType.all.count)
