@@ -29,6 +29,8 @@ public struct GatewayServices: Sendable {
     let rateLimiter: RateLimiter
     /// App Attest verification, when `APP_ATTEST_APP_ID` is set.
     let appAttest: AppAttestService?
+    /// The users whose deletion started within the access token lifetime (DeletedUsers.swift).
+    let deletedUsers: DeletedUsers
 
     /// - Parameters:
     ///   - configuration: Keys, lifetimes and limits.
@@ -66,6 +68,9 @@ public struct GatewayServices: Sendable {
         illustrations = IllustrationFiles(root: configuration.storyStorageRoot)
         rateLimiter = RateLimiter(configuration: configuration.rateLimits, metrics: metrics)
         appAttest = configuration.appAttest.map(AppAttestService.init)
+        // Five minutes beyond the token lifetime: a deletion's erasure sweeps refresh tokens in
+        // its last step, and a token minted just before that lives one lifetime more.
+        deletedUsers = DeletedUsers(window: configuration.accessTokenLifetime + .seconds(300))
     }
 }
 
@@ -86,7 +91,6 @@ public enum GatewayRoutes {
         // Inside RequestMiddleware, so a 429 is a logged, counted problem with the request id.
         router.add(middleware: RateLimitMiddleware(limiter: services.rateLimiter))
         // Before App Attest: a deleted user's device key is gone, and the answer should say why.
-        router.add(middleware: DeletedUserMiddleware(services: services))
         if services.appAttest?.settings.requireAssertions == true {
             router.add(middleware: AppAttestAssertionMiddleware(services: services))
         }
@@ -256,6 +260,12 @@ public enum GatewayRoutes {
         guard let user else {
             throw Problem.unauthorized("invalid-refresh-token", "the refresh token is unknown, used or expired")
         }
+        // A refresh is rare enough to ask the database: no new access token once a deletion
+        // started, even one this replica has not read yet (the erasure sweeps the rotated token).
+        if services.deletedUsers.contains(user) { throw userDeleted }
+        if try await database(context, { try await services.store.deletionJob(user: user) }) != nil {
+            throw userDeleted
+        }
         return try tokens(user: user, refreshToken: next, status: .ok, services)
     }
 
@@ -290,7 +300,8 @@ public enum GatewayRoutes {
         _ request: Request,
         context: BasicRequestContext,
         _ services: GatewayServices,
-        chargeRateLimit: Bool = true
+        chargeRateLimit: Bool = true,
+        allowDeleted: Bool = false
     ) throws
         -> UserID
     {
@@ -310,6 +321,8 @@ public enum GatewayRoutes {
         // The per-user limit is spent here, once the token is verified: a forged token cannot
         // spend another user's requests, and the token is verified once per request.
         if chargeRateLimit { try services.rateLimiter.check(user: user) }
+        // A deleted user's token is refused on every route but `DELETE /v1/me` (DeletedUsers.swift).
+        if !allowDeleted, services.deletedUsers.contains(user) { throw userDeleted }
         return user
     }
 

@@ -66,6 +66,7 @@ public enum GatewayMain {
             services: [
                 BrokerConnector(publisher: publisher, logger: logger),
                 EventSubscription(hub: services.events, configuration: configuration.base.amqp, logger: logger),
+                DeletedUsersRefresher(deleted: services.deletedUsers, pool: pool, logger: logger),
             ],
             logger: logger
         )

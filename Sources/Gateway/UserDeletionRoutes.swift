@@ -4,36 +4,10 @@ import Hummingbird
 import Postgres
 
 // Account deletion (issue 19): `DELETE /v1/me` queues `user.delete` (the billing-worker erases
-// the user), and from the moment the deletion is marked every other authenticated request of
-// the user is refused with 401 `user-deleted`. 401, not 410 or 404: every authenticated route
+// the user), and from then on every other authenticated request of the user is refused with 401
+// `user-deleted` (`authenticate`, with the replica's `DeletedUsers`). 401, not 410 or 404: every authenticated route
 // already documents 401 (a client handles it by registering again, which is what a deleted
 // account must do), and the access token is what became invalid, not the resource asked for.
-
-/// Refuses a deleted (or deleting) user's access token on every authenticated route except
-/// `DELETE /v1/me`, which answers a repeated deletion with its first job. A request without a
-/// valid token is left to the handler, which refuses it as before.
-struct DeletedUserMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
-    let services: GatewayServices
-
-    func handle(
-        _ request: Request,
-        context: BasicRequestContext,
-        next: (Request, BasicRequestContext) async throws -> Response
-    ) async throws -> Response {
-        guard request.headers[.authorization] != nil, let path = context.endpointPath,
-            let route = GatewayAPI.routes.first(where: { $0.path == path && $0.method == request.method }),
-            route.statuses.contains(401), route.operation != .refreshToken, route.operation != .deleteCurrentUser,
-            let user = try? GatewayRoutes.authenticate(request, context: context, services, chargeRateLimit: false)
-        else {
-            return try await next(request, context)
-        }
-        if try await GatewayRoutes.database(context, { try await services.store.deletionJob(user: user) }) != nil {
-            throw GatewayRoutes.userDeleted
-        }
-        return try await next(request, context)
-    }
-}
 
 extension GatewayRoutes {
     /// The answer to a deleted user's token.
@@ -49,14 +23,15 @@ extension GatewayRoutes {
         context: BasicRequestContext,
         _ services: GatewayServices
     ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
+        let user = try authenticate(request, context: context, services, allowDeleted: true)
         let idempotencyKey = try idempotencyKey(request)
         if let started = try await database(context, { try await services.store.deletionJob(user: user) }) {
+            services.deletedUsers.accepted(user)
             var response = json(["jobId": .string(started.description)], status: .accepted)
             response.headers[.location] = "/v1/jobs/\(started)"
             return response
         }
-        return try await accept(
+        let response = try await accept(
             .userDelete,
             user: user,
             idempotencyKey: idempotencyKey,
@@ -66,6 +41,9 @@ extension GatewayRoutes {
         ) { jobID in
             (try UserDeleteRequest(jobID: jobID, userID: user).jsonData(), [:])
         }
+        // Only once the job is safely queued (a 202): refused from now on by this replica.
+        if response.status == .accepted { services.deletedUsers.accepted(user) }
+        return response
     }
 }
 

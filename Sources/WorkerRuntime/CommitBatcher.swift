@@ -251,6 +251,10 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
         store: Store,
         transaction: Store.Transaction
     ) throws -> (results: [JobCommitResult], pending: [PendingOutboxMessage]) {
+        // A deleted user's job is refused, not written (UserDeletionGuard.swift): the claiming
+        // way records the refusal, so such a batch goes that way.
+        let deletedUsers = try store.usersBeingDeleted(UserDeletionGuard.checkedUsers(work), in: transaction)
+        if work.contains(where: { UserDeletionGuard.isRefused($0, deleted: deletedUsers) }) { throw RowTaken() }
         var results: [JobCommitResult] = []
         var finished: [JobFinish] = []
         var messages: [(message: OutboxMessage, jobID: JobID?)] = []

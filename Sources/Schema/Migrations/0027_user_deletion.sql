@@ -121,6 +121,10 @@ GRANT EXECUTE ON FUNCTION user_lock_key(uuid), users_being_deleted(uuid[])
 -- The gateway: a deleting user's tokens are refused, a repeated DELETE /v1/me answers with the
 -- first job; a deleted profile is remembered (the chart-worker reads that).
 GRANT SELECT (job_id) ON user_deletions TO astro_gateway;
+-- Each gateway replica re-reads the deletions started within the access token lifetime once a
+-- second (DeletedUsers.swift) instead of asking on every request.
+GRANT SELECT (started_at) ON user_deletions TO astro_gateway;
+CREATE INDEX user_deletions_started_idx ON user_deletions (started_at);
 GRANT INSERT ON deleted_profiles TO astro_gateway;
 GRANT SELECT ON deleted_profiles TO astro_chart_worker;
 CREATE POLICY jobs_gateway_read_user_delete ON jobs FOR SELECT TO astro_gateway USING (kind = 'user.delete');
