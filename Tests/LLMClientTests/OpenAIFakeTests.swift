@@ -95,6 +95,7 @@ struct OpenAIFakeTests {
         fixture.fake.stop()
         let error = await call.value
         #expect(error?.code == "network")
-        #expect(elapsed(since: start) < 3)
+        // Well before the 10 s request timeout (a loaded CI machine took 3.0 s for this once).
+        #expect(elapsed(since: start) < 8)
     }
 }
