@@ -167,31 +167,8 @@ extension AppStoreServerAPIClient {
                 attempts: 0
             )
         }
-        let payload = body.jsonData()
-        let clock = RetryClock(now: timing.now, sleep: timing.sleep, random: timing.random)
-        let (answer, attempts) = try await RetryLoop.run(schedule: schedule, clock: clock) {
-            attempt,
-            timeout throws(AppStoreAPIError) in
-            let token: String
-            do {
-                token = try tokens.token()
-            } catch {
-                throw AppStoreAPIError(
-                    kind: .unauthorized,
-                    reason: "cannot sign the bearer token",
-                    attempts: attempt - 1
-                )
-            }
-            var request = URLRequest(url: url)
-            request.httpMethod = "PUT"
-            request.httpBody = payload
-            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            request.setValue("application/json", forHTTPHeaderField: "Accept")
-            request.setValue("astrosvitla-backend", forHTTPHeaderField: "User-Agent")
-            let verdict = Self.classifyConsumption(await transport.send(request, timeout: timeout), attempt: attempt)
-            if case .final(let error) = verdict, error.kind == .unauthorized { tokens.invalidate() }
-            return verdict
+        let (answer, attempts) = try await send(url, method: "PUT", body: body.jsonData()) {
+            Self.classifyConsumption($0, attempt: $1)
         }
         // The loop carries a success's body; this endpoint's body is empty, so it carries the status.
         return ConsumptionSendReceipt(

@@ -130,9 +130,17 @@ public final class AppStoreServerAPIClient: Sendable {
 
     // MARK: - The retry loop
 
-    /// Sends `method` to `url` (with a JSON `body` when given) until a 200 (its body and the
-    /// attempts made) or a final error.
-    func send(_ url: URL, method: String = "GET", body: Data? = nil) async throws(AppStoreAPIError) -> (Data, Int) {
+    /// Sends `method` to `url` (with a JSON `body` when given) until a success (its body and the
+    /// attempts made) or a final error; `classify` judges each attempt's answer (an endpoint with
+    /// its own success status or error codes passes its own).
+    func send(
+        _ url: URL,
+        method: String = "GET",
+        body: Data? = nil,
+        classify: @Sendable (TransportOutcome, Int) -> AttemptVerdict<AppStoreAPIError> = {
+            AppStoreServerAPIClient.classify($0, attempt: $1)
+        }
+    ) async throws(AppStoreAPIError) -> (Data, Int) {
         let clock = RetryClock(now: timing.now, sleep: timing.sleep, random: timing.random)
         let (body, attempts) = try await RetryLoop.run(schedule: schedule, clock: clock) {
             attempt,
@@ -156,7 +164,7 @@ public final class AppStoreServerAPIClient: Sendable {
             request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
             request.setValue("application/json", forHTTPHeaderField: "Accept")
             request.setValue("astrosvitla-backend", forHTTPHeaderField: "User-Agent")
-            let verdict = Self.classify(await transport.send(request, timeout: timeout), attempt: attempt)
+            let verdict = classify(await transport.send(request, timeout: timeout), attempt)
             if case .final(let error) = verdict, error.kind == .unauthorized { tokens.invalidate() }
             return verdict
         }
