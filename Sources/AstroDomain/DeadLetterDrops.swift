@@ -15,7 +15,7 @@ extension MetricLabel {
     /// The tables retention deletes from (`astro_retention_deleted_rows_total{table}`).
     public static let retentionTables: [String] = [
         "jobs", "gateway_jobs", "outbox", "delivery_counts", "gateway_refresh_tokens", "gateway_attest_challenges",
-        "maintenance_runs",
+        "maintenance_runs", "stories.stories", "stories.pages", "stories.child_profiles",
     ]
     /// How a maintenance run ended (`astro_maintenance_runs_total{outcome}`).
     public static let maintenanceOutcomes: [String] = ["completed", "partial", "failed"]

@@ -147,6 +147,7 @@ struct StoryStore: Sendable {
                     [id, user.uuid]
                 ).first
             else { return nil }
+            try Self.markOpened(story: id, child: try row.decode(UUID?.self, "child_profile_id"), in: database)
             let pages = try database.query(
                 """
                 SELECT page_number, text, illustration_status FROM stories.pages
@@ -211,6 +212,7 @@ struct StoryStore: Sendable {
                     [child, user.uuid]
                 ).isEmpty
             else { return nil }
+            try Self.markOpened(story: nil, child: child, in: database)
             return try database.query(
                 """
                 SELECT id, rule_key, name, description, type, icon, progress, earned_at, story_id
@@ -231,6 +233,30 @@ struct StoryStore: Sendable {
                     storyID: try row.decode(UUID?.self, "story_id")
                 )
             }
+        }
+    }
+
+    /// Children's retention (migration 0029) deletes what nobody opened for a long time: the app
+    /// opening a story (and so its child) or a child's achievements moves `last_opened_at`. At
+    /// most once a day per row, so that nearly every read writes nothing.
+    private static func markOpened(story: UUID?, child: UUID?, in database: PostgresConnection) throws(PostgresError) {
+        if let story {
+            try database.execute(
+                """
+                UPDATE stories.stories SET last_opened_at = now()
+                WHERE id = $1 AND last_opened_at < now() - interval '1 day'
+                """,
+                [story]
+            )
+        }
+        if let child {
+            try database.execute(
+                """
+                UPDATE stories.child_profiles SET last_opened_at = now()
+                WHERE id = $1 AND last_opened_at < now() - interval '1 day'
+                """,
+                [child]
+            )
         }
     }
 

@@ -36,6 +36,8 @@ public struct MaintenanceRun: Sendable {
 
     /// The migration that created `maintenance_runs` and the maintenance role.
     public static let requiredSchemaVersion = 21
+    /// The migration children's retention needs (`last_opened_at`, `stories.expire_unopened`).
+    public static let childRetentionSchemaVersion = 29
 
     let pool: PostgresPool
     let amqp: AMQPConfiguration?
@@ -100,18 +102,24 @@ public struct MaintenanceRun: Sendable {
     }
 
     private func checkSchema() async throws {
-        // Migration numbers have gaps: ask for this one, not for a maximum.
-        let applied = try await pool.withConnection { database in
-            try database.query(
-                "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1) AS applied",
-                [Self.requiredSchemaVersion]
-            ).first?.decode(Bool.self, "applied") ?? false
+        var required = [(Self.requiredSchemaVersion, "retention")]
+        if configuration.childDataRetention != nil {
+            required.append((Self.childRetentionSchemaVersion, "children's data retention"))
         }
-        guard applied else {
-            throw MaintenanceError(
-                code: "schema-out-of-date",
-                message: "migration \(Self.requiredSchemaVersion) (retention) is not applied: run astroctl migrate"
-            )
+        for (version, what) in required {
+            // Migration numbers have gaps: ask for this one, not for a maximum.
+            let applied = try await pool.withConnection { database in
+                try database.query(
+                    "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1) AS applied",
+                    [version]
+                ).first?.decode(Bool.self, "applied") ?? false
+            }
+            guard applied else {
+                throw MaintenanceError(
+                    code: "schema-out-of-date",
+                    message: "migration \(version) (\(what)) is not applied: run astroctl migrate"
+                )
+            }
         }
     }
 

@@ -18,6 +18,13 @@ public enum RetentionTable: String, Sendable, CaseIterable, Hashable {
     case gatewayAttestChallenges = "gateway_attest_challenges"
     /// The task's own history, after 90 days.
     case maintenanceRuns = "maintenance_runs"
+    /// Stories nobody opened for `CHILD_DATA_RETENTION` (their illustration files are handed to
+    /// the story-worker).
+    case stories = "stories.stories"
+    /// The pages of those stories (deleted with them).
+    case storyPages = "stories.pages"
+    /// Children nobody opened for `CHILD_DATA_RETENTION` who have no story left.
+    case childProfiles = "stories.child_profiles"
 }
 
 /// What one retention pass did.
@@ -207,7 +214,48 @@ public struct Retention: Sendable {
                 """,
             cutoff: historyCutoff
         )
+        if let retention = configuration.childDataRetention {
+            try await expireChildrensData(
+                cutoff: now.addingTimeInterval(-seconds(retention)),
+                into: &report,
+                deadline: deadline
+            )
+        }
         return report
+    }
+
+    /// Children's data not opened since `cutoff`, a batch at a time, through
+    /// `stories.expire_unopened` (migration 0029): the maintenance role has no delete right of
+    /// its own on the stories schema, and the function refuses a cutoff nearer than 30 days.
+    private func expireChildrensData(
+        cutoff: Date,
+        into report: inout RetentionReport,
+        deadline: ContinuousClock.Instant
+    ) async throws {
+        let batch = configuration.batchSize
+        try await pass(.stories, into: &report, deadline: deadline) { database, _ in
+            let row = try database.query(
+                "SELECT stories, pages, children FROM stories.expire_unopened($1, $2::integer)",
+                [cutoff, batch]
+            ).first
+            let stories = try row?.decode(Int.self, "stories") ?? 0
+            let children = try row?.decode(Int.self, "children") ?? 0
+            return BatchOutcome(
+                deleted: [
+                    .stories: stories, .storyPages: try row?.decode(Int.self, "pages") ?? 0,
+                    .childProfiles: children,
+                ],
+                more: stories == batch || children == batch
+            )
+        }
+        logger.info(
+            "children's data retention",
+            metadata: [
+                "stories": "\(report.deleted[.stories] ?? 0)",
+                "pages": "\(report.deleted[.storyPages] ?? 0)",
+                "child_profiles": "\(report.deleted[.childProfiles] ?? 0)",
+            ]
+        )
     }
 
     struct BatchOutcome {
@@ -303,6 +351,10 @@ public struct Retention: Sendable {
         let cap = Self.dryRunCountCap
         let countCutoff = now.addingTimeInterval(-Self.deliveryCountRetention)
         let historyCutoff = now.addingTimeInterval(-Self.runHistoryRetention)
+        // With children's retention off, a cutoff before any row counts nothing.
+        let childCutoff =
+            configuration.childDataRetention.map { now.addingTimeInterval(-seconds($0)) }
+            ?? Date(timeIntervalSince1970: 0)
         let row = try await pool.withTransaction { database in
             try database.execute("SELECT set_config('statement_timeout', $1, true)", ["300s"])
             return try database.query(
@@ -322,9 +374,16 @@ public struct Retention: Sendable {
                   (SELECT count(*) FROM (SELECT 1 FROM gateway_attest_challenges WHERE expires_at < $5 LIMIT $3) AS s)
                       AS gateway_attest_challenges,
                   (SELECT count(*) FROM (SELECT 1 FROM maintenance_runs WHERE started_at < $6 LIMIT $3) AS s)
-                      AS maintenance_runs
+                      AS maintenance_runs,
+                  (SELECT count(*) FROM (SELECT 1 FROM stories.stories WHERE last_opened_at < $7 LIMIT $3) AS s)
+                      AS "stories.stories",
+                  (SELECT count(*) FROM (SELECT 1 FROM stories.pages WHERE story_id IN (
+                      SELECT id FROM stories.stories WHERE last_opened_at < $7) LIMIT $3) AS s) AS "stories.pages",
+                  (SELECT count(*) FROM (SELECT 1 FROM stories.child_profiles AS c WHERE c.last_opened_at < $7
+                      AND NOT EXISTS (SELECT 1 FROM stories.stories AS t WHERE t.child_profile_id = c.id
+                          AND t.last_opened_at >= $7) LIMIT $3) AS s) AS "stories.child_profiles"
                 """,
-                [jobCutoff, outboxCutoff, cap, countCutoff, now, historyCutoff]
+                [jobCutoff, outboxCutoff, cap, countCutoff, now, historyCutoff, childCutoff]
             ).first
         }
         report.batches += 1

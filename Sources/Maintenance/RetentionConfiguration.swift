@@ -22,6 +22,10 @@ public struct RetentionConfiguration: Sendable, Equatable {
     /// The most messages a `<queue>.dead` queue keeps; the oldest beyond it are dropped
     /// (`DEAD_LETTER_MAX_LENGTH`, default 10000, 1 … 1000000).
     public var deadLetterMaxLength: Int
+    /// A child's profile, and a story, that nobody opened for this long is deleted with
+    /// everything of it (`CHILD_DATA_RETENTION`, default 365 days, 30 … 3650 days; `off` keeps
+    /// children's data until the parent deletes it). nil is `off`.
+    public var childDataRetention: Duration?
 
     /// The documented defaults.
     public static let defaults = RetentionConfiguration(
@@ -30,7 +34,8 @@ public struct RetentionConfiguration: Sendable, Equatable {
         batchSize: 1000,
         maxDuration: .seconds(1800),
         deadLetterMaxAge: .seconds(7 * 86_400),
-        deadLetterMaxLength: 10_000
+        deadLetterMaxLength: 10_000,
+        childDataRetention: .seconds(365 * 86_400)
     )
 
     /// Makes a configuration; `validated()` checks it.
@@ -40,7 +45,8 @@ public struct RetentionConfiguration: Sendable, Equatable {
         batchSize: Int,
         maxDuration: Duration,
         deadLetterMaxAge: Duration,
-        deadLetterMaxLength: Int
+        deadLetterMaxLength: Int,
+        childDataRetention: Duration? = .seconds(365 * 86_400)
     ) {
         self.jobRetention = jobRetention
         self.outboxRetention = outboxRetention
@@ -48,6 +54,7 @@ public struct RetentionConfiguration: Sendable, Equatable {
         self.maxDuration = maxDuration
         self.deadLetterMaxAge = deadLetterMaxAge
         self.deadLetterMaxLength = deadLetterMaxLength
+        self.childDataRetention = childDataRetention
     }
 
     static let jobRetentionBounds: ClosedRange<Int64> = 3600...(365 * 86_400)
@@ -56,9 +63,12 @@ public struct RetentionConfiguration: Sendable, Equatable {
     static let maxDurationBounds: ClosedRange<Int64> = 10...(6 * 3600)
     static let deadLetterMaxAgeBounds: ClosedRange<Int64> = 3600...(365 * 86_400)
     static let deadLetterMaxLengthBounds: ClosedRange<Int> = 1...1_000_000
+    // The lower bound is also enforced by the database (stories.expire_unopened, migration 0029).
+    static let childDataRetentionBounds: ClosedRange<Int64> = (30 * 86_400)...(3650 * 86_400)
 
     /// Reads `JOB_RETENTION`, `OUTBOX_RETENTION`, `RETENTION_BATCH_SIZE`,
-    /// `RETENTION_MAX_DURATION`, `DEAD_LETTER_MAX_AGE` and `DEAD_LETTER_MAX_LENGTH`; an unset or
+    /// `RETENTION_MAX_DURATION`, `DEAD_LETTER_MAX_AGE`, `DEAD_LETTER_MAX_LENGTH` and
+    /// `CHILD_DATA_RETENTION` (a duration or `off`); an unset or
     /// empty variable takes its default. Durations are a whole number with a unit: `s`, `m`,
     /// `h` or `d` (`7d`, `36h`, `90m`).
     ///
@@ -97,6 +107,11 @@ public struct RetentionConfiguration: Sendable, Equatable {
                 within: deadLetterMaxLengthBounds
             )
         }
+        if let text = value("CHILD_DATA_RETENTION") {
+            configuration.childDataRetention =
+                text == "off"
+                ? nil : try duration("CHILD_DATA_RETENTION", text, within: childDataRetentionBounds)
+        }
         try configuration.validated()
         return configuration
     }
@@ -120,6 +135,9 @@ public struct RetentionConfiguration: Sendable, Equatable {
         try check("OUTBOX_RETENTION", outboxRetention, Self.outboxRetentionBounds)
         try check("RETENTION_MAX_DURATION", maxDuration, Self.maxDurationBounds)
         try check("DEAD_LETTER_MAX_AGE", deadLetterMaxAge, Self.deadLetterMaxAgeBounds)
+        if let childDataRetention {
+            try check("CHILD_DATA_RETENTION", childDataRetention, Self.childDataRetentionBounds)
+        }
         guard Self.batchSizeBounds.contains(batchSize) else {
             throw RetentionConfigurationError(
                 variable: "RETENTION_BATCH_SIZE",
