@@ -1816,3 +1816,41 @@ extension KubernetesManifestTests {
         )
     }
 }
+
+// MARK: - Backups age out (issue 19)
+
+extension KubernetesManifestTests {
+    /// A deleted user's data must leave the backups: production's database backs up with a
+    /// retention policy of at most 30 days (the promise in README.md, "Backups and deleted data"),
+    /// a daily base backup of that cluster, and credentials that exist.
+    @Test("production PostgreSQL backups are kept at most 30 days")
+    func backupsAgeOut() throws {
+        let production = Target.production.render()
+        let cluster = try #require(
+            production.all("Cluster").first { $0.apiVersion == "postgresql.cnpg.io/v1" },
+            "production: no CloudNativePG Cluster"
+        )
+        let backup = cluster.value["spec"]["backup"]
+        let policy = try #require(backup["retentionPolicy"].string, "\(cluster.label): no spec.backup.retentionPolicy")
+        let days = policy.hasSuffix("d") ? Int(policy.dropLast()) : nil
+        let weeks = policy.hasSuffix("w") ? Int(policy.dropLast()).map { $0 * 7 } : nil
+        let total = try #require(days ?? weeks, "\(cluster.label): retentionPolicy \(policy) is not in days or weeks")
+        #expect((1...30).contains(total), "\(cluster.label): backups kept \(policy), more than 30 days")
+        let store = backup["barmanObjectStore"]
+        #expect(!(store["destinationPath"].string ?? "").isEmpty, "\(cluster.label): no backup destination")
+        for key in ["accessKeyId", "secretAccessKey"] {
+            let name = store["s3Credentials"][key]["name"].string ?? ""
+            #expect(
+                production.first("Secret", name) != nil,
+                "\(cluster.label): backup credential \(name) is not defined"
+            )
+        }
+        let scheduled = production.all("ScheduledBackup").filter { $0.apiVersion == "postgresql.cnpg.io/v1" }
+        #expect(
+            scheduled.contains { $0.value["spec"]["cluster"]["name"].string == cluster.name },
+            "production: no ScheduledBackup of \(cluster.name)"
+        )
+        let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        #expect(readme.contains("retentionPolicy: \"\(policy)\""), "README.md does not state the backups' retention")
+    }
+}
