@@ -1,0 +1,177 @@
+import AstroDomain
+import Foundation
+import Schema
+import Testing
+import WorkerRuntime
+
+/// Birth data and report text are not written to the logs at info level (issue 19, part 4): a
+/// whole journey through the real gateway and every worker, each at `LOG_LEVEL=info` —
+/// register, profile and chart, purchase, report, story illustrated and read, achievements —
+/// and then no process's log holds any of the person's values.
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct InfoLogPrivacyTests {
+    /// A worker at info level, with its own broker user and database role.
+    static func startWorker(
+        _ product: String,
+        role: WorkerRole,
+        broker: BrokerAccess.Service,
+        extra: [String: String] = [:]
+    ) async throws -> (Process, URL) {
+        try GatewayHarness.start(
+            product,
+            environment: [
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: broker),
+                "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: role),
+                "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info", "MIGRATE_ON_START": "false",
+            ].merging(extra) { _, new in new },
+            label: "log-privacy-\(product)"
+        )
+    }
+
+    @Test func noPersonalValueReachesAnInfoLog() async throws {
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: JobType.all)
+        defer { Task { await publisher.close() } }
+        let storage = FileManager.default.temporaryDirectory.appendingPathComponent("log-privacy-\(UUID())")
+        try FileManager.default.createDirectory(at: storage, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: storage) }
+        let billingRoots = BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path
+        var started: [(Process, URL)] = []
+        started.append(try await Self.startWorker("chart-worker", role: .chartWorker, broker: BrokerAccess.chartWorker))
+        started.append(
+            try await Self.startWorker(
+                "billing-worker",
+                role: .billingWorker,
+                broker: BrokerAccess.billingWorker,
+                extra: ["BILLING_ENVIRONMENT": "Sandbox", "BILLING_TRUSTED_ROOTS": billingRoots]
+            )
+        )
+        started.append(
+            try await Self.startWorker("report-worker", role: .reportWorker, broker: BrokerAccess.reportWorker)
+        )
+        started.append(
+            try await Self.startWorker(
+                "story-worker",
+                role: .storyWorker,
+                broker: BrokerAccess.storyWorker,
+                extra: ["STORY_STORAGE_ROOT": storage.path]
+            )
+        )
+        let gateway = try await GatewayHarness.launch(label: "log-privacy-gateway")
+        let processes = GatewayHarness.Processes(
+            processes: gateway.processes.processes + started.map(\.0),
+            logs: gateway.processes.logs + started.map(\.1)
+        )
+        defer { processes.stop() }
+        let base = gateway.base
+        func call(_ method: String, _ path: String, token: String, body: JSONValue? = nil) async throws -> GatewayHarness.HTTPAnswer {
+            try await GatewayHarness.request(method, "\(base)\(path)", token: token, body: body)
+        }
+        func finished(_ answer: GatewayHarness.HTTPAnswer, token: String) async throws -> JSONValue {
+            let job = try GatewayResourcesTests.accepted(answer)
+            let done = try await GatewayResourcesTests.finished(base, job, token: token) { processes.output }
+            #expect(done["status"] == "succeeded", "\(done)")
+            return done
+        }
+        let (user, token) = try await GatewayHarness.register(base)
+
+        let marker = UserDeletionTests.marker()
+        let name = "Olena \(marker)"
+        let place = "Zhovkva \(marker)"
+        let birthDate = "19\(Int.random(in: 31...99))-0\(Int.random(in: 1...9))-1\(Int.random(in: 0...9))"
+        let birthTime = "0\(Int.random(in: 1...9)):\(Int.random(in: 10...59))"
+        // Coordinates with digits no duration or id in a log line is likely to have.
+        let latitude = 50.0 + Double(Int.random(in: 1000...9999)) / 10_000 + 0.00003
+        let longitude = 23.0 + Double(Int.random(in: 1000...9999)) / 10_000 + 0.00007
+        let child = "Zoryana \(marker)"
+
+        let created = try await finished(
+            try await call(
+                "POST",
+                "/v1/profiles",
+                token: token,
+                body: [
+                    "profile": [
+                        "name": .string(name), "birthDate": .string(birthDate), "birthTime": .string(birthTime),
+                        "timezone": "Europe/Kyiv", "latitude": .number(latitude), "longitude": .number(longitude),
+                        "locationName": .string(place),
+                    ]
+                ]
+            ),
+            token: token
+        )
+        let profile = try #require(created["result"]?["profileId"]?.stringValue)
+        let pack = try BillingLedgerIntegrationTests.signedPurchase(
+            "com.astrosvitla.report.credit.pack5",
+            user: UserID(user)
+        )
+        _ = try await finished(
+            try await call("POST", "/v1/purchases", token: token, body: ["signedTransaction": .string(pack.jws)]),
+            token: token
+        )
+        _ = try await finished(
+            try await call(
+                "POST",
+                "/v1/reports",
+                token: token,
+                body: ["profileId": .string(profile), "area": "career", "language": "en"]
+            ),
+            token: token
+        )
+        var reportText = ""
+        try await RuntimeTestEnvironment.eventually("the report is written", timeout: .seconds(60)) {
+            let list = try await call("GET", "/v1/reports?profileId=\(profile)", token: token)
+            guard let id = list.json?["items"]?.arrayValue?.first?["id"]?.stringValue else { return false }
+            reportText = try await call("GET", "/v1/reports/\(id)", token: token).json?["text"]?.stringValue ?? ""
+            return !reportText.isEmpty
+        }
+        let story = try await call(
+            "POST",
+            "/v1/stories",
+            token: token,
+            body: [
+                "childName": .string(child), "ageGroup": 1, "theme": "courage", "mainCharacter": "Felix the Fox",
+                "language": "en", "pageCount": 3,
+            ]
+        )
+        let storyID = try #require(story.json?["storyId"]?.stringValue)
+        _ = try await finished(story, token: token)
+        _ = try await finished(
+            try await call("POST", "/v1/stories/\(storyID)/illustrations", token: token),
+            token: token
+        )
+        _ = try await finished(try await call("POST", "/v1/stories/\(storyID)/reads", token: token), token: token)
+        let opened = try await call("GET", "/v1/stories/\(storyID)", token: token)
+        #expect(opened.status == 200)
+        let childID = try #require(
+            try await call("GET", "/v1/children", token: token).json?["items"]?.arrayValue?.first?["childId"]?
+                .stringValue
+        )
+        #expect(try await call("GET", "/v1/children/\(childID)/achievements", token: token).status == 200)
+
+        // Let the last lines reach the files, then stop every process (its shutdown lines too).
+        try await Task.sleep(for: .milliseconds(500))
+        processes.stop()
+        let logs = processes.logs.map { ($0.lastPathComponent, (try? String(contentsOf: $0, encoding: .utf8)) ?? "") }
+        // The capture is real: every process wrote info lines, and the jobs were logged by id.
+        for (file, text) in logs {
+            #expect(text.contains("info"), "\(file) has no info line")
+        }
+        // The report's sentences: every one of 30 characters or more is a value of its own.
+        let sentences = reportText.split(whereSeparator: { ".!?\n".contains($0) })
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { $0.count >= 30 }
+        #expect(!sentences.isEmpty, "the report has no sentence to look for: \(reportText.prefix(200))")
+        var needles: [(String, String)] = [
+            ("name", name), ("place", place), ("birth date", birthDate), ("birth time", birthTime),
+            ("latitude", String(format: "%.5f", latitude)), ("longitude", String(format: "%.5f", longitude)),
+            ("child's name", child), ("marker", marker),
+        ]
+        needles += sentences.prefix(20).map { ("report text", String($0)) }
+        for (file, text) in logs {
+            for (what, value) in needles where text.contains(value) {
+                let line = text.split(separator: "\n").first { $0.contains(value) } ?? ""
+                Issue.record("\(file) logs the \(what) at info level: \(line.prefix(400))")
+            }
+        }
+    }
+}
