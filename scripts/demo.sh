@@ -64,7 +64,7 @@ pki=$ASTRO_STACK_DIR/dev-pki
 "$astroctl" billing dev-pki --out "$pki"
 
 echo "==> starting chart-worker, report-worker, billing-worker, story-worker (each on its own database role) and a sample worker"
-export HTTP_HOST=127.0.0.1 LOG_FORMAT=json MAX_ATTEMPTS=3 RETRY_INITIAL_DELAY_MS=300 RETRY_MAX_DELAY_MS=1200
+export HTTP_HOST=127.0.0.1 LOG_FORMAT=json LOG_LEVEL=info MAX_ATTEMPTS=3 RETRY_INITIAL_DELAY_MS=300 RETRY_MAX_DELAY_MS=1200
 export BILLING_ENVIRONMENT=Sandbox BILLING_TRUSTED_ROOTS=$pki/root.der
 export STORY_STORAGE_ROOT=$ASTRO_STACK_DIR/story-illustrations
 for worker in chart-worker report-worker billing-worker story-worker sample-worker; do
@@ -198,8 +198,9 @@ report_job=$(curl -fsS -X POST "$api/v1/reports" "${auth[@]}" "${json[@]}" \
 wait_event report.completed "$report_job"
 report_id=$(curl -fsS "${auth[@]}" "$api/v1/reports?profileId=$app_profile" | field '["items"][0]["id"]')
 echo "--> GET /v1/reports/$report_id (its first lines)"
-curl -fsS "${auth[@]}" "$api/v1/reports/$report_id" |
-    python3 -c 'import json,sys; print("\n".join("    " + l for l in json.load(sys.stdin)["text"].splitlines()[:4]))'
+curl -fsS "${auth[@]}" "$api/v1/reports/$report_id" >"$ASTRO_STACK_DIR/report.json"
+python3 -c 'import json,sys; print("\n".join("    " + l for l in json.load(sys.stdin)["text"].splitlines()[:4]))' \
+    <"$ASTRO_STACK_DIR/report.json"
 echo "--> a second credit bought, then Apple refunds it: a dev-signed REFUND notification POSTed to the Apple endpoint"
 refund_tx=$(python3 -c 'import random; print(2000000000000000 + random.randrange(10**12))')
 signed=$("$astroctl" billing dev-sign --pki "$pki" --user "$app_user" --transaction-id "$refund_tx" \
@@ -232,4 +233,32 @@ echo
 echo "==> stopping the workers (SIGTERM: graceful shutdown)"
 cleanup
 pids=()
+
+echo
+echo "==> the services' logs (info level) hold no birth data, place, child's name or report text"
+# The values this demo sent, and every sentence of 30 characters or more of the report it read.
+python3 - "$ASTRO_STACK_DIR/report.json" >"$ASTRO_STACK_DIR/personal-values.txt" <<'PY'
+import json, re, sys
+# (not the birth time 15:00: every log timestamp between 15:00 and 15:59 has it)
+for value in ["1990-10-07", "50.4501", "30.5234", "Kyiv, Ukraine"]:
+    print(value)
+text = json.load(open(sys.argv[1]))["text"]
+for sentence in re.split(r"[.!?\n]", text):
+    if len(sentence.strip()) >= 30:
+        print(sentence.strip())
+PY
+leaks=0
+while IFS= read -r value; do
+    if grep -rlF -- "$value" "$logs" >/dev/null; then
+        echo "demo: a service logged a personal value at info level: $value" >&2
+        grep -rF -- "$value" "$logs" | head -3 >&2
+        leaks=1
+    fi
+done <"$ASTRO_STACK_DIR/personal-values.txt"
+# The child's name, as a whole word (it is short).
+if grep -rwl -- "Mia" "$logs" >/dev/null; then
+    echo "demo: a service logged the child's name" >&2; grep -rw -- "Mia" "$logs" | head -3 >&2; leaks=1
+fi
+[ "$leaks" = 0 ] || exit 1
+echo "    $(wc -l <"$ASTRO_STACK_DIR/personal-values.txt") values looked for in $(cat "$logs"/*.log | wc -l) log lines: none found"
 echo "demo: done"

@@ -10,6 +10,8 @@ import WorkerRuntime
 /// and then no process's log holds any of the person's values.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct InfoLogPrivacyTests {
+    typealias Answer = GatewayHarness.HTTPAnswer
+
     /// A worker at info level, with its own broker user and database role.
     static func startWorker(
         _ product: String,
@@ -63,10 +65,10 @@ struct InfoLogPrivacyTests {
         )
         defer { processes.stop() }
         let base = gateway.base
-        func call(_ method: String, _ path: String, token: String, body: JSONValue? = nil) async throws -> GatewayHarness.HTTPAnswer {
+        func call(_ method: String, _ path: String, token: String, body: JSONValue? = nil) async throws -> Answer {
             try await GatewayHarness.request(method, "\(base)\(path)", token: token, body: body)
         }
-        func finished(_ answer: GatewayHarness.HTTPAnswer, token: String) async throws -> JSONValue {
+        func finished(_ answer: Answer, token: String) async throws -> JSONValue {
             let job = try GatewayResourcesTests.accepted(answer)
             let done = try await GatewayResourcesTests.finished(base, job, token: token) { processes.output }
             #expect(done["status"] == "succeeded", "\(done)")
