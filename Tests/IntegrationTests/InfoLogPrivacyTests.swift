@@ -1,5 +1,6 @@
 import AstroDomain
 import Foundation
+import Postgres
 import Schema
 import Testing
 import WorkerRuntime
@@ -126,7 +127,7 @@ struct InfoLogPrivacyTests {
             reportText = try await call("GET", "/v1/reports/\(id)", token: token).json?["text"]?.stringValue ?? ""
             return !reportText.isEmpty
         }
-        let story = try await call(
+        let storyAnswer = try await call(
             "POST",
             "/v1/stories",
             token: token,
@@ -135,15 +136,52 @@ struct InfoLogPrivacyTests {
                 "language": "en", "pageCount": 3,
             ]
         )
-        let storyID = try #require(story.json?["storyId"]?.stringValue)
-        _ = try await finished(story, token: token)
+        let storyID = try #require(storyAnswer.json?["storyId"]?.stringValue)
+        _ = try await finished(storyAnswer, token: token)
         _ = try await finished(
             try await call("POST", "/v1/stories/\(storyID)/illustrations", token: token),
             token: token
         )
         _ = try await finished(try await call("POST", "/v1/stories/\(storyID)/reads", token: token), token: token)
+        // Opening the story moves its and its child's last_opened_at (children's retention): set
+        // back 400 days first, they are today's after the GET.
+        let owner = PostgresPool(
+            configuration: try await RuntimeTestEnvironment.database(),
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        let story = try #require(UUID(uuidString: storyID))
+        func openedDaysAgo() async throws -> [Int] {
+            try await owner.withConnection { database in
+                try database.query(
+                    """
+                    SELECT (extract(epoch FROM now() - s.last_opened_at) / 86400)::int AS story,
+                        (extract(epoch FROM now() - c.last_opened_at) / 86400)::int AS child
+                    FROM stories.stories AS s JOIN stories.child_profiles AS c ON c.id = s.child_profile_id
+                    WHERE s.id = $1
+                    """,
+                    [story]
+                ).map { [try $0.decode(Int.self, "story"), try $0.decode(Int.self, "child")] }.first ?? []
+            }
+        }
+        try await owner.withConnection { database in
+            _ = try database.execute(
+                "UPDATE stories.stories SET last_opened_at = now() - interval '400 days' WHERE id = $1",
+                [story]
+            )
+            _ = try database.execute(
+                """
+                UPDATE stories.child_profiles SET last_opened_at = now() - interval '400 days'
+                WHERE id = (SELECT child_profile_id FROM stories.stories WHERE id = $1)
+                """,
+                [story]
+            )
+        }
+        #expect(try await openedDaysAgo() == [400, 400])
         let opened = try await call("GET", "/v1/stories/\(storyID)", token: token)
         #expect(opened.status == 200)
+        #expect(try await openedDaysAgo() == [0, 0])
+        await owner.close()
         let childID = try #require(
             try await call("GET", "/v1/children", token: token).json?["items"]?.arrayValue?.first?["childId"]?
                 .stringValue
