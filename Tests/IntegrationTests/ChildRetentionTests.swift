@@ -210,6 +210,13 @@ extension RetentionTests {
             worker.waitUntilExit()
         }
         try await ReportJourneyTests.publishJob(.storyEraseIllustrations, request, with: publisher)
+        // Published here instead: no other test's relay is to find the row.
+        try await owner.withConnection { database in
+            _ = try database.execute(
+                "DELETE FROM outbox WHERE job_id = $1 AND routing_key = 'story.erase-illustrations'",
+                [request.jobID.uuid]
+            )
+        }
         try await RuntimeTestEnvironment.eventually("the illustrations are erased", timeout: .seconds(30)) {
             !FileManager.default.fileExists(atPath: folder.path)
         }
