@@ -143,3 +143,23 @@ GRANT SELECT (id, user_id, ready_at, expires_at, zip, bytes, failed_code) ON use
 
 -- The maintenance task deletes expired exports (Retention, table user_exports).
 GRANT SELECT (id, expires_at), DELETE ON user_exports TO astro_maintenance;
+
+-- `astroctl user export`: the operator reads the finished zip (and why there is none), and the
+-- action is recorded like the other operator actions (the list extended as in 0027).
+GRANT SELECT (id, user_id, zip, bytes, expires_at, failed_code) ON user_exports TO astro_operator;
+DO $$
+DECLARE
+    definition text;
+BEGIN
+    SELECT pg_get_constraintdef(oid) INTO definition FROM pg_constraint
+    WHERE conrelid = 'operator_actions'::regclass AND conname = 'operator_actions_action_check';
+    IF definition IS NULL OR definition NOT LIKE '%ARRAY[%' THEN
+        RAISE EXCEPTION 'operator_actions_action_check has an unexpected form: %', definition;
+    END IF;
+    IF definition NOT LIKE '%''user.export''%' THEN
+        ALTER TABLE operator_actions DROP CONSTRAINT operator_actions_action_check;
+        EXECUTE 'ALTER TABLE operator_actions ADD CONSTRAINT operator_actions_action_check '
+            || replace(definition, 'ARRAY[', 'ARRAY[''user.export''::text, ');
+    END IF;
+END
+$$;
