@@ -18,6 +18,8 @@ public enum RetentionTable: String, Sendable, CaseIterable, Hashable {
     case gatewayAttestChallenges = "gateway_attest_challenges"
     /// The task's own history, after 90 days.
     case maintenanceRuns = "maintenance_runs"
+    /// Users' exports (their zips) past their `expires_at` (USER_EXPORT_TTL_SECONDS).
+    case userExports = "user_exports"
 }
 
 /// What one retention pass did.
@@ -207,6 +209,17 @@ public struct Retention: Sendable {
                 """,
             cutoff: historyCutoff
         )
+        try await simplePass(
+            .userExports,
+            into: &report,
+            deadline: deadline,
+            sql: """
+                DELETE FROM user_exports WHERE id = ANY(ARRAY(
+                    SELECT id FROM user_exports WHERE expires_at < $1 LIMIT $2
+                ))
+                """,
+            cutoff: now
+        )
         return report
     }
 
@@ -322,7 +335,9 @@ public struct Retention: Sendable {
                   (SELECT count(*) FROM (SELECT 1 FROM gateway_attest_challenges WHERE expires_at < $5 LIMIT $3) AS s)
                       AS gateway_attest_challenges,
                   (SELECT count(*) FROM (SELECT 1 FROM maintenance_runs WHERE started_at < $6 LIMIT $3) AS s)
-                      AS maintenance_runs
+                      AS maintenance_runs,
+                  (SELECT count(*) FROM (SELECT 1 FROM user_exports WHERE expires_at < $5 LIMIT $3) AS s)
+                      AS user_exports
                 """,
                 [jobCutoff, outboxCutoff, cap, countCutoff, now, historyCutoff]
             ).first

@@ -2,6 +2,7 @@ import AMQP
 import AstroDomain
 import Billing
 import Foundation
+import Maintenance
 import Postgres
 import StoryService
 import Testing
@@ -312,6 +313,24 @@ struct UserExportTests {
             expired.status == 410 && expired.json?["code"] == "export-expired",
             "\(String(describing: expired.json))"
         )
+        // The maintenance task's retention deletes it (as its own role), and the id is then unknown.
+        let maintenance = PostgresPool(
+            configuration: try PostgresConfiguration(
+                url: try await RuntimeTestEnvironment.databaseURL(as: .maintenance)
+            ),
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        let summary = await MaintenanceRun(
+            pool: maintenance,
+            amqp: nil,
+            configuration: .defaults,
+            logger: RuntimeTestEnvironment.logger
+        ).run(dryRun: false)
+        await maintenance.close()
+        #expect(summary.outcome == .completed, "\(summary.error ?? "")")
+        #expect((summary.retention.deleted[.userExports] ?? 0) >= 1)
+        #expect(try await Self.download("\(base)/v1/me/exports/\(export)", token: token).status == 404)
 
         // The operator's way writes a valid zip of the same user.
         let out = folder.appendingPathComponent("cli.zip")
