@@ -367,8 +367,15 @@ struct UserExportTests {
         let (base, processes) = try await Self.startStack(storage: storage, label: "export-empty-gateway")
         defer { processes.stop() }
         let (user, token) = try await GatewayHarness.register(base)
+        // The caller's event stream announces the export.
+        let stream = try GatewayEventsTests.SSEClient(base, token: token)
+        defer { stream.close() }
+        try await stream.waitUntilOpen()
         let asked = try await GatewayHarness.request("POST", "\(base)/v1/me/export", token: token)
         let export = try GatewayResourcesTests.accepted(asked)
+        let announced = try await stream.waitFor("user.exported") { $0.type == EventType.userExported.rawValue }
+        #expect(announced.data?["exportId"]?.stringValue == export, "\(String(describing: announced.data))")
+        #expect(announced.data?["downloadPath"]?.stringValue == "/v1/me/exports/\(export)")
         let zip = try await Self.waitForZip(base, export: export, token: token)
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("export-read-\(UUID())")
         defer { try? FileManager.default.removeItem(at: folder) }
