@@ -420,4 +420,73 @@ struct UserExportTests {
         #expect(left == 0, "the deletion erased the first export and the refused one stored nothing")
         await publisher.close()
     }
+
+    /// Past `USER_EXPORT_MAX_BYTES` the pack fails for good with `export-too-large`: recorded on
+    /// the export, the copied files dropped, no zip; a repeated pack of a packed export changes
+    /// nothing; an export of another user is `unknown-export`.
+    @Test func anExportOverItsBoundFailsWithExportTooLarge() async throws {
+        let ledger = try await BillingLedgerIntegrationTests()
+        let (user, _) = try await ledger.userWithProfile()
+        func seed(_ bytes: Int) async throws -> JobID {
+            let export = JobID.random()
+            _ = try await pool.withConnection { database in
+                try database.execute(
+                    "INSERT INTO user_exports (id, user_id) VALUES ($1, $2)",
+                    [export.uuid, user.uuid]
+                )
+                try database.execute(
+                    "INSERT INTO user_export_files (export_id, path, content) VALUES ($1, 'illustrations/s/page-01.png', $2)",
+                    [export.uuid, Data(repeating: 7, count: bytes)]
+                )
+            }
+            return export
+        }
+        func pack(_ export: JobID, user: UserID) async throws -> JobOutcome {
+            try await ledger.run(
+                UserExportPackHandler(pool: pool, maxBytes: 1 << 20),
+                [
+                    "jobId": .string(UserExportFilesHandler.packJobID(for: export).description),
+                    "userId": .string(user.description), "exportId": .string(export.description),
+                ],
+                type: .userExportPack
+            )
+        }
+        let large = try await seed((1 << 20) + 1)
+        let outcome = try await pack(large, user: user)
+        guard case .failed(let error) = outcome.status else {
+            Issue.record("the pack succeeded: \(String(describing: outcome.result))")
+            return
+        }
+        #expect(error.code == UserExport.tooLargeCode, "\(error)")
+        #expect(outcome.messages.map(\.routingKey) == ["user.export-pack.failed"])
+        let state = try await pool.withConnection { database in
+            try database.query(
+                """
+                SELECT failed_code, zip IS NULL AS empty,
+                    (SELECT count(*)::int FROM user_export_files WHERE export_id = $1) AS files
+                FROM user_exports WHERE id = $1
+                """,
+                [large.uuid]
+            ).first.map {
+                (
+                    try $0.decode(String?.self, "failed_code"), try $0.decode(Bool.self, "empty"),
+                    try $0.decode(Int.self, "files")
+                )
+            }
+        }
+        #expect(
+            state?.0 == UserExport.tooLargeCode && state?.1 == true && state?.2 == 0,
+            "\(String(describing: state))"
+        )
+
+        // Within the bound: packed once; again: announced unchanged.
+        let small = try await seed(1_000)
+        let first = try await pack(small, user: user)
+        #expect(first.status == .succeeded && first.result?["alreadyPacked"] == false)
+        let again = try await pack(small, user: user)
+        #expect(again.status == .succeeded && again.result?["alreadyPacked"] == true)
+        #expect(again.result?["bytes"] == first.result?["bytes"])
+        // Another user's export id.
+        await #expect(throws: JobRejection.self) { _ = try await pack(small, user: UserID(UUID())) }
+    }
 }
