@@ -96,6 +96,15 @@ public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
     /// A `story.erase-illustrations` job could not be done (`error`).
     public static let storyEraseIllustrationsFailed: EventType = "story.erase-illustrations.failed"
 
+    // user.export and user.export-pack
+
+    /// A user's export is ready for download (`exportId`, `bytes`, `expiresAt`).
+    public static let userExported: EventType = "user.exported"
+    /// A `user.export` job could not be done (`error`).
+    public static let userExportFailed: EventType = "user.export.failed"
+    /// A `user.export-pack` job could not be done (`error`: `export-too-large`…).
+    public static let userExportPackFailed: EventType = "user.export-pack.failed"
+
     // Any job type, cancelled by an operator before it started (`astroctl job cancel`)
 
     /// A job was cancelled before it started: its handler never ran (`error.code` `cancelled`).
@@ -115,5 +124,6 @@ public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
             .billingConsumptionAnswered, .billingSendConsumptionFailed,
             .billingNotificationsRecovered, .billingRecoverNotificationsFailed,
             .userDeleted, .userDeleteFailed, .storyEraseIllustrationsFailed,
+            .userExported, .userExportFailed, .userExportPackFailed,
         ] + cancelled
 }

@@ -36,6 +36,11 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     /// Erase the illustration files of a deleted user's stories (story-worker; published only by
     /// `user.delete`).
     public static let storyEraseIllustrations: JobType = "story.erase-illustrations"
+    /// Export everything stored about a user: copy their illustration files (story-worker),
+    /// then `user.export-pack`.
+    public static let userExport: JobType = "user.export"
+    /// Write a user's export document and zip (billing-worker; published only by `user.export`).
+    public static let userExportPack: JobType = "user.export-pack"
 
     /// Every job type of the contract, in the order of CONTRACT.md.
     public static let all: [JobType] = [
@@ -43,6 +48,7 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         .billingStoreNotification, .storyGenerate, .storyIllustrate, .storyRead, .billingSendConsumption,
         .billingRecoverNotifications,
         .userDelete, .storyEraseIllustrations,
+        .userExport, .userExportPack,
     ]
 
     /// The job types a client of the backend may ask for (astroctl's job commands, the app's
@@ -51,6 +57,7 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
     public static let requestable: [JobType] = [
         .chartCalculate, .billingVerifyPurchase, .reportRequest, .billingStoreNotification, .storyGenerate,
         .storyIllustrate, .storyRead, .billingRecoverNotifications, .userDelete,
+        .userExport,
     ]
 
     /// Whether a client may ask for a job of this type (see `requestable`).
@@ -71,6 +78,8 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         case .billingRecoverNotifications: return .billingRecoverNotificationsFailed
         case .userDelete: return .userDeleteFailed
         case .storyEraseIllustrations: return .storyEraseIllustrationsFailed
+        case .userExport: return .userExportFailed
+        case .userExportPack: return .userExportPackFailed
         // A queue outside the contract (the sample worker's, a benchmark's) follows the rule.
         default: return EventType(rawValue: rawValue + ".failed")
         }

@@ -77,6 +77,7 @@ public struct UserDeleteHandler: JobHandler {
     public static let erasedTables: Set<String> = [
         "user_profiles", "report_purchases", "stories.child_profiles", "stories.stories", "stories.collections",
         "gateway_refresh_tokens", "gateway_device_keys", "gateway_jobs", "jobs", "consumption_consents",
+        "user_exports",
     ]
 
     /// The tables with a `user_id` column whose rows of the user are kept, detached from any
@@ -109,6 +110,8 @@ public struct UserDeleteHandler: JobHandler {
         "DELETE FROM gateway_jobs WHERE job_id IN (SELECT job_id FROM gateway_jobs WHERE user_id = $1 LIMIT $2)",
         // The consent answers: the user's own choices, not an accounting record.
         "DELETE FROM consumption_consents WHERE id IN (SELECT id FROM consumption_consents WHERE user_id = $1 LIMIT $2)",
+        // The user's exports (their copied files go with them, ON DELETE CASCADE).
+        "DELETE FROM user_exports WHERE id IN (SELECT id FROM user_exports WHERE user_id = $1 LIMIT $2)",
         // What the user's jobs published and recorded may quote what the user sent.
         """
         DELETE FROM outbox WHERE id IN (SELECT o.id FROM outbox AS o JOIN jobs AS j ON j.id = o.job_id

@@ -39,6 +39,8 @@ public struct GatewayRoute: Sendable, Hashable {
         case putConsent
         case getConsent
         case deleteCurrentUser
+        case exportCurrentUser
+        case getExport
     }
 
     /// `GET`, `POST`, `PUT` or `DELETE`.
@@ -229,6 +231,19 @@ public enum GatewayAPI {
             path: "/v1/me",
             operation: .deleteCurrentUser,
             statuses: [202, 400, 401, 422, 500, 503]
+        ),
+        // Export of the user's data (UserExportRoutes.swift).
+        GatewayRoute(
+            method: .post,
+            path: "/v1/me/export",
+            operation: .exportCurrentUser,
+            statuses: [202, 400, 401, 422, 500, 503]
+        ),
+        GatewayRoute(
+            method: .get,
+            path: "/v1/me/exports/{id}",
+            operation: .getExport,
+            statuses: [200, 401, 404, 409, 410, 500, 503]
         ),
     ]
 

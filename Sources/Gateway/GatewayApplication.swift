@@ -195,6 +195,10 @@ public enum GatewayRoutes {
             return try await getConsent(request, context: context, services)
         case .deleteCurrentUser:
             return try await deleteCurrentUser(request, context: context, services)
+        case .exportCurrentUser:
+            return try await exportCurrentUser(request, context: context, services)
+        case .getExport:
+            return try await getExport(request, context: context, services)
         }
     }
 

@@ -25,6 +25,8 @@ public enum RetentionTable: String, Sendable, CaseIterable, Hashable {
     case storyPages = "stories.pages"
     /// Children nobody opened for `CHILD_DATA_RETENTION` who have no story left.
     case childProfiles = "stories.child_profiles"
+    /// Users' exports (their zips) past their `expires_at` (USER_EXPORT_TTL_SECONDS).
+    case userExports = "user_exports"
 }
 
 /// What one retention pass did.
@@ -214,6 +216,17 @@ public struct Retention: Sendable {
                 """,
             cutoff: historyCutoff
         )
+        try await simplePass(
+            .userExports,
+            into: &report,
+            deadline: deadline,
+            sql: """
+                DELETE FROM user_exports WHERE id = ANY(ARRAY(
+                    SELECT id FROM user_exports WHERE expires_at < $1 LIMIT $2
+                ))
+                """,
+            cutoff: now
+        )
         if let retention = configuration.childDataRetention {
             try await expireChildrensData(
                 cutoff: now.addingTimeInterval(-seconds(retention)),
@@ -381,7 +394,9 @@ public struct Retention: Sendable {
                       SELECT id FROM stories.stories WHERE last_opened_at < $7) LIMIT $3) AS s) AS "stories.pages",
                   (SELECT count(*) FROM (SELECT 1 FROM stories.child_profiles AS c WHERE c.last_opened_at < $7
                       AND NOT EXISTS (SELECT 1 FROM stories.stories AS t WHERE t.child_profile_id = c.id
-                          AND t.last_opened_at >= $7) LIMIT $3) AS s) AS "stories.child_profiles"
+                          AND t.last_opened_at >= $7) LIMIT $3) AS s) AS "stories.child_profiles",
+                  (SELECT count(*) FROM (SELECT 1 FROM user_exports WHERE expires_at < $5 LIMIT $3) AS s)
+                      AS user_exports
                 """,
                 [jobCutoff, outboxCutoff, cap, countCutoff, now, historyCutoff, childCutoff]
             ).first

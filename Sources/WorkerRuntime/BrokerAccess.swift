@@ -86,6 +86,7 @@ public enum BrokerAccess {
         consumes: [
             .billingVerifyPurchase, .reportRequest, .billingRefundCredit, .billingStoreNotification,
             .billingSendConsumption, .billingRecoverNotifications, .userDelete,
+            .userExportPack,
         ],
         // billing.send-consumption: its own follow-up of a CONSUMPTION_REQUEST;
         // billing.recover-notifications: the start-up recovery it schedules through its outbox;
@@ -107,8 +108,11 @@ public enum BrokerAccess {
     public static let storyWorker = Service(
         user: "story-worker",
         passwordVariable: "STORY_WORKER_AMQP_PASSWORD",
-        consumes: [.storyGenerate, .storyIllustrate, .storyRead, .storyEraseIllustrations],
-        eventPrefixes: ["story.", "achievement."]
+        consumes: [.storyGenerate, .storyIllustrate, .storyRead, .storyEraseIllustrations, .userExport],
+        // user.export-pack: user.export's second step (the billing-worker packs the zip);
+        // user.export.failed: user.export's own failure.
+        publishesJobs: [.userExportPack],
+        eventPrefixes: ["story.", "achievement.", "user.export."]
     )
     /// What a client of the backend publishes (astroctl's job commands, the app's gateway):
     /// the jobs people ask for, through `astro.requests`, never the internal ones

@@ -8,13 +8,14 @@ import Postgres
 struct UserCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user",
-        abstract: "Operator actions on an app user (deletion).",
+        abstract: "Operator actions on an app user (deletion, export).",
         discussion: """
             Examples:
               astroctl user delete 5c1e… --why "asked by mail, ticket 812"
               astroctl user delete 5c1e… --yes --wait
+              astroctl user export 5c1e… --out 5c1e.zip --why "access request, ticket 813"
             """,
-        subcommands: [UserDelete.self]
+        subcommands: [UserDelete.self, UserExport.self]
     )
 }
 

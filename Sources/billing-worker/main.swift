@@ -25,6 +25,7 @@ let status = await WorkerMain.run(
         .billingSendConsumption,
         .billingRecoverNotifications,
         .userDelete,
+        .userExportPack,
     ],
     // After downtime, the notifications Apple sent meanwhile (Get Notification History).
     databaseSetup: recoveryOnStart,
@@ -61,6 +62,7 @@ let status = await WorkerMain.run(
         SendConsumptionHandler(pool: context.pool, appStore: billing.appStore),
         RecoverNotificationsHandler(verifier: verifier, appStore: billing.appStore, consumptionPolicy: consumption),
         UserDeleteHandler(pool: context.pool),
+        try UserExportPackHandler.fromEnvironment(environment, pool: context.pool),
     ]
 }
 exit(status)

@@ -19,7 +19,7 @@ let status = await WorkerMain.run(
     name: "story-worker",
     defaultHTTPPort: 8084,
     defaultPrefetch: 32,
-    queues: [.storyGenerate, .storyIllustrate, .storyRead, .storyEraseIllustrations]
+    queues: [.storyGenerate, .storyIllustrate, .storyRead, .storyEraseIllustrations, .userExport]
 ) { context in
     let logger = context.logger
     // Read here, not from a top-level variable: this closure runs off the main actor.
@@ -100,6 +100,18 @@ let status = await WorkerMain.run(
         ),
         StoryReadHandler(rules: rules),
         EraseIllustrationsHandler(pool: pool, storage: storage),
+        UserExportFilesHandler(
+            pool: pool,
+            storage: storage,
+            maxBytes: try setting("USER_EXPORT_MAX_BYTES") {
+                try UserExport.setting(
+                    "USER_EXPORT_MAX_BYTES",
+                    in: environment,
+                    range: UserExport.maxBytesRange,
+                    default: UserExport.defaultMaxBytes
+                )
+            }
+        ),
     ]
 }
 exit(status)

@@ -1,0 +1,492 @@
+import AMQP
+import AstroDomain
+import Billing
+import Foundation
+import Maintenance
+import Postgres
+import StoryService
+import Testing
+import WorkerRuntime
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Issue 19, part 1: `user.export` through the real gateway and worker processes (their own
+/// broker users and database roles). A user who used every feature finds their values in the
+/// zip; every table of the schema that can hold a user's rows is in the export's manifest; a user
+/// with nothing gets a valid zip of empty sections; a deleted user's export is refused.
+@Suite(.serialized, .timeLimit(.minutes(4)))
+struct UserExportTests {
+    typealias HTTPAnswer = GatewayHarness.HTTPAnswer
+    /// The schema owner's pool: it sees every table.
+    let pool: PostgresPool
+
+    init() async throws {
+        pool = PostgresPool(
+            configuration: try await RuntimeTestEnvironment.database(),
+            options: .init(maxConnections: 2),
+            logger: RuntimeTestEnvironment.logger
+        )
+    }
+
+    /// The gateway (with a chart-worker), the billing- and report-workers and a story-worker.
+    static func startStack(
+        storage: URL,
+        label: String
+    ) async throws -> (base: String, processes: GatewayHarness.Processes) {
+        let workers = try await GatewayResourcesTests.startBillingAndReportWorkers()
+        let (storyWorker, storyLog) = try await UserDeletionTests.startStoryWorker(storage: storage)
+        let gateway = try await GatewayHarness.launch(chartWorker: true, label: label)
+        return (
+            gateway.base,
+            GatewayHarness.Processes(
+                processes: gateway.processes.processes + workers.processes + [storyWorker],
+                logs: gateway.processes.logs + workers.logs + [storyLog]
+            )
+        )
+    }
+
+    /// A GET with the raw body.
+    static func download(_ url: String, token: String) async throws -> (status: Int, body: Data, type: String?) {
+        var request = URLRequest(url: URL(string: url)!)
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        request.timeoutInterval = 20
+        let (data, response) = try await URLSession.shared.data(for: request)
+        let http = response as! HTTPURLResponse
+        return (http.statusCode, data, http.value(forHTTPHeaderField: "Content-Type"))
+    }
+
+    /// Polls the download until it is no longer 404 (not recorded yet) or 409 (being built).
+    static func waitForZip(_ base: String, export: String, token: String) async throws -> Data {
+        var last: (status: Int, body: Data, type: String?)?
+        try await RuntimeTestEnvironment.eventually("export \(export) is ready", timeout: .seconds(60)) {
+            last = try await download("\(base)/v1/me/exports/\(export)", token: token)
+            return last?.status == 200
+        }
+        #expect(last?.type == "application/zip")
+        return try #require(last?.body)
+    }
+
+    /// The archive as Python's zipfile reads it, after `testzip()` checked every CRC: the entry
+    /// names and `export.json` parsed; the entries are extracted under `folder`.
+    static func read(_ zip: Data, into folder: URL) async throws -> (names: [String], document: JSONValue) {
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let file = folder.appendingPathComponent("export.zip")
+        try zip.write(to: file)
+        let run = try await ProcessRunner.run(
+            "/usr/bin/env",
+            [
+                "python3", "-c",
+                """
+                import sys, zipfile, json
+                z = zipfile.ZipFile(sys.argv[1])
+                assert z.testzip() is None, "bad CRC"
+                z.extractall(sys.argv[2])
+                print(json.dumps(z.namelist()))
+                """,
+                file.path, folder.appendingPathComponent("x").path,
+            ]
+        )
+        #expect(run.status == 0, "\(run.output)\(run.error)")
+        let names = try #require(try JSONValue.parse(Data(run.output.utf8)).arrayValue).compactMap(\.stringValue)
+        let document = try JSONValue.parse(
+            try Data(contentsOf: folder.appendingPathComponent("x/\(UserExport.documentName)"))
+        )
+        return (names, document)
+    }
+
+    /// Every table that can hold rows of a user: a `user_id`-like column, or reachable by foreign
+    /// keys from `users` (through profiles, stories, children, purchases, …), read from the catalog.
+    func tablesHoldingUsers() async throws -> Set<String> {
+        try await pool.withConnection { database in
+            Set(
+                try database.query(
+                    """
+                    WITH RECURSIVE reach (oid) AS (
+                        SELECT 'public.users'::regclass::oid
+                        UNION
+                        SELECT c.conrelid FROM pg_constraint AS c JOIN reach AS r ON c.confrelid = r.oid
+                        WHERE c.contype = 'f'
+                    ), named AS (
+                        SELECT oid FROM reach
+                        UNION
+                        SELECT a.attrelid FROM pg_attribute AS a
+                        WHERE a.attname LIKE '%user_id' AND a.attnum > 0 AND NOT a.attisdropped
+                    )
+                    SELECT CASE WHEN n.nspname = 'public' THEN c.relname ELSE n.nspname || '.' || c.relname END AS name
+                    FROM named JOIN pg_class AS c ON c.oid = named.oid JOIN pg_namespace AS n ON n.oid = c.relnamespace
+                    WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+                        AND n.nspname NOT LIKE 'pg_toast%'
+                    """
+                ).map { try $0.decode(String.self, "name") }
+            )
+        }
+    }
+
+    func job(_ id: JobID) async throws -> (status: String, code: String?)? {
+        try await pool.withConnection { database in
+            try database.query("SELECT status, error->>'code' AS code FROM jobs WHERE id = $1", [id.uuid]).first.map {
+                (try $0.decode(String.self, "status"), try $0.decode(String?.self, "code"))
+            }
+        }
+    }
+
+    @Test func aUserWhoUsedEveryFeatureFindsTheirValuesAndEveryTableInTheExport() async throws {
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: JobType.all)
+        defer { Task { await publisher.close() } }
+        let storage = FileManager.default.temporaryDirectory.appendingPathComponent("export-\(UUID())")
+        try FileManager.default.createDirectory(at: storage, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: storage) }
+        let (base, processes) = try await Self.startStack(storage: storage, label: "export-gateway")
+        defer { processes.stop() }
+        func call(_ method: String, _ path: String, token: String, body: JSONValue? = nil) async throws -> HTTPAnswer {
+            try await GatewayHarness.request(method, "\(base)\(path)", token: token, body: body)
+        }
+        func finished(_ answer: HTTPAnswer, token: String) async throws -> JSONValue {
+            let job = try GatewayResourcesTests.accepted(answer)
+            let done = try await GatewayResourcesTests.finished(base, job, token: token) { processes.output }
+            #expect(done["status"] == "succeeded", "\(done)")
+            return done
+        }
+        let (user, token) = try await GatewayHarness.register(base)
+        let (_, otherToken) = try await GatewayHarness.register(base)
+
+        let marker = UserDeletionTests.marker()
+        let name = "Mariia \(marker)"
+        let place = "Kolomyia \(marker)"
+        let birthDate = "19\(Int.random(in: 31...99))-0\(Int.random(in: 1...9))-1\(Int.random(in: 0...9))"
+        let child = "Bohdan \(marker)"
+
+        // A profile and its chart, a purchase and a report, a story illustrated and read, consent.
+        let created = try await finished(
+            try await call(
+                "POST",
+                "/v1/profiles",
+                token: token,
+                body: [
+                    "profile": [
+                        "name": .string(name), "birthDate": .string(birthDate), "birthTime": "07:45",
+                        "timezone": "Europe/Kyiv", "latitude": 48.53, "longitude": 25.04,
+                        "locationName": .string(place),
+                    ]
+                ]
+            ),
+            token: token
+        )
+        let profile = try #require(created["result"]?["profileId"]?.stringValue)
+        let pack = try BillingLedgerIntegrationTests.signedPurchase(
+            "com.astrosvitla.report.credit.pack5",
+            user: UserID(user)
+        )
+        _ = try await finished(
+            try await call("POST", "/v1/purchases", token: token, body: ["signedTransaction": .string(pack.jws)]),
+            token: token
+        )
+        _ = try await finished(
+            try await call(
+                "POST",
+                "/v1/reports",
+                token: token,
+                body: ["profileId": .string(profile), "area": "career", "language": "en"]
+            ),
+            token: token
+        )
+        var reportText = ""
+        try await RuntimeTestEnvironment.eventually("the report is written", timeout: .seconds(60)) {
+            let list = try await call("GET", "/v1/reports?profileId=\(profile)", token: token)
+            guard let id = list.json?["items"]?.arrayValue?.first?["id"]?.stringValue else { return false }
+            reportText = try await call("GET", "/v1/reports/\(id)", token: token).json?["text"]?.stringValue ?? ""
+            return !reportText.isEmpty
+        }
+        let story = try await call(
+            "POST",
+            "/v1/stories",
+            token: token,
+            body: [
+                "childName": .string(child), "ageGroup": 1, "theme": "courage", "mainCharacter": "Felix the Fox",
+                "language": "en", "pageCount": 3,
+            ]
+        )
+        let storyID = try #require(story.json?["storyId"]?.stringValue).lowercased()
+        _ = try await finished(story, token: token)
+        _ = try await finished(
+            try await call("POST", "/v1/stories/\(storyID)/illustrations", token: token),
+            token: token
+        )
+        _ = try await finished(try await call("POST", "/v1/stories/\(storyID)/reads", token: token), token: token)
+        let consent = try await call(
+            "PUT",
+            "/v1/consent",
+            token: token,
+            body: [
+                "consented": true, "textVersion": "2026-11",
+                "answeredAt": .string(ISO8601.string(from: Date().addingTimeInterval(-60))),
+            ]
+        )
+        #expect(consent.status == 200, "\(String(describing: consent.json))")
+        let transaction = try #require(
+            try await pool.withConnection { database in
+                try database.query("SELECT transaction_id FROM purchase_records WHERE user_id = $1::uuid", [user])
+                    .first?.decode(String.self, "transaction_id")
+            }
+        )
+
+        // The export through the gateway.
+        let asked = try await call("POST", "/v1/me/export", token: token)
+        let export = try GatewayResourcesTests.accepted(asked)
+        #expect(asked.json?["downloadPath"]?.stringValue == "/v1/me/exports/\(export)")
+        let zip = try await Self.waitForZip(base, export: export, token: token)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("export-read-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (names, document) = try await Self.read(zip, into: folder)
+        #expect(names.first == UserExport.documentName)
+        #expect(document["schemaVersion"] == 1 && document["userId"]?.stringValue == user)
+        #expect(document["exportId"]?.stringValue == export)
+
+        // Their values are there: the profile's birth data, the report's text, the transaction,
+        // the child and the story's pages, the consent.
+        let text = String(decoding: try Data(contentsOf: folder.appendingPathComponent("x/export.json")), as: UTF8.self)
+        for value in [name, place, birthDate, "07:45", child, transaction, "2026-11", storyID] {
+            #expect(text.contains(value), "export.json lacks \(value)")
+        }
+        let reports = document["tables"]?["report_purchases"]?.arrayValue ?? []
+        #expect(reports.count == 1 && reports.first?["report_text"]?.stringValue == reportText)
+        let profiles = document["tables"]?["user_profiles"]?.arrayValue ?? []
+        #expect(profiles.first?["birth_date"]?.stringValue == birthDate && profiles.first?["name"]?.stringValue == name)
+        #expect(document["tables"]?["birth_charts"]?.arrayValue?.count == 1)
+        #expect(document["tables"]?["stories.pages"]?.arrayValue?.count == 3)
+        #expect(document["tables"]?["stories.achievements"]?.arrayValue?.isEmpty == false)
+        #expect(document["tables"]?["stories.story_reads"]?.arrayValue?.count == 1)
+        #expect(document["tables"]?["credit_ledger"]?.arrayValue?.count ?? 0 >= 6)
+        #expect(document["tables"]?["consumption_consents"]?.arrayValue?.count == 1)
+
+        // The illustrations, byte for byte as stored.
+        let pictures = names.filter { $0.hasPrefix("illustrations/\(storyID)/") }
+        #expect(pictures.count == 3, "\(names)")
+        for picture in pictures {
+            let relative = String(picture.dropFirst(UserExport.illustrationsFolder.count))
+            let stored = try Data(contentsOf: storage.appendingPathComponent(relative))
+            #expect(try Data(contentsOf: folder.appendingPathComponent("x/\(picture)")) == stored, "\(picture)")
+        }
+        #expect(document["files"]?.arrayValue?.count == 3)
+
+        // COMPLETENESS: every table that can hold the user's rows is in the manifest.
+        let manifest = Dictionary(
+            (document["manifest"]?.arrayValue ?? []).compactMap { entry -> (String, Int)? in
+                guard let table = entry["table"]?.stringValue, case .number(let rows)? = entry["rows"] else {
+                    return nil
+                }
+                return (table, Int(rows))
+            },
+            uniquingKeysWith: { first, _ in first }
+        )
+        let tables = try await tablesHoldingUsers()
+        #expect(tables.count >= 20, "\(tables.sorted())")
+        for table in tables.sorted() {
+            #expect(manifest[table] != nil, "\(table) can hold a user's rows but is not in the export's manifest")
+        }
+        // The manifest counts what the sections hold, and the rows of what this user did.
+        for (table, rows) in manifest {
+            #expect(document["tables"]?[table]?.arrayValue?.count == rows, "\(table)")
+        }
+        for table in [
+            "users", "user_profiles", "birth_charts", "report_purchases", "purchase_records", "purchase_credits",
+            "credit_ledger", "consumption_consents", "stories.child_profiles", "stories.stories", "stories.pages",
+            "stories.story_reads", "stories.achievements", "gateway_jobs", "jobs", "gateway_refresh_tokens",
+        ] {
+            #expect((manifest[table] ?? 0) > 0, "\(table) has none of the user's rows")
+        }
+        #expect(!text.contains("token_hash"), "refresh token hashes are left out")
+
+        // Another user's token cannot get it; an unknown id is 404 too; expired is 410.
+        #expect(try await Self.download("\(base)/v1/me/exports/\(export)", token: otherToken).status == 404)
+        #expect(try await Self.download("\(base)/v1/me/exports/\(UUID())", token: token).status == 404)
+        _ = try await pool.withConnection { database in
+            try database.execute(
+                "UPDATE user_exports SET expires_at = now() - interval '1 second' WHERE id = $1::uuid",
+                [export]
+            )
+        }
+        let expired = try await call("GET", "/v1/me/exports/\(export)", token: token)
+        #expect(
+            expired.status == 410 && expired.json?["code"] == "export-expired",
+            "\(String(describing: expired.json))"
+        )
+        // The maintenance task's retention deletes it (as its own role), and the id is then unknown.
+        let maintenance = PostgresPool(
+            configuration: try PostgresConfiguration(
+                url: try await RuntimeTestEnvironment.databaseURL(as: .maintenance)
+            ),
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        let summary = await MaintenanceRun(
+            pool: maintenance,
+            amqp: nil,
+            configuration: .defaults,
+            logger: RuntimeTestEnvironment.logger
+        ).run(dryRun: false)
+        await maintenance.close()
+        #expect(summary.outcome == .completed, "\(summary.error ?? "")")
+        #expect((summary.retention.deleted[.userExports] ?? 0) >= 1)
+        #expect(try await Self.download("\(base)/v1/me/exports/\(export)", token: token).status == 404)
+
+        // The operator's way writes a valid zip of the same user.
+        let out = folder.appendingPathComponent("cli.zip")
+        let cli = try await ProcessRunner.run(
+            ProcessRunner.productPath("astroctl"),
+            [
+                "user", "export", user, "--out", out.path, "--why", "access request",
+                "--database-url", try await RuntimeTestEnvironment.databaseURL(as: .operator),
+            ],
+            environment: ["ASTRO_OPERATOR": "test-operator"]
+        )
+        #expect(cli.status == 0, "\(cli.output)\(cli.error)")
+        let (cliNames, cliDocument) = try await Self.read(
+            try Data(contentsOf: out),
+            into: folder.appendingPathComponent("cli")
+        )
+        #expect(cliNames.count == names.count && cliDocument["userId"]?.stringValue == user)
+        // An existing --out is refused, nothing queued.
+        let again = try await ProcessRunner.run(
+            ProcessRunner.productPath("astroctl"),
+            ["user", "export", user, "--out", out.path],
+            environment: ["ASTRO_OPERATOR": "test-operator"]
+        )
+        #expect(again.status == 2, "\(again.status) \(again.error)")
+        await publisher.close()
+    }
+
+    @Test func aUserWithNothingGetsAValidZipAndADeletedUsersExportIsRefused() async throws {
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: JobType.all)
+        defer { Task { await publisher.close() } }
+        let storage = FileManager.default.temporaryDirectory.appendingPathComponent("export-\(UUID())")
+        try FileManager.default.createDirectory(at: storage, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: storage) }
+        let (base, processes) = try await Self.startStack(storage: storage, label: "export-empty-gateway")
+        defer { processes.stop() }
+        let (user, token) = try await GatewayHarness.register(base)
+        // The caller's event stream announces the export.
+        let stream = try GatewayEventsTests.SSEClient(base, token: token)
+        defer { stream.close() }
+        try await stream.waitUntilOpen()
+        let asked = try await GatewayHarness.request("POST", "\(base)/v1/me/export", token: token)
+        let export = try GatewayResourcesTests.accepted(asked)
+        let announced = try await stream.waitFor("user.exported") { $0.type == EventType.userExported.rawValue }
+        #expect(announced.data?["exportId"]?.stringValue == export, "\(String(describing: announced.data))")
+        #expect(announced.data?["downloadPath"]?.stringValue == "/v1/me/exports/\(export)")
+        let zip = try await Self.waitForZip(base, export: export, token: token)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("export-read-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let (names, document) = try await Self.read(zip, into: folder)
+        #expect(names == [UserExport.documentName])
+        #expect(document["files"]?.arrayValue?.isEmpty == true)
+        for table in [
+            "user_profiles", "birth_charts", "report_purchases", "purchase_records", "credit_ledger",
+            "stories.child_profiles", "stories.stories", "stories.pages", "stories.achievements",
+            "consumption_consents",
+        ] {
+            #expect(document["tables"]?[table]?.arrayValue == [], "\(table)")
+        }
+        #expect(document["tables"]?["users"]?.arrayValue?.count == 1)
+
+        // Deleted: the user's export job fails with user-deleted and stores nothing.
+        _ = try GatewayResourcesTests.accepted(
+            try await GatewayHarness.request("DELETE", "\(base)/v1/me", token: token)
+        )
+        try await RuntimeTestEnvironment.eventually("the deletion finishes", timeout: .seconds(60)) {
+            try await pool.withConnection { database in
+                try database.query(
+                    "SELECT 1 FROM user_deletions WHERE user_id = $1::uuid AND finished_at IS NOT NULL",
+                    [user]
+                ).count == 1
+            }
+        }
+        let refused = JobID.random()
+        try await ReportJourneyTests.publishJob(
+            .userExport,
+            UserExportRequest(jobID: refused, userID: try #require(UserID(user))),
+            with: publisher
+        )
+        try await RuntimeTestEnvironment.eventually("the export is refused", timeout: .seconds(30)) {
+            try await job(refused)?.status == "failed"
+        }
+        #expect(try await job(refused)?.code == UserDeletion.refusedCode)
+        let left = try await pool.withConnection { database in
+            try database.query("SELECT count(*)::int AS n FROM user_exports WHERE user_id = $1::uuid", [user])
+                .first?.decode(Int.self, "n")
+        }
+        #expect(left == 0, "the deletion erased the first export and the refused one stored nothing")
+        await publisher.close()
+    }
+
+    /// Past `USER_EXPORT_MAX_BYTES` the pack fails for good with `export-too-large`: recorded on
+    /// the export, the copied files dropped, no zip; a repeated pack of a packed export changes
+    /// nothing; an export of another user is `unknown-export`.
+    @Test func anExportOverItsBoundFailsWithExportTooLarge() async throws {
+        let ledger = try await BillingLedgerIntegrationTests()
+        let (user, _) = try await ledger.userWithProfile()
+        func seed(_ bytes: Int) async throws -> JobID {
+            let export = JobID.random()
+            _ = try await pool.withConnection { database in
+                try database.execute(
+                    "INSERT INTO user_exports (id, user_id) VALUES ($1, $2)",
+                    [export.uuid, user.uuid]
+                )
+                try database.execute(
+                    "INSERT INTO user_export_files (export_id, path, content) VALUES ($1, 'illustrations/s/page-01.png', $2)",
+                    [export.uuid, Data(repeating: 7, count: bytes)]
+                )
+            }
+            return export
+        }
+        func pack(_ export: JobID, user: UserID) async throws -> JobOutcome {
+            try await ledger.run(
+                UserExportPackHandler(pool: pool, maxBytes: 1 << 20),
+                [
+                    "jobId": .string(UserExportFilesHandler.packJobID(for: export).description),
+                    "userId": .string(user.description), "exportId": .string(export.description),
+                ],
+                type: .userExportPack
+            )
+        }
+        let large = try await seed((1 << 20) + 1)
+        let outcome = try await pack(large, user: user)
+        guard case .failed(let error) = outcome.status else {
+            Issue.record("the pack succeeded: \(String(describing: outcome.result))")
+            return
+        }
+        #expect(error.code == UserExport.tooLargeCode, "\(error)")
+        #expect(outcome.messages.map(\.routingKey) == ["user.export-pack.failed"])
+        let state = try await pool.withConnection { database in
+            try database.query(
+                """
+                SELECT failed_code, zip IS NULL AS empty,
+                    (SELECT count(*)::int FROM user_export_files WHERE export_id = $1) AS files
+                FROM user_exports WHERE id = $1
+                """,
+                [large.uuid]
+            ).first.map {
+                (
+                    try $0.decode(String?.self, "failed_code"), try $0.decode(Bool.self, "empty"),
+                    try $0.decode(Int.self, "files")
+                )
+            }
+        }
+        #expect(
+            state?.0 == UserExport.tooLargeCode && state?.1 == true && state?.2 == 0,
+            "\(String(describing: state))"
+        )
+
+        // Within the bound: packed once; again: announced unchanged.
+        let small = try await seed(1_000)
+        let first = try await pack(small, user: user)
+        #expect(first.status == .succeeded && first.result?["alreadyPacked"] == false)
+        let again = try await pack(small, user: user)
+        #expect(again.status == .succeeded && again.result?["alreadyPacked"] == true)
+        #expect(again.result?["bytes"] == first.result?["bytes"])
+        // Another user's export id.
+        await #expect(throws: JobRejection.self) { _ = try await pack(small, user: UserID(UUID())) }
+    }
+}
