@@ -49,6 +49,8 @@ def percentiles(values):
 # Largest response head or body the generator accepts; anything bigger is an error, not a hang.
 MAX_HEAD = 64 * 1024
 MAX_BODY = 16 * 1024 * 1024
+# How long the answers to the last requests are waited for before they count as failed.
+ANSWER_WAIT = 30.0
 
 
 class ResponseParser:
@@ -228,7 +230,11 @@ class Pool:
         try:
             connection = RequestConnection(self, open_socket(self.host, self.port))
         except OSError:
-            # The gateway is gone for now: try again shortly, as the app would.
+            # The gateway cannot be reached: the requests waiting for a connection fail (as a
+            # request does when its connection cannot be opened), and the connection is tried
+            # again shortly, as the app would.
+            while self.waiting:
+                self.on_error(self.waiting.popleft())
             self.reconnecting += 1
             self.loop.call_later(0.05, self.reconnect)
             return
@@ -275,6 +281,15 @@ class Pool:
     def busy(self):
         return bool(self.waiting) or any(connection.item is not None for connection in self.connections)
 
+    def abandon(self):
+        """Counts every request still waiting or unanswered as failed."""
+        while self.waiting:
+            self.on_error(self.waiting.popleft())
+        for connection in self.connections:
+            if connection.item is not None:
+                self.on_error(connection.item)
+                connection.item = None
+
     def close(self):
         self.closing = True
         for connection in list(self.connections):
@@ -286,7 +301,8 @@ class Pool:
 def offer(loop, pool, total, rate, start):
     """Submits request i at start + i / rate (open loop); if the generator falls behind, every
     request already due is submitted at once and keeps its due time. Returns when every request
-    has been answered (or failed)."""
+    has been answered or failed; requests unanswered 30 s after the last was due count as failed
+    (a gateway that stops answering ends the run instead of hanging it)."""
     interval = 1.0 / rate
     i = 0
     while i < total:
@@ -296,8 +312,10 @@ def offer(loop, pool, total, rate, start):
             i += 1
         if i < total:
             loop.run_once(start + i * interval - now())
-    while pool.busy():
+    deadline = now() + ANSWER_WAIT
+    while pool.busy() and now() < deadline:
         loop.run_once(0.05)
+    pool.abandon()
 
 
 def run_get(args):
