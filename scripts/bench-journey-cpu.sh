@@ -17,7 +17,9 @@
 # BENCH_BINS="DIR1 DIR2 …" compares builds (folders holding gateway, chart-worker and astroctl):
 # each run starts each build's processes in turn on the same servers, so a machine busy with
 # other work weighs on each alike; SKIP_BUILD=1 skips the release build;
-# PERF_OUT=FILE records a system-wide `perf` profile (call graphs) of each run into FILE.
+# PERF_OUT=FILE records a system-wide `perf` profile (call graphs) of each run into FILE;
+# BENCH_LOAD="GEN1 GEN2 …" compares load generators (scripts with gateway-load.py's interface),
+# each in turn after the other on the same servers (default scripts/gateway-load.py).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -130,6 +132,8 @@ for run in $(seq 1 "$BENCH_RUNS"); do
     order=("${variants[@]}")
     if [ $((run % 2)) -eq 0 ]; then order=(); for ((i = ${#variants[@]} - 1; i >= 0; i--)); do order+=("${variants[i]}"); done; fi
     for bin in "${order[@]}"; do
+    read -r -a generators <<<"${BENCH_LOAD:-scripts/gateway-load.py}"
+    for generator in "${generators[@]}"; do
     start_services "$bin"
     if [ -n "${PGSS:-}" ]; then psql "$DATABASE_URL" -qc "SELECT pg_stat_statements_reset()" >/dev/null; fi
     wal_before=$(psql "$DATABASE_URL" -Atc "SELECT wal_bytes || ' ' || wal_records || ' ' || wal_fpi FROM pg_stat_wal")
@@ -137,12 +141,14 @@ for run in $(seq 1 "$BENCH_RUNS"); do
     if [ -n "${PERF_OUT:-}" ]; then
         perf record -q -F 499 -a -g -o "$PERF_OUT" -- sleep "$BENCH_SECONDS" >/dev/null 2>&1 &
     fi
-    result=$(python3 scripts/gateway-load.py journey --base "$base" --tokens "$tokens" \
+    result=$(python3 "$generator" journey --base "$base" --tokens "$tokens" \
         --rate "$BENCH_RATE" --seconds "$BENCH_SECONDS" --connections 64)
     after=$(snapshot)
     wal_after=$(psql "$DATABASE_URL" -Atc "SELECT wal_bytes || ' ' || wal_records || ' ' || wal_fpi FROM pg_stat_wal")
-    echo "  [$bin] $result"
-    python3 - "$before" "$after" "$result" "$bin" "$wal_before" "$wal_after" <<'PY'
+    label=$bin
+    if [ -n "${BENCH_LOAD:-}" ]; then label="$bin, $generator"; fi
+    echo "  [$label] $result"
+    python3 - "$before" "$after" "$result" "$label" "$wal_before" "$wal_after" <<'PY'
 import ast, json, sys
 before, after, result = ast.literal_eval(sys.argv[1]), ast.literal_eval(sys.argv[2]), json.loads(sys.argv[3])
 wal = [int(b) - int(a) for a, b in zip(sys.argv[5].split(), sys.argv[6].split())]
@@ -160,5 +166,6 @@ PY
         psql "$DATABASE_URL" -Atc "SELECT round(total_exec_time::numeric, 0) || ' ms, ' || calls || ' calls, ' || rows || ' rows: ' || left(regexp_replace(query, '\s+', ' ', 'g'), 160) FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 12" | sed 's/^/      /'
     fi
     stop_services
+    done
     done
 done
