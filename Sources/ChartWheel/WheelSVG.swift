@@ -307,14 +307,16 @@ struct SVGWriter {
             if !isAxis { line(cusp, geometry.aspectRadius, geometry.zodiacInner, colors.faint, 0.9) }
         }
         for text in fixed where text.role == "house" { out += textElement(text, fill: colors.faint, extra: "") }
-        let outerEdge = input.outer != nil ? geometry.outerBandOuter : geometry.zodiacOuter
-        if let ascendant = input.inner.ascendant {
-            line(ascendant, geometry.aspectRadius, outerEdge + 6, colors.ink, 2)
-            line(ascendant + 180, geometry.aspectRadius, outerEdge + 6, colors.ink, 2)
-        }
-        if let midheaven = input.inner.midheaven {
-            line(midheaven, geometry.aspectRadius, outerEdge + 6, colors.ink, 2)
-            line(midheaven + 180, geometry.aspectRadius, outerEdge + 6, colors.ink, 2)
+        // In a bi-wheel the axes stop at the zodiac and reappear as a stub outside the outer
+        // ring, so they do not strike through the outer ring's labels.
+        let axes = [input.inner.ascendant, input.inner.midheaven].compactMap { $0 }.flatMap { [$0, $0 + 180] }
+        for axis in axes {
+            if input.outer != nil {
+                line(axis, geometry.aspectRadius, geometry.zodiacOuter, colors.ink, 2)
+                line(axis, geometry.outerBandOuter - 6, geometry.outerBandOuter + 6, colors.ink, 2)
+            } else {
+                line(axis, geometry.aspectRadius, geometry.zodiacOuter + 6, colors.ink, 2)
+            }
         }
         for text in fixed where text.role == "axis" {
             out += textElement(text, fill: colors.ink, extra: " font-weight=\"bold\"")
