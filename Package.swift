@@ -65,6 +65,8 @@ let package = Package(
             name: "ChartEngine",
             dependencies: ["AstroDomain", "Ephemeris", "ZoneInfo", .product(name: "Crypto", package: "swift-crypto")]
         ),
+        // The chart wheel as SVG (single and bi-wheel): pure drawing from AstroDomain's chart model.
+        .target(name: "ChartWheel", dependencies: ["AstroDomain"]),
         // TZif files of the system time zone database (/usr/share/zoneinfo) as AstroDomain's TimeZoneRules.
         .target(name: "ZoneInfo", dependencies: ["AstroDomain"]),
         // Schema v1 and later migrations, numbered SQL files shipped as resources.
@@ -223,7 +225,7 @@ let package = Package(
             dependencies: [
                 "AstroCLISupport", "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine",
                 "Ephemeris", "Billing", "StoreKitVerification", "Reports", "Stories", "StoryService", "Maintenance",
-                "AppStoreServerAPI",
+                "AppStoreServerAPI", "ChartWheel",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -235,6 +237,7 @@ let package = Package(
             dependencies: [
                 "AstroCLISupport", "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine",
                 "Ephemeris", "Billing", "StoreKitVerification", "Reports", "LLMClient", "LLMFake", "StoryService",
+                "ChartWheel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -298,6 +301,7 @@ let package = Package(
             dependencies: ["ChartEngine", "Ephemeris", "AstroDomain"],
             resources: [.copy("Fixtures")]
         ),
+        .testTarget(name: "ChartWheelTests", dependencies: ["ChartWheel", "ChartEngine", "Ephemeris", "AstroDomain"]),
         .testTarget(
             name: "WorkerRuntimeTests",
             dependencies: [

@@ -33,6 +33,11 @@ struct ChartCommand: AsyncParsableCommand {
 
               astroctl chart --publish --user 4c1a… --wait \\
                   --date … --time … --tz … --lat … --lon …
+
+            --svg FILE also writes the chart wheel (--theme light|dark); a bi-wheel adds \
+            an outer ring: the sky at --transits-at 2026-11-24T18:00:00Z, or a second \
+            chart from --outer-date/--outer-time/--outer-tz/--outer-lat/--outer-lon \
+            (--outer-name), with the aspects between the rings.
             """
     )
 
@@ -56,6 +61,16 @@ struct ChartCommand: AsyncParsableCommand {
     @Option(help: "Sidereal zodiac with this ayanamsa: lahiri, faganBradley, raman (default: tropical).") var sidereal:
         String?
     @Flag(help: "Print the NatalChart JSON instead of a table.") var json = false
+    @Option(help: "Also write the chart wheel as SVG to this file.") var svg: String?
+    @Option(help: "With --svg: light (default) or dark.") var theme = "light"
+    @Option(help: "With --svg: a bi-wheel whose outer ring is the sky at this UTC instant (2026-11-24T18:00:00Z).")
+    var transitsAt: String?
+    @Option(help: "With --svg: a bi-wheel with a second chart born on this date (YYYY-MM-DD).") var outerDate: String?
+    @Option(help: "With --outer-date: local birth time, HH:mm.") var outerTime: String?
+    @Option(help: "With --outer-date: IANA time zone.") var outerTz: String?
+    @Option(parsing: .unconditional, help: "With --outer-date: latitude.") var outerLat: Double?
+    @Option(parsing: .unconditional, help: "With --outer-date: longitude.") var outerLon: Double?
+    @Option(help: "With --outer-date: the second person's name.") var outerName = "Partner"
 
     @Flag(help: "Publish a chart.calculate job instead of computing here.") var publish = false
     @Option(help: "With --publish: the user the profile belongs to (UUID).") var user: String?
@@ -118,6 +133,7 @@ struct ChartCommand: AsyncParsableCommand {
             if error.isPermanent { Self.fail(field: Self.flagName(error.field ?? ""), message: error.message) }
             throw CommandFailure("\(error)")
         }
+        if wantsWheel { try await writeWheel(chart: chart, name: request.birthData.name, engine: engine) }
         if json {
             let encoder = JSONCoding.encoder
             encoder.outputFormatting.insert(.prettyPrinted)
