@@ -33,7 +33,8 @@ struct ChartCommand: AsyncParsableCommand {
 
               astroctl chart --publish --user 4c1a… --wait \\
                   --date … --time … --tz … --lat … --lon …
-            """
+            """,
+        subcommands: [ChartTransitsCommand.self, ChartProgressedCommand.self, ChartReturnCommand.self]
     )
 
     @Option(help: "Birth date, YYYY-MM-DD (1900-01-01 … 2100-12-31).") var date: String
