@@ -5,45 +5,13 @@ import ChartEngine
 import Ephemeris
 import Foundation
 
-/// The birth options of the offline time-based chart commands (as `astroctl chart`'s).
-struct TimeChartBirthOptions: ParsableArguments {
-    @Option(help: "Birth date, YYYY-MM-DD.") var date: String
-    @Option(help: "Local birth time, HH:mm (24-hour).") var time: String
-    @Option(name: .customLong("tz"), help: "IANA time zone of the birth place, e.g. Europe/Kyiv.") var timezone: String
-    @Option(name: .customLong("lat"), parsing: .unconditional, help: "Latitude in degrees, north positive.")
-    var latitude: Double
-    @Option(name: .customLong("lon"), parsing: .unconditional, help: "Longitude in degrees, east positive.")
-    var longitude: Double
-    @Option(help: "Place name, for display.") var location = ""
-    @Option(help: "placidus (default), koch, porphyry, regiomontanus, campanus, equal, wholeSign.")
-    var houseSystem = "placidus"
-    @Option(help: "For a local time in a DST gap or overlap: earlier or later.") var dstPolicy: String?
-    @Option(help: "Sidereal zodiac with this ayanamsa: lahiri, faganBradley, raman (default: tropical).")
-    var sidereal: String?
-
-    /// The validated birth data, or exit status 2 naming the flag.
+extension ChartCommand {
+    /// The validated birth data of the parent command's options, or exit status 2 naming the flag.
     func birthData() -> BirthData {
-        var body: [String: JSONValue] = [
-            "jobId": .string(JobID.random().description),
-            "userId": .string(UUID().uuidString),
-            "profile": .object([
-                "id": .string(UUID().uuidString),
-                "name": .string("Chart"),
-                "birthDate": .string(date),
-                "birthTime": .string(time),
-                "timezone": .string(timezone),
-                "latitude": .number(latitude),
-                "longitude": .number(longitude),
-                "locationName": .string(location),
-            ]),
-            "houseSystem": .string(houseSystem),
-        ]
-        if let dstPolicy { body["dstPolicy"] = .string(dstPolicy) }
-        if let sidereal { body["sidereal"] = .string(sidereal) }
         do {
-            return try ChartCalculateRequest(json: .object(body)).birthData
+            return try ChartCalculateRequest(json: requestBody(jobID: .random(), userID: UUID().uuidString)).birthData
         } catch {
-            ChartCommand.fail(field: ChartCommand.flagName(error.field), message: error.message)
+            Self.fail(field: Self.flagName(error.field), message: error.message)
         }
     }
 }
@@ -145,15 +113,15 @@ struct ChartTransitsCommand: AsyncParsableCommand {
                   --lat 50.4501 --lon 30.5234 --from 2025-01-01 --to 2026-01-01 [--orb 2] [--json]
             """
     )
-    @OptionGroup var birth: TimeChartBirthOptions
+    // The birth options and --json are `astroctl chart`'s own, given after the subcommand name.
+    @ParentCommand var chart: ChartCommand
     @Option(help: "Range start, a UTC date YYYY-MM-DD (inclusive).") var from: String
     @Option(help: "Range end, a UTC date YYYY-MM-DD (exclusive; at most 366 days after --from).") var to: String
     @Option(help: "One orb in degrees (0 < orb ≤ 10) for every aspect; default: each aspect's seed orb.") var orb:
         Double?
-    @Flag(help: "Print the TransitReport JSON instead of a table.") var json = false
 
     func run() async throws {
-        let birthData = birth.birthData()
+        let birthData = chart.birthData()
         let engine = try TimeChartSupport.engine()
         let natal: NatalChart
         do {
@@ -172,7 +140,7 @@ struct ChartTransitsCommand: AsyncParsableCommand {
         } catch {
             try TimeChartSupport.fail(error, flag: error.code == "transit-orb-invalid" ? "--orb" : "--to")
         }
-        if json {
+        if chart.json {
             try TimeChartSupport.printJSON(report)
         } else {
             print(Terminal.safe(TimeChartSupport.render(report)))
@@ -186,12 +154,12 @@ struct ChartProgressedCommand: AsyncParsableCommand {
         abstract: "The secondary-progressed chart (a day for a year) for a target date, offline.",
         discussion: "Angles: cast for the progressed instant at the birth place (progressed-instant-armc)."
     )
-    @OptionGroup var birth: TimeChartBirthOptions
+    // The birth options and --json are `astroctl chart`'s own, given after the subcommand name.
+    @ParentCommand var chart: ChartCommand
     @Option(help: "The target date, UTC YYYY-MM-DD.") var target: String
-    @Flag(help: "Print the ProgressedChart JSON instead of a table.") var json = false
 
     func run() async throws {
-        let birthData = birth.birthData()
+        let birthData = chart.birthData()
         let engine = try TimeChartSupport.engine()
         let progressed: ProgressedChart
         do {
@@ -203,7 +171,7 @@ struct ChartProgressedCommand: AsyncParsableCommand {
             try TimeChartSupport.fail(error, flag: "--target")
         }
         do {
-            if json {
+            if chart.json {
                 try TimeChartSupport.printJSON(progressed)
             } else {
                 print(
@@ -221,17 +189,17 @@ struct ChartReturnCommand: AsyncParsableCommand {
         abstract: "The solar return of a year: the instant the Sun is back at its natal longitude, and its chart.",
         discussion: "Cast at the birth place unless --at-lat and --at-lon are given."
     )
-    @OptionGroup var birth: TimeChartBirthOptions
+    // The birth options and --json are `astroctl chart`'s own, given after the subcommand name.
+    @ParentCommand var chart: ChartCommand
     @Option(help: "The year of the return (1900…2100).") var year: Int
     @Option(name: .customLong("at-lat"), parsing: .unconditional, help: "Latitude of the return chart's place.")
     var atLatitude: Double?
     @Option(name: .customLong("at-lon"), parsing: .unconditional, help: "Longitude of the return chart's place.")
     var atLongitude: Double?
     @Option(name: .customLong("at-location"), help: "Name of the return chart's place.") var atLocation = ""
-    @Flag(help: "Print the SolarReturn JSON instead of a table.") var json = false
 
     func run() async throws {
-        let birthData = birth.birthData()
+        let birthData = chart.birthData()
         if (atLatitude == nil) != (atLongitude == nil) {
             ChartCommand.fail(field: "--at-lat", message: "give both --at-lat and --at-lon, or neither")
         }
@@ -246,7 +214,7 @@ struct ChartReturnCommand: AsyncParsableCommand {
             try TimeChartSupport.fail(error, flag: error.code.hasPrefix("transit-") ? "--year" : "--at-lat")
         }
         do {
-            if json {
+            if chart.json {
                 try TimeChartSupport.printJSON(solarReturn)
             } else {
                 let seconds = Calendar.utcGregorian.component(.second, from: solarReturn.instant)
