@@ -392,7 +392,7 @@ struct TransitSearch: Sendable {
     }
 
     /// Every zero of `longitude − target` (wrapped) between consecutive samples, refined by
-    /// false position (Illinois) to about a millisecond. Each interval is monotonic and moves
+    /// false position (Illinois) to 1e-7° or 0.1 s of bracket. Each interval is monotonic and moves
     /// far less than 180°, so the unwrapped difference can only cross 0, never ±180.
     static func crossings(
         _ samples: [TransitSample],
@@ -437,7 +437,7 @@ struct TransitSearch: Sendable {
             if !(jd > low && jd < high) { jd = (low + high) / 2 }
             let position = try batch.position(of: body, julianDayUT: jd)
             let value = differenceA + ChartMath.signedSeparation(from: a.longitude, to: position.longitude)
-            if value == 0 || high - low < 1e-8 { return jd }
+            if value == 0 || high - low < 1e-6 { return jd }
             if (value < 0) == (valueLow < 0) {
                 low = jd
                 valueLow = value
@@ -449,7 +449,8 @@ struct TransitSearch: Sendable {
                 if side == 1 { valueLow /= 2 }
                 side = 1
             }
-            if abs(value) < 1e-9 { return jd }
+            // 1e-7° is under 10 s even for Pluto near a station (0.001°/day), 0.1 ms for the Moon.
+            if abs(value) < 1e-7 { return jd }
         }
         return (low + high) / 2
     }
