@@ -23,7 +23,7 @@ extension ChartEngine {
     public static let progressedAngleMethod = "progressed-instant-armc"
 
     /// The solar return of `year`: the instant near the birthday in that year when the Sun is back
-    /// at its natal longitude (in the chart's zodiac), found by root-finding to a millisecond, and
+    /// at its natal longitude (in the chart's zodiac), found by root-finding to about 10 ms, and
     /// a chart cast for it.
     /// - Parameters:
     ///   - birth: the birth data (its chart gives the natal Sun).
