@@ -38,7 +38,8 @@ struct ChartCommand: AsyncParsableCommand {
             an outer ring: the sky at --transits-at 2026-11-24T18:00:00Z, or a second \
             chart from --outer-date/--outer-time/--outer-tz/--outer-lat/--outer-lon \
             (--outer-name), with the aspects between the rings.
-            """
+            """,
+        subcommands: [ChartTransitsCommand.self, ChartProgressedCommand.self, ChartReturnCommand.self]
     )
 
     @Option(help: "Birth date, YYYY-MM-DD (1900-01-01 … 2100-12-31).") var date: String

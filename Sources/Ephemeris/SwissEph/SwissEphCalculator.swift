@@ -89,7 +89,7 @@ struct SwissEphCalculator: Sendable {
     }
 
     /// `swe_calc_ut` for one body, with every result checked.
-    private func position(
+    func position(
         of body: CelestialBody,
         julianDayUT: Double,
         sidereal: Bool
