@@ -17,8 +17,8 @@ import Synchronization
 public final class Ephemeris: Sendable {
     /// The configuration this instance was created with.
     public let configuration: EphemerisConfiguration
-    private let calculator: SwissEphCalculator
-    private let workers: [PinnedThread]
+    let calculator: SwissEphCalculator
+    let workers: [PinnedThread]
     private let nextWorker = Atomic<Int>(0)
 
     /// Starts `configuration.threads` dedicated threads, sets the ephemeris path on each, and proves that the
@@ -180,7 +180,7 @@ public final class Ephemeris: Sendable {
 
     /// The pinned thread with the fewest queued or running jobs, searched from a rotating start so that
     /// ties spread evenly.
-    private func leastBusyWorker() -> PinnedThread {
+    func leastBusyWorker() -> PinnedThread {
         let count = workers.count
         if count == 1 { return workers[0] }
         let start = nextWorker.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max
@@ -199,7 +199,7 @@ public final class Ephemeris: Sendable {
         return best
     }
 
-    private static var shutDownError: EphemerisError {
+    static var shutDownError: EphemerisError {
         EphemerisError(
             kind: .calculationFailed,
             message: "the Ephemeris was shut down; create a new one (or stop calling it once shutdown() ran)"

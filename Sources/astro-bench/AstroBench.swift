@@ -21,6 +21,7 @@ struct AstroBench: AsyncParsableCommand {
             """,
         subcommands: [
             BenchAMQP.self, BenchPostgres.self, BenchE2E.self, BenchChart.self, BenchVerify.self, BenchStories.self,
+            BenchSynastry.self,
         ]
     )
 
