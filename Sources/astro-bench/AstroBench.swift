@@ -23,6 +23,7 @@ struct AstroBench: AsyncParsableCommand {
             BenchAMQP.self, BenchPostgres.self, BenchE2E.self, BenchChart.self, BenchVerify.self, BenchStories.self,
             BenchWheel.self,
             BenchTransits.self,
+            BenchSynastry.self,
         ]
     )
 

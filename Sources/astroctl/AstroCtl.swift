@@ -26,6 +26,7 @@ struct AstroCtl: AsyncParsableCommand {
             Migrate.self, Publish.self, JobCommand.self, Queues.self, ChartCommand.self, BillingCommand.self,
             ReportCommand.self, StoriesCommand.self, BrokerCommand.self, DeadCommand.self,
             RetentionCommand.self, UserCommand.self,
+            PairCommand.self,
         ]
     )
 
