@@ -41,6 +41,7 @@ public struct GatewayRoute: Sendable, Hashable {
         case deleteCurrentUser
         case exportCurrentUser
         case getExport
+        case getProfileChartSVG
     }
 
     /// `GET`, `POST`, `PUT` or `DELETE`.
@@ -244,6 +245,13 @@ public enum GatewayAPI {
             path: "/v1/me/exports/{id}",
             operation: .getExport,
             statuses: [200, 401, 404, 409, 410, 500, 503]
+        ),
+        // Natal wheels as SVG (ChartWheelRoutes.swift).
+        GatewayRoute(
+            method: .get,
+            path: "/v1/profiles/{id}/chart.svg",
+            operation: .getProfileChartSVG,
+            statuses: [200, 304, 400, 401, 404, 409, 500, 503]
         ),
     ]
 

@@ -199,6 +199,8 @@ public enum GatewayRoutes {
             return try await exportCurrentUser(request, context: context, services)
         case .getExport:
             return try await getExport(request, context: context, services)
+        case .getProfileChartSVG:
+            return try await getProfileChartSVG(request, context: context, services)
         }
     }
 
