@@ -125,5 +125,6 @@ public struct EventType: RawRepresentable, Hashable, Sendable, Codable, CustomSt
             .billingNotificationsRecovered, .billingRecoverNotificationsFailed,
             .userDeleted, .userDeleteFailed, .storyEraseIllustrationsFailed,
             .userExported, .userExportFailed, .userExportPackFailed,
+            .chartComputed,
         ] + cancelled
 }

@@ -49,6 +49,7 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         .billingRecoverNotifications,
         .userDelete, .storyEraseIllustrations,
         .userExport, .userExportPack,
+        .chartSynastry, .chartTransits, .chartReturn, .chartRender,
     ]
 
     /// The job types a client of the backend may ask for (astroctl's job commands, the app's
@@ -58,6 +59,7 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         .chartCalculate, .billingVerifyPurchase, .reportRequest, .billingStoreNotification, .storyGenerate,
         .storyIllustrate, .storyRead, .billingRecoverNotifications, .userDelete,
         .userExport,
+        .chartSynastry, .chartTransits, .chartReturn, .chartRender,
     ]
 
     /// Whether a client may ask for a job of this type (see `requestable`).
@@ -68,7 +70,7 @@ public struct JobType: RawRepresentable, Hashable, Sendable, Codable, CustomStri
         // The contract names failures by the job's domain (`chart.failed`, `report.failed`);
         // the billing jobs keep their own full name so each stays distinguishable.
         switch self {
-        case .chartCalculate: return .chartFailed
+        case .chartCalculate, .chartSynastry, .chartTransits, .chartReturn, .chartRender: return .chartFailed
         case .billingVerifyPurchase: return .billingVerifyPurchaseFailed
         case .reportRequest, .reportGenerate: return .reportFailed
         case .billingRefundCredit: return .billingRefundCreditFailed

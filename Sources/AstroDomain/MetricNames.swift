@@ -71,6 +71,10 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
     /// When the last maintenance run that was not a failure (nor a dry run) finished (Unix time).
     case maintenanceLastSuccess = "astro_maintenance_last_success_timestamp_seconds"
 
+    // Chart results (chart-worker), counted once the job's transaction committed.
+    /// Chart results stored (`computed`) or found already stored (`cached`), by kind.
+    case chartResults = "astro_chart_results_total"
+
     /// How Prometheus sees the metric.
     public enum Kind: Sendable, Hashable {
         case counter, gauge, histogram
@@ -115,6 +119,7 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         case .deadLettersDropped: ["queue", "reason"]
         case .maintenanceRuns: ["outcome"]
         case .maintenanceLastSuccess: []
+        case .chartResults: ["kind", "outcome"]
         }
     }
 
@@ -144,6 +149,7 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         case .deadLettersDropped: "Dead letters dropped from their queue, by queue and reason"
         case .maintenanceRuns: "Maintenance runs recorded, by outcome"
         case .maintenanceLastSuccess: "When the last maintenance run that did not fail finished (Unix time)"
+        case .chartResults: "Chart results stored (computed) or already stored (cached), by kind"
         default: ""
         }
     }
@@ -182,6 +188,10 @@ public enum MetricLabel {
     public static let creditAreas: [String] = ReportArea.allCases.map(\.rawValue) + ["any"]
     /// The report and story languages.
     public static let languages: [String] = ReportLanguage.allCases.map(\.rawValue)
+    /// The kinds of stored chart results (`astro_chart_results_total{kind}`).
+    public static let chartResultKinds: [String] = ChartResultKind.allCases.map(\.rawValue)
+    /// How a chart result job ended (`astro_chart_results_total{outcome}`).
+    public static let chartResultOutcomes: [String] = ["computed", "cached"]
     /// What spent LLM tokens: `report` or `story`.
     public static let llmPurposes: [String] = ["report", "story"]
     /// The two kinds of tokens an LLM bills: `prompt` (input) and `completion` (output).

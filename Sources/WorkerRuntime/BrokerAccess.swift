@@ -77,7 +77,7 @@ public enum BrokerAccess {
     public static let chartWorker = Service(
         user: "chart-worker",
         passwordVariable: "CHART_WORKER_AMQP_PASSWORD",
-        consumes: [.chartCalculate],
+        consumes: [.chartCalculate] + JobType.chartResultJobs,
         eventPrefixes: ["chart."]
     )
     public static let billingWorker = Service(

@@ -9,7 +9,11 @@ import WorkerRuntime
 // SE_EPHE_PATH (ephemeris files), EPHEMERIS_THREADS (computation threads, default: one per
 // core) and ALLOW_MOSHIER (accept libswe's lower-precision fallback; default false).
 let environment = ProcessInfo.processInfo.environment
-let status = await WorkerMain.run(name: "chart-worker", defaultHTTPPort: 8081, queues: [.chartCalculate]) { _ in
+let status = await WorkerMain.run(
+    name: "chart-worker",
+    defaultHTTPPort: 8081,
+    queues: [.chartCalculate, .chartSynastry, .chartTransits, .chartReturn, .chartRender]
+) { _ in
     let threads = try environment["EPHEMERIS_THREADS"].map { text -> Int in
         guard let value = Int(text), (1...64).contains(value) else {
             throw ConfigurationError(

@@ -27,7 +27,9 @@ import Testing
 
 @Suite struct JobTypeTests {
     @Test func contractJobTypesAndFailedEvents() {
-        #expect(JobType.all.count == 15)
+        #expect(JobType.all.count == 19)
+        #expect(JobType.chartSynastry.failedEvent == "chart.failed")
+        #expect(JobType.chartRender.failedEvent == "chart.failed")
         #expect(JobType.billingRecoverNotifications.failedEvent == "billing.recover-notifications.failed")
         #expect(JobType.userDelete.failedEvent == "user.delete.failed")
         #expect(JobType.storyIllustrate.failedEvent == "story.failed")
@@ -53,12 +55,15 @@ import Testing
                 "billing.notifications-recovered", "billing.recover-notifications.failed",
                 "user.deleted", "user.delete.failed", "story.erase-illustrations.failed",
                 "user.exported", "user.export.failed", "user.export-pack.failed",
+                "chart.computed",
                 "chart.calculate.cancelled", "billing.verify-purchase.cancelled", "report.request.cancelled",
                 "report.generate.cancelled", "billing.refund-credit.cancelled", "billing.store-notification.cancelled",
                 "story.generate.cancelled", "story.illustrate.cancelled", "story.read.cancelled",
                 "billing.send-consumption.cancelled", "billing.recover-notifications.cancelled",
                 "user.delete.cancelled", "story.erase-illustrations.cancelled",
                 "user.export.cancelled", "user.export-pack.cancelled",
+                "chart.synastry.cancelled", "chart.transits.cancelled", "chart.return.cancelled",
+                "chart.render.cancelled",
             ]
         )
         #expect(Set(EventType.all).count == EventType.all.count)
