@@ -42,6 +42,11 @@ public struct GatewayRoute: Sendable, Hashable {
         case exportCurrentUser
         case getExport
         case getProfileChartSVG
+        case requestSynastry
+        case requestTransits
+        case requestReturn
+        case requestWheel
+        case getChartResult
     }
 
     /// `GET`, `POST`, `PUT` or `DELETE`.
@@ -252,6 +257,37 @@ public enum GatewayAPI {
             path: "/v1/profiles/{id}/chart.svg",
             operation: .getProfileChartSVG,
             statuses: [200, 304, 400, 401, 404, 409, 500, 503]
+        ),
+        // Chart jobs beyond the natal chart and their stored results (ChartJobRoutes.swift).
+        GatewayRoute(
+            method: .post,
+            path: "/v1/profiles/{id}/synastry",
+            operation: .requestSynastry,
+            statuses: [202, 400, 401, 404, 408, 409, 413, 422, 500, 503]
+        ),
+        GatewayRoute(
+            method: .post,
+            path: "/v1/profiles/{id}/transits",
+            operation: .requestTransits,
+            statuses: [202, 400, 401, 404, 408, 409, 413, 422, 500, 503]
+        ),
+        GatewayRoute(
+            method: .post,
+            path: "/v1/profiles/{id}/returns",
+            operation: .requestReturn,
+            statuses: [202, 400, 401, 404, 408, 409, 413, 422, 500, 503]
+        ),
+        GatewayRoute(
+            method: .post,
+            path: "/v1/profiles/{id}/wheels",
+            operation: .requestWheel,
+            statuses: [202, 400, 401, 404, 408, 409, 413, 422, 500, 503]
+        ),
+        GatewayRoute(
+            method: .get,
+            path: "/v1/chart-results/{id}",
+            operation: .getChartResult,
+            statuses: [200, 304, 400, 401, 404, 500, 503]
         ),
     ]
 

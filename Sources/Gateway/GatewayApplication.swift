@@ -201,6 +201,16 @@ public enum GatewayRoutes {
             return try await getExport(request, context: context, services)
         case .getProfileChartSVG:
             return try await getProfileChartSVG(request, context: context, services)
+        case .requestSynastry:
+            return try await requestSynastry(request, context: context, services)
+        case .requestTransits:
+            return try await requestTransits(request, context: context, services)
+        case .requestReturn:
+            return try await requestReturn(request, context: context, services)
+        case .requestWheel:
+            return try await requestWheel(request, context: context, services)
+        case .getChartResult:
+            return try await getChartResult(request, context: context, services)
         }
     }
 

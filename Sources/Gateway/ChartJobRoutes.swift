@@ -1,0 +1,379 @@
+import AstroDomain
+import Foundation
+import Hummingbird
+import Postgres
+
+// The chart-worker's jobs beyond the natal chart (issue 20, part 8), requested by the app:
+// `POST /v1/profiles/{id}/synastry|transits|returns|wheels` queue `chart.synastry`,
+// `chart.transits`, `chart.return` and `chart.render` for the caller, and
+// `GET /v1/chart-results/{id}` serves what they stored. A request is checked here as the job
+// checks it (the same AstroDomain validation, so the same codes) and against the database
+// (both profiles the caller's, both charts stored, the same zodiac), so a request that cannot
+// succeed never becomes a job; the worker checks it all again, since astroctl publishes these
+// jobs too. A result's id is derived from its content (CONTRACT.md "Chart results"), so it
+// never changes meaning: its `ETag` is the id and clients may keep it.
+
+extension GatewayRoutes {
+    /// The body members each route takes (the job's other members come from the token and the
+    /// path).
+    static let chartJobMembers: [JobType: Set<String>] = [
+        .chartSynastry: ["partnerProfileId", "angleMaxOrb"],
+        .chartTransits: ["from", "to"],
+        .chartReturn: ["kind", "year", "date", "place"],
+        .chartRender: ["wheel", "partnerProfileId", "at", "theme"],
+    ]
+
+    /// The largest body these routes read: their members are a few short fields.
+    static let maxChartJobBodyBytes = 4096
+
+    /// `POST /v1/profiles/{id}/synastry`: `chart.synastry` of the profile and `partnerProfileId`.
+    static func requestSynastry(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        try await requestChartJob(.chartSynastry, route: "synastry", request, context: context, services) {
+            (json: JSONValue) throws(ChartJobError) in
+            let job = try ChartSynastryRequest(json: json)
+            return (job.partnerProfileID, { job.json(with: $0) })
+        }
+    }
+
+    /// `POST /v1/profiles/{id}/transits`: `chart.transits` for `from` … `to`.
+    static func requestTransits(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        try await requestChartJob(.chartTransits, route: "transits", request, context: context, services) {
+            (json: JSONValue) throws(ChartJobError) in
+            let job = try ChartTransitsRequest(json: json)
+            return (nil, { job.json(with: $0) })
+        }
+    }
+
+    /// `POST /v1/profiles/{id}/returns`: `chart.return` (a solar return or a progression).
+    static func requestReturn(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        try await requestChartJob(.chartReturn, route: "returns", request, context: context, services) {
+            (json: JSONValue) throws(ChartJobError) in
+            let job = try ChartReturnRequest(json: json)
+            return (nil, { job.json(with: $0) })
+        }
+    }
+
+    /// `POST /v1/profiles/{id}/wheels`: `chart.render` (a natal wheel or a bi-wheel).
+    static func requestWheel(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        try await requestChartJob(.chartRender, route: "wheels", request, context: context, services) {
+            (json: JSONValue) throws(ChartJobError) in
+            let job = try ChartRenderRequest(json: json)
+            // The job ignores members its wheel does not use; here they are refused, so that a
+            // request never means something other than what it says.
+            if job.wheel != .synastry, json["partnerProfileId"] != nil {
+                throw ChartJobError(
+                    .invalidFieldType,
+                    field: "partnerProfileId",
+                    message: "partnerProfileId: only the synastry wheel takes a partner"
+                )
+            }
+            if job.wheel != .transits, json["at"] != nil {
+                throw ChartJobError(.invalidFieldType, field: "at", message: "at: only the transits wheel takes at")
+            }
+            return (job.partnerProfileID, { job.json(with: $0) })
+        }
+    }
+
+    /// What every chart job route does: the caller, the path's profile, the body checked by the
+    /// job's own validation, both profiles checked in the database, then `accept` (idempotency,
+    /// publish with confirm, 202).
+    /// - Parameter validate: The job's validation of the whole body (with a provisional job id);
+    ///   returns the partner profile, if any, and the body for the job id `accept` gives.
+    static func requestChartJob(
+        _ kind: JobType,
+        route: String,
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices,
+        validate: (JSONValue) throws(ChartJobError) -> (ProfileID?, @Sendable (JobID) -> JSONValue)
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let profile = ProfileID(try pathID(context, "id"))
+        let idempotencyKey = try idempotencyKey(request)
+        let data = try await body(request, services, limit: min(services.maxBodyBytes, maxChartJobBodyBytes))
+        var members = try self.members(data, allowed: chartJobMembers[kind] ?? [], optionalBody: false)
+        // The user comes from the token and the profile from the path; the job id is `accept`'s.
+        members["jobId"] = .string(JobID.random().description)
+        members["userId"] = .string(user.description)
+        members["profileId"] = .string(profile.description)
+        let partner: ProfileID?
+        let jobBody: @Sendable (JobID) -> JSONValue
+        do {
+            (partner, jobBody) = try validate(.object(members))
+        } catch {
+            throw chartJobProblem(error)
+        }
+        try await checkProfiles(profile, partner: partner, user: user, context: context, services)
+        return try await accept(
+            kind,
+            user: user,
+            idempotencyKey: idempotencyKey,
+            requestHash: requestHash(kind, path: "POST /v1/profiles/\(profile)/\(route)", data),
+            context: context,
+            services
+        ) { jobID in
+            (jobBody(jobID).jsonData(), [:])
+        }
+    }
+
+    /// A refused body as the API answers it: 400 `invalid-json` for a body that is not an
+    /// object, 422 with the job's code and field for anything else.
+    static func chartJobProblem(_ error: ChartJobError) -> Problem {
+        switch error.code {
+        case .invalidJSON: return Problem.invalid("invalid-json", error.message)
+        default:
+            return unprocessable(error.code.rawValue, error.message, field: error.field.isEmpty ? nil : error.field)
+        }
+    }
+
+    /// Both profiles the caller's (404 `profile-not-found` otherwise, the same answer for
+    /// unknown and other users' ids), both charts stored (409 `chart-not-ready`), and for two,
+    /// in the same zodiac (422 `zodiac-mismatch`).
+    static func checkProfiles(
+        _ profile: ProfileID,
+        partner: ProfileID?,
+        user: UserID,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws {
+        let found = try await database(context) {
+            try await services.resources.chartStates([profile] + (partner.map { [$0] } ?? []), user: user)
+        }
+        for (id, field) in [(profile, nil), (partner, "partnerProfileId")] as [(ProfileID?, String?)] {
+            guard let id else { continue }
+            guard let state = found[id] else {
+                throw Problem(
+                    status: 404,
+                    code: "profile-not-found",
+                    title: "Not found",
+                    detail: field == nil ? "no such profile" : "partnerProfileId: no such profile",
+                    field: field
+                )
+            }
+            guard state.zodiac != nil else {
+                throw Problem(
+                    status: 409,
+                    code: "chart-not-ready",
+                    title: "Conflict",
+                    detail: "\(field.map { "\($0): " } ?? "")the profile's chart is not calculated yet",
+                    field: field
+                )
+            }
+        }
+        if let partner, let first = found[profile]?.zodiac, let second = found[partner]?.zodiac, first != second {
+            throw unprocessable(
+                "zodiac-mismatch",
+                "partnerProfileId: the charts are in different zodiacs (\(first), \(second))",
+                field: "partnerProfileId"
+            )
+        }
+    }
+
+    // MARK: Results
+
+    /// How long a client may keep a result without asking: its id names its content, so it
+    /// never changes, but it can be deleted (the profile, retention), so not forever.
+    static let chartResultMaxAge = 3600
+
+    /// `GET /v1/chart-results/{id}`: a stored result of the caller: JSON kinds as
+    /// `application/json`, wheels as `image/svg+xml` (`format=json` gives any result's JSON
+    /// document, a wheel's with its SVG as a string). 304 for `If-None-Match` of its id, 404
+    /// for no such result of the caller, 400 `invalid-format`.
+    static func getChartResult(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices
+    ) async throws -> Response {
+        let user = try authenticate(request, context: context, services)
+        let id = try pathID(context, "id")
+        let format = try resultFormat(request)
+        let etag = "\"\(id.uuidString.lowercased())\""
+        var headers: HTTPFields = [
+            .eTag: etag,
+            .cacheControl: "private, max-age=\(chartResultMaxAge)",
+            .init("X-Content-Type-Options")!: "nosniff",
+        ]
+        if let match = request.headers[.ifNoneMatch], ETagMatch.matches(match, etag) {
+            // The id names the content; only whether it is still the caller's is asked.
+            guard try await database(context, { try await services.resources.touchChartResult(id, user: user) })
+            else { throw Problem.notFound() }
+            return Response(status: .notModified, headers: headers)
+        }
+        guard let result = try await database(context, { try await services.resources.chartResult(id, user: user) })
+        else { throw Problem.notFound() }
+        if result.kind == ChartResultKind.wheel.rawValue, format != "json", let svg = result.svg {
+            headers[.contentType] = "image/svg+xml; charset=utf-8"
+            headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: svg)))
+        }
+        if format == "svg" {
+            throw Problem.invalid(
+                "invalid-format",
+                "format: svg is only for a wheel; this result is JSON",
+                field: "format"
+            )
+        }
+        headers[.contentType] = "application/json"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: result.jsonText)))
+    }
+
+    /// `format`: `json`, `svg` or absent (the result's own type).
+    /// - Throws: `Problem` 400 `invalid-format` for anything else, or more than one.
+    static func resultFormat(_ request: Request) throws -> String? {
+        if let query = request.uri.query, query.utf8.count > maxWheelQueryBytes {
+            throw Problem.invalid("invalid-query", "the query string is over \(maxWheelQueryBytes) bytes")
+        }
+        let values = request.uri.queryParameters.getAll("format")
+        guard let text = values.first else { return nil }
+        guard values.count == 1, text == "json" || text == "svg" else {
+            throw Problem.invalid("invalid-format", "format: json or svg", field: "format")
+        }
+        return text
+    }
+}
+
+extension ChartSynastryRequest {
+    /// The body with `jobID` as its job id.
+    func json(with jobID: JobID) -> JSONValue {
+        var job = self
+        job.jobID = jobID
+        return job.json
+    }
+}
+
+extension ChartTransitsRequest {
+    /// The body with `jobID` as its job id.
+    func json(with jobID: JobID) -> JSONValue {
+        var job = self
+        job.jobID = jobID
+        return job.json
+    }
+}
+
+extension ChartReturnRequest {
+    /// The body with `jobID` as its job id.
+    func json(with jobID: JobID) -> JSONValue {
+        var job = self
+        job.jobID = jobID
+        return job.json
+    }
+}
+
+extension ChartRenderRequest {
+    /// The body with `jobID` as its job id.
+    func json(with jobID: JobID) -> JSONValue {
+        var job = self
+        job.jobID = jobID
+        return job.json
+    }
+}
+
+extension ResourceStore {
+    /// A profile of the caller as a chart job needs it: its chart's zodiac, `nil` before the
+    /// chart is stored.
+    struct ChartState: Sendable, Equatable {
+        var zodiac: String?
+    }
+
+    /// The caller's profiles among `ids` (at most two) and their charts' zodiacs; another user's
+    /// and unknown ids are absent alike.
+    /// - Throws: `PostgresError`.
+    func chartStates(_ ids: [ProfileID], user: UserID) async throws -> [ProfileID: ChartState] {
+        precondition((1...2).contains(ids.count))
+        return try await pool.withConnection { database -> [ProfileID: ChartState] in
+            var states: [ProfileID: ChartState] = [:]
+            for row in try database.query(
+                """
+                SELECT p.id, CASE WHEN c.id IS NULL THEN NULL
+                    ELSE coalesce(c.chart_data->>'zodiac', 'tropical') END AS zodiac
+                FROM user_profiles p LEFT JOIN birth_charts c ON c.profile_id = p.id
+                WHERE p.user_id = $1 AND (p.id = $2 OR p.id = $3)
+                """,
+                [user.uuid, ids[0].uuid, ids.last!.uuid]
+            ) {
+                states[ProfileID(try row.decode(UUID.self, "id"))] = ChartState(
+                    zodiac: try row.decode(String?.self, "zodiac")
+                )
+            }
+            return states
+        }
+    }
+
+    /// A stored chart result as `GET /v1/chart-results/{id}` serves it.
+    struct ChartResultView: Sendable, Equatable {
+        var kind: String
+        /// The JSON document (`id`, `kind`, `profileId`, `partnerProfileId`, `parameters`,
+        /// `createdAt`, `result` or `svg`), built by PostgreSQL from the stored `jsonb` without
+        /// parsing it here.
+        var jsonText: String
+        /// A wheel's SVG.
+        var svg: String?
+    }
+
+    /// The caller's result `id` (touching its `last_used_at`, at most once an hour, for the
+    /// retention of unused results); `nil` when there is no such result of the caller.
+    /// - Throws: `PostgresError`.
+    func chartResult(_ id: UUID, user: UserID) async throws -> ChartResultView? {
+        try await pool.withConnection { database -> ChartResultView? in
+            guard
+                let row = try database.query(
+                    """
+                    WITH touched AS (
+                        UPDATE chart_results SET last_used_at = now()
+                        WHERE id = $1 AND user_id = $2 AND last_used_at < now() - interval '1 hour'
+                        RETURNING id
+                    )
+                    SELECT kind, svg,
+                        jsonb_build_object('id', id, 'kind', kind, 'profileId', profile_id,
+                            'partnerProfileId', partner_profile_id, 'parameters', parameters,
+                            'createdAt', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                            'engineVersion', engine_version, 'bytes', bytes)
+                        || CASE WHEN svg IS NULL THEN jsonb_build_object('result', result)
+                            ELSE jsonb_build_object('svg', svg) END AS document
+                    FROM chart_results WHERE id = $1 AND user_id = $2
+                    """,
+                    [id, user.uuid]
+                ).first
+            else { return nil }
+            return ChartResultView(
+                kind: try row.decode(String.self, "kind"),
+                jsonText: row.rawText("document") ?? "{}",
+                svg: try row.decode(String?.self, "svg")
+            )
+        }
+    }
+
+    /// Whether the caller has result `id`, touching its `last_used_at` as `chartResult` does.
+    /// - Throws: `PostgresError`.
+    func touchChartResult(_ id: UUID, user: UserID) async throws -> Bool {
+        try await pool.withConnection { database -> Bool in
+            try !database.query(
+                """
+                WITH touched AS (
+                    UPDATE chart_results SET last_used_at = now()
+                    WHERE id = $1 AND user_id = $2 AND last_used_at < now() - interval '1 hour'
+                    RETURNING id
+                )
+                SELECT 1 FROM chart_results WHERE id = $1 AND user_id = $2
+                """,
+                [id, user.uuid]
+            ).isEmpty
+        }
+    }
+}
