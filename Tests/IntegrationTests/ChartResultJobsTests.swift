@@ -3,6 +3,7 @@ import AstroDomain
 import ChartEngine
 import Ephemeris
 import Foundation
+import Maintenance
 import Postgres
 import Testing
 import WorkerRuntime
@@ -287,6 +288,46 @@ struct ChartResultJobsTests {
         let aSun = try #require(a.planets.first { $0.name == .sun })
         #expect(inner.contains { $0.hasPrefix("Sun ") && $0.contains(aSun.sign.rawValue) }, "\(inner)")
         #expect(svg.contains("Me (inner) and Partner (outer)"))
+
+        // astroctl, as the operator's role: the stored document and the wheel's bytes.
+        let operatorURL = try await RuntimeTestEnvironment.databaseURL(as: .operator)
+        let astroctl = ProcessRunner.productPath("astroctl")
+        // Through a file: the document is larger than a pipe holds, and ProcessRunner reads the
+        // pipe only once the process ended.
+        let printed = FileManager.default.temporaryDirectory.appendingPathComponent("result-\(UUID()).json")
+        defer { try? FileManager.default.removeItem(at: printed) }
+        let shown = try await ProcessRunner.run(
+            "/bin/sh",
+            [
+                "-c", "exec \"$0\" chart-results show \"$1\" --json --database-url \"$2\" > \"$3\"", astroctl, resultID,
+                operatorURL, printed.path,
+            ]
+        )
+        #expect(shown.status == 0, "\(shown.error)")
+        #expect(try JSONValue.parse(Data(contentsOf: printed)) == document)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("wheel-\(UUID()).svg")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let written = try await ProcessRunner.run(
+            astroctl,
+            ["chart-results", "show", wheelID, "--svg", file.path, "--database-url", operatorURL]
+        )
+        #expect(written.status == 0, "\(written.error)")
+        #expect(written.output.contains("kind       wheel"))
+        #expect(try String(contentsOf: file, encoding: .utf8) == svg)
+        let missing = try await ProcessRunner.run(
+            astroctl,
+            ["chart-results", "show", UUID().uuidString, "--database-url", operatorURL]
+        )
+        #expect(missing.status == 1 && missing.error.contains("no chart result"), "\(missing)")
+        // astroctl publish checks a chart result job's body before queueing it.
+        let bodyFile = FileManager.default.temporaryDirectory.appendingPathComponent("job-\(UUID()).json")
+        defer { try? FileManager.default.removeItem(at: bodyFile) }
+        try JSONValue.object([
+            "userId": .string(user.uuidString.lowercased()), "profileId": .string(me.uuidString.lowercased()),
+            "from": "2026-01-01", "to": "2027-02-05",
+        ]).jsonData().write(to: bodyFile)
+        let refused = try await ProcessRunner.run(astroctl, ["publish", "chart.transits", "--file", bodyFile.path])
+        #expect(refused.status != 0 && refused.error.contains("invalid-range"), "\(refused)")
     }
 
     /// The `<title>` of every body on a wheel, read by Python's XML parser (so the SVG must be
@@ -447,6 +488,72 @@ struct ChartResultJobsTests {
             houseSystem: chart.houseSystemRequested ?? chart.houseSystem,
             dstPolicy: chart.dstPolicyApplied,
             zodiac: chart.zodiac
+        )
+    }
+
+    @Test func resultsUnusedForTheRetentionPeriodAreDeleted() async throws {
+        let stack = try await Self.start(label: "chart-results-retention")
+        defer { stack.close() }
+        let user = UUID()
+        let me = try await profile(
+            stack,
+            user: user,
+            name: "Me",
+            date: "1990-10-07",
+            time: "15:00",
+            timezone: "Europe/Kyiv",
+            latitude: 50.45,
+            longitude: 30.52
+        )
+        var ids: [String] = []
+        for theme in ["light", "dark"] {
+            let job = JobID.random()
+            try await publish(
+                stack,
+                .chartRender,
+                [
+                    "jobId": .string(job.description), "userId": .string(user.uuidString.lowercased()),
+                    "profileId": .string(me.uuidString.lowercased()), "wheel": "natal", "theme": .string(theme),
+                ]
+            )
+            ids.append(try #require(try await finished(job, stack).result?["resultId"]?.stringValue))
+        }
+        // The light wheel was last used 181 days ago, the dark one now.
+        let stale = ids[0]
+        _ = try await pool.withConnection { database in
+            try database.execute(
+                "UPDATE chart_results SET last_used_at = now() - interval '181 days' WHERE id = $1::uuid",
+                [stale]
+            )
+        }
+        let maintenance = PostgresPool(
+            configuration: try PostgresConfiguration(
+                url: try await RuntimeTestEnvironment.databaseURL(as: .maintenance)
+            ),
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        defer { Task { await maintenance.close() } }
+        var off = RetentionConfiguration.defaults
+        off.chartResultRetention = nil
+        let kept = try await Retention(pool: maintenance, configuration: off, logger: RuntimeTestEnvironment.logger)
+            .run(now: Date(), dryRun: false, deadline: .now + .seconds(60))
+        #expect((kept.deleted[.chartResults] ?? 0) == 0)
+        #expect(try await storedResult(ids[0]) != nil)
+        let report = try await Retention(
+            pool: maintenance,
+            configuration: .defaults,
+            logger: RuntimeTestEnvironment.logger
+        ).run(now: Date(), dryRun: false, deadline: .now + .seconds(60))
+        #expect(report.deleted[.chartResults] == 1)
+        #expect(try await storedResult(ids[0]) == nil)
+        #expect(try await storedResult(ids[1]) != nil)
+        #expect(RetentionConfiguration.defaults.chartResultRetention == .seconds(180 * 86_400))
+        #expect(throws: RetentionConfigurationError.self) {
+            try RetentionConfiguration.fromEnvironment(["CHART_RESULT_RETENTION": "12h"])
+        }
+        #expect(
+            try RetentionConfiguration.fromEnvironment(["CHART_RESULT_RETENTION": "off"]).chartResultRetention == nil
         )
     }
 
