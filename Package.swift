@@ -115,7 +115,10 @@ let package = Package(
         // The chart-worker's job: validate, compute, store profile and chart.
         .target(
             name: "ChartService",
-            dependencies: ["ChartEngine", "Ephemeris", "AstroDomain", "Postgres", "WorkerRuntime", "UUIDText"]
+            dependencies: [
+                "ChartEngine", "Ephemeris", "AstroDomain", "Postgres", "WorkerRuntime", "UUIDText", "ChartWheel",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
 
         // StoreKit 2 signed data (JWS with an x5c chain) verified the way Apple's App Store Server

@@ -17,6 +17,7 @@ extension MetricLabel {
         "jobs", "gateway_jobs", "outbox", "delivery_counts", "gateway_refresh_tokens", "gateway_attest_challenges",
         "maintenance_runs", "stories.stories", "stories.pages", "stories.child_profiles",
         "user_exports",
+        "chart_results",
     ]
     /// How a maintenance run ended (`astro_maintenance_runs_total{outcome}`).
     public static let maintenanceOutcomes: [String] = ["completed", "partial", "failed"]

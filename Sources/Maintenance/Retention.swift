@@ -27,6 +27,8 @@ public enum RetentionTable: String, Sendable, CaseIterable, Hashable {
     case childProfiles = "stories.child_profiles"
     /// Users' exports (their zips) past their `expires_at` (USER_EXPORT_TTL_SECONDS).
     case userExports = "user_exports"
+    /// Stored chart results not used for `CHART_RESULT_RETENTION`.
+    case chartResults = "chart_results"
 }
 
 /// What one retention pass did.
@@ -227,6 +229,19 @@ public struct Retention: Sendable {
                 """,
             cutoff: now
         )
+        if let retention = configuration.chartResultRetention {
+            try await simplePass(
+                .chartResults,
+                into: &report,
+                deadline: deadline,
+                sql: """
+                    DELETE FROM chart_results WHERE id = ANY(ARRAY(
+                        SELECT id FROM chart_results WHERE last_used_at < $1 LIMIT $2
+                    ))
+                    """,
+                cutoff: now.addingTimeInterval(-seconds(retention))
+            )
+        }
         if let retention = configuration.childDataRetention {
             try await expireChildrensData(
                 cutoff: now.addingTimeInterval(-seconds(retention)),
@@ -368,6 +383,9 @@ public struct Retention: Sendable {
         let childCutoff =
             configuration.childDataRetention.map { now.addingTimeInterval(-seconds($0)) }
             ?? Date(timeIntervalSince1970: 0)
+        let chartResultCutoff =
+            configuration.chartResultRetention.map { now.addingTimeInterval(-seconds($0)) }
+            ?? Date(timeIntervalSince1970: 0)
         let row = try await pool.withTransaction { database in
             try database.execute("SELECT set_config('statement_timeout', $1, true)", ["300s"])
             return try database.query(
@@ -396,9 +414,11 @@ public struct Retention: Sendable {
                       AND NOT EXISTS (SELECT 1 FROM stories.stories AS t WHERE t.child_profile_id = c.id
                           AND t.last_opened_at >= $7) LIMIT $3) AS s) AS "stories.child_profiles",
                   (SELECT count(*) FROM (SELECT 1 FROM user_exports WHERE expires_at < $5 LIMIT $3) AS s)
-                      AS user_exports
+                      AS user_exports,
+                  (SELECT count(*) FROM (SELECT 1 FROM chart_results WHERE last_used_at < $8 LIMIT $3) AS s)
+                      AS chart_results
                 """,
-                [jobCutoff, outboxCutoff, cap, countCutoff, now, historyCutoff, childCutoff]
+                [jobCutoff, outboxCutoff, cap, countCutoff, now, historyCutoff, childCutoff, chartResultCutoff]
             ).first
         }
         report.batches += 1

@@ -26,6 +26,10 @@ public struct RetentionConfiguration: Sendable, Equatable {
     /// everything of it (`CHILD_DATA_RETENTION`, default 365 days, 30 … 3650 days; `off` keeps
     /// children's data until the parent deletes it). nil is `off`.
     public var childDataRetention: Duration?
+    /// A stored chart result (`chart_results`) not used for this long is deleted: its next
+    /// request computes it again (`CHART_RESULT_RETENTION`, default 180 days, 1 … 3650 days;
+    /// `off` keeps them until their profile goes). nil is `off`.
+    public var chartResultRetention: Duration? = .seconds(180 * 86_400)
 
     /// The documented defaults.
     public static let defaults = RetentionConfiguration(
@@ -65,10 +69,11 @@ public struct RetentionConfiguration: Sendable, Equatable {
     static let deadLetterMaxLengthBounds: ClosedRange<Int> = 1...1_000_000
     // The lower bound is also enforced by the database (stories.expire_unopened, migration 0029).
     static let childDataRetentionBounds: ClosedRange<Int64> = (30 * 86_400)...(3650 * 86_400)
+    static let chartResultRetentionBounds: ClosedRange<Int64> = 86_400...(3650 * 86_400)
 
     /// Reads `JOB_RETENTION`, `OUTBOX_RETENTION`, `RETENTION_BATCH_SIZE`,
     /// `RETENTION_MAX_DURATION`, `DEAD_LETTER_MAX_AGE`, `DEAD_LETTER_MAX_LENGTH` and
-    /// `CHILD_DATA_RETENTION` (a duration or `off`); an unset or
+    /// `CHILD_DATA_RETENTION` and `CHART_RESULT_RETENTION` (each a duration or `off`); an unset or
     /// empty variable takes its default. Durations are a whole number with a unit: `s`, `m`,
     /// `h` or `d` (`7d`, `36h`, `90m`).
     ///
@@ -112,6 +117,11 @@ public struct RetentionConfiguration: Sendable, Equatable {
                 text == "off"
                 ? nil : try duration("CHILD_DATA_RETENTION", text, within: childDataRetentionBounds)
         }
+        if let text = value("CHART_RESULT_RETENTION") {
+            configuration.chartResultRetention =
+                text == "off"
+                ? nil : try duration("CHART_RESULT_RETENTION", text, within: chartResultRetentionBounds)
+        }
         try configuration.validated()
         return configuration
     }
@@ -137,6 +147,9 @@ public struct RetentionConfiguration: Sendable, Equatable {
         try check("DEAD_LETTER_MAX_AGE", deadLetterMaxAge, Self.deadLetterMaxAgeBounds)
         if let childDataRetention {
             try check("CHILD_DATA_RETENTION", childDataRetention, Self.childDataRetentionBounds)
+        }
+        if let chartResultRetention {
+            try check("CHART_RESULT_RETENTION", chartResultRetention, Self.chartResultRetentionBounds)
         }
         guard Self.batchSizeBounds.contains(batchSize) else {
             throw RetentionConfigurationError(

@@ -27,6 +27,7 @@ struct AstroCtl: AsyncParsableCommand {
             ReportCommand.self, StoriesCommand.self, BrokerCommand.self, DeadCommand.self,
             RetentionCommand.self, UserCommand.self,
             PairCommand.self,
+            ChartResultsCommand.self,
         ]
     )
 

@@ -148,6 +148,7 @@ struct Publish: AsyncParsableCommand {
         }
         let (body, jobID) = try Self.prepareBody(input)
         let jobType = JobType(rawValue: type)
+        try ChartResultBodies.validate(jobType, body: body)
         if !noRecord {
             // So `astroctl job` can say "queued" before a worker picks it up. A worker that
             // finishes first simply overwrites it; ON CONFLICT keeps this harmless.
