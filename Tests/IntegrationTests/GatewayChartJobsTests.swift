@@ -207,4 +207,158 @@ struct GatewayChartJobsTests {
         #expect(badFormat.status == 400 && badFormat.json?["code"] == "invalid-format")
         #expect(!gateway.processes.output.contains("status not in the route table"))
     }
+    /// Waits for a chart job through `GET /v1/jobs/{id}?wait=`; returns its result.
+    static func result(_ base: String, _ jobID: String, token: String, logs: () -> String) async throws -> JSONValue {
+        let job = try await GatewayResourcesTests.finished(base, jobID, token: token, logs: logs)
+        #expect(job["status"] == "succeeded", "\(job)\n\(logs())")
+        return try #require(job["result"])
+    }
+
+    /// Two profiles → a synastry through the gateway and the real chart-worker → the stored result
+    /// served to its user only; the same request again finds it (cached, same id); a synastry
+    /// wheel as SVG, likewise.
+    @Test func aSynastryFromRequestToStoredResult() async throws {
+        let gateway = try await GatewayHarness.launch(chartWorker: true, label: "chart-jobs-journey")
+        defer { gateway.processes.stop() }
+        let base = gateway.base
+        let logs = { gateway.processes.output }
+        let pool = try await Self.adminPool()
+        defer { Task { await pool.close() } }
+        let (_, token) = try await GatewayHarness.register(base)
+        let (_, otherToken) = try await GatewayHarness.register(base)
+        let me = try await Self.profile(base, token: token, name: "Me", logs: logs)
+        let partner = try await Self.profile(base, token: token, name: "Partner", birthDate: "1992-03-14", logs: logs)
+
+        let body: JSONValue = ["partnerProfileId": .string(partner)]
+        let first = try await Self.request("POST", "\(base)/v1/profiles/\(me)/synastry", token: token, body: body)
+        let firstResult = try await Self.result(
+            base,
+            try GatewayResourcesTests.accepted(first),
+            token: token,
+            logs: logs
+        )
+        #expect(firstResult["kind"] == "synastry" && firstResult["cached"] == .bool(false), "\(firstResult)")
+        let resultID = try #require(firstResult["resultId"]?.stringValue)
+
+        let stored = try await Self.request("GET", "\(base)/v1/chart-results/\(resultID)", token: token)
+        #expect(stored.status == 200, "\(String(describing: stored.json))")
+        #expect(stored.headers["content-type"] == "application/json")
+        #expect(stored.headers["etag"] == "\"\(resultID)\"")
+        #expect(stored.headers["cache-control"] == "private, max-age=3600")
+        #expect(stored.json?["id"]?.stringValue == resultID)
+        #expect(stored.json?["kind"] == "synastry")
+        #expect(stored.json?["profileId"]?.stringValue == me)
+        #expect(stored.json?["partnerProfileId"]?.stringValue == partner)
+        #expect(stored.json?["parameters"]?["partnerProfileId"]?.stringValue == partner)
+        for part in ["synastry", "compatibility", "composite", "davison"] {
+            #expect(stored.json?["result"]?[part] != nil, "result.\(part) missing")
+        }
+        let aspects = stored.json?["result"]?["synastry"]?["aspects"]?.arrayValue ?? []
+        #expect(!aspects.isEmpty, "no synastry aspects: \(String(describing: stored.json?["result"]?["synastry"]))")
+
+        // Revalidation, another user, a format the result does not have.
+        let unchanged = try await Self.request(
+            "GET",
+            "\(base)/v1/chart-results/\(resultID)",
+            token: token,
+            headers: ["If-None-Match": "\"\(resultID)\""]
+        )
+        #expect(unchanged.status == 304)
+        for headers in [[:], ["If-None-Match": "\"\(resultID)\""]] {
+            let foreign = try await Self.request(
+                "GET",
+                "\(base)/v1/chart-results/\(resultID)",
+                token: otherToken,
+                headers: headers
+            )
+            #expect(foreign.status == 404 && foreign.json?["code"] == "not-found", "\(headers)")
+        }
+        let notSVG = try await Self.request("GET", "\(base)/v1/chart-results/\(resultID)?format=svg", token: token)
+        #expect(notSVG.status == 400 && notSVG.json?["code"] == "invalid-format")
+
+        // A result unused for hours is touched when served (retention reads last_used_at).
+        try await pool.withConnection { database in
+            _ = try database.execute(
+                "UPDATE chart_results SET last_used_at = now() - interval '2 hours' WHERE id = $1::uuid",
+                [resultID]
+            )
+        }
+        #expect(try await Self.request("GET", "\(base)/v1/chart-results/\(resultID)", token: token).status == 200)
+        let touched = try await pool.withConnection { database in
+            try database.query(
+                "SELECT last_used_at > now() - interval '1 minute' AS recent FROM chart_results WHERE id = $1::uuid",
+                [resultID]
+            ).first?.decode(Bool.self, "recent")
+        }
+        #expect(touched == true)
+
+        // The same request again: a new job, the same stored result, nothing computed.
+        let second = try await Self.request("POST", "\(base)/v1/profiles/\(me)/synastry", token: token, body: body)
+        let secondResult = try await Self.result(
+            base,
+            try GatewayResourcesTests.accepted(second),
+            token: token,
+            logs: logs
+        )
+        #expect(secondResult["resultId"]?.stringValue == resultID)
+        #expect(secondResult["cached"] == .bool(true))
+
+        // A synastry wheel: SVG with both charts' planets; again, the same id from the cache.
+        let wheelBody: JSONValue = ["wheel": "synastry", "partnerProfileId": .string(partner), "theme": "dark"]
+        var wheelIDs: [String] = []
+        for round in 0..<2 {
+            let wheel = try await Self.request(
+                "POST",
+                "\(base)/v1/profiles/\(me)/wheels",
+                token: token,
+                body: wheelBody
+            )
+            let wheelResult = try await Self.result(
+                base,
+                try GatewayResourcesTests.accepted(wheel),
+                token: token,
+                logs: logs
+            )
+            #expect(wheelResult["kind"] == "wheel" && wheelResult["cached"] == .bool(round == 1), "\(wheelResult)")
+            wheelIDs.append(try #require(wheelResult["resultId"]?.stringValue))
+        }
+        #expect(wheelIDs.count == 2 && wheelIDs[0] == wheelIDs[1] && wheelIDs[0] != resultID)
+        let svg = try await GatewayChartWheelTests.get("\(base)/v1/chart-results/\(wheelIDs[0])", token: token)
+        #expect(svg.status == 200)
+        #expect(svg.headers["content-type"] == "image/svg+xml; charset=utf-8")
+        let parsed = WheelXML.parse(svg.body)
+        #expect(parsed.isValid && parsed.rootName == "svg", "\(parsed.error ?? "")")
+        #expect(
+            parsed.titles.filter { $0.hasPrefix("Sun ") && !$0.contains(", orb ") }.count == 2,
+            "both rings' Sun: \(parsed.titles.prefix(40))"
+        )
+        let wheelJSON = try await Self.request(
+            "GET",
+            "\(base)/v1/chart-results/\(wheelIDs[0])?format=json",
+            token: token
+        )
+        #expect(wheelJSON.json?["kind"] == "wheel")
+        #expect(wheelJSON.json?["svg"]?.stringValue?.utf8.count == svg.body.count)
+        #expect(wheelJSON.json?["parameters"]?["theme"] == "dark")
+
+        // Transits for a month and a solar return: their stored documents, under their own kinds.
+        for (route, body, kind) in [
+            ("transits", ["from": "2027-01-01", "to": "2027-02-01"] as JSONValue, "transits"),
+            ("returns", ["kind": "solar-return", "year": 2027] as JSONValue, "solar-return"),
+            ("returns", ["kind": "progressed", "date": "2027-06-01"] as JSONValue, "progressed"),
+        ] {
+            let asked = try await Self.request("POST", "\(base)/v1/profiles/\(me)/\(route)", token: token, body: body)
+            let done = try await Self.result(base, try GatewayResourcesTests.accepted(asked), token: token, logs: logs)
+            #expect(done["kind"]?.stringValue == kind, "\(done)")
+            let id = try #require(done["resultId"]?.stringValue)
+            let served = try await Self.request("GET", "\(base)/v1/chart-results/\(id)", token: token)
+            #expect(served.status == 200 && served.json?["kind"]?.stringValue == kind)
+            guard case .object(let document)? = served.json?["result"] else {
+                Issue.record("\(kind): no result document in \(String(describing: served.json))")
+                continue
+            }
+            #expect(!document.isEmpty)
+        }
+        #expect(!gateway.processes.output.contains("status not in the route table"))
+    }
 }
