@@ -229,16 +229,21 @@ struct GatewayChartJobsTests {
         let me = try await Self.profile(base, token: token, name: "Me", logs: logs)
         let partner = try await Self.profile(base, token: token, name: "Partner", birthDate: "1992-03-14", logs: logs)
 
+        // The caller's event stream, open before the job: chart.computed reaches it.
+        let stream = try GatewayEventsTests.SSEClient(base, token: token)
+        defer { stream.close() }
+        try await stream.waitUntilOpen()
+
         let body: JSONValue = ["partnerProfileId": .string(partner)]
         let first = try await Self.request("POST", "\(base)/v1/profiles/\(me)/synastry", token: token, body: body)
-        let firstResult = try await Self.result(
-            base,
-            try GatewayResourcesTests.accepted(first),
-            token: token,
-            logs: logs
-        )
+        let firstJob = try GatewayResourcesTests.accepted(first)
+        let firstResult = try await Self.result(base, firstJob, token: token, logs: logs)
         #expect(firstResult["kind"] == "synastry" && firstResult["cached"] == .bool(false), "\(firstResult)")
         let resultID = try #require(firstResult["resultId"]?.stringValue)
+        let computed = try await stream.waitFor("chart.computed of the synastry") {
+            $0.type == "chart.computed" && $0.data?["jobId"]?.stringValue == firstJob
+        }
+        #expect(computed.data?["resultId"]?.stringValue == resultID && computed.data?["kind"] == "synastry")
 
         let stored = try await Self.request("GET", "\(base)/v1/chart-results/\(resultID)", token: token)
         #expect(stored.status == 200, "\(String(describing: stored.json))")
