@@ -643,11 +643,17 @@ struct ChartResultJobsTests {
 }
 
 extension ChartResultJobsTests.Stack {
-    /// Stops the worker now (the next test's worker must not share its queues) and closes the
-    /// publisher.
+    /// Stops the worker now (the next test's worker must not share its queues), empties the
+    /// result jobs' dead-letter queues and closes the publisher.
     func close() {
         worker.stop()
         let publisher = publisher
-        Task { await publisher.close() }
+        Task {
+            // The refusals' dead letters: other suites read the contract's dead-letter queues.
+            for type in JobType.chartResultJobs {
+                _ = try? await publisher.purgeQueue(BrokerNames.deadLetterQueue(of: type.rawValue))
+            }
+            await publisher.close()
+        }
     }
 }
