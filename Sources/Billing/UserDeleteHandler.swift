@@ -77,7 +77,7 @@ public struct UserDeleteHandler: JobHandler {
     public static let erasedTables: Set<String> = [
         "user_profiles", "report_purchases", "stories.child_profiles", "stories.stories", "stories.collections",
         "gateway_refresh_tokens", "gateway_device_keys", "gateway_jobs", "jobs", "consumption_consents",
-        "user_exports",
+        "user_exports", "chart_results",
     ]
 
     /// The tables with a `user_id` column whose rows of the user are kept, detached from any
@@ -99,6 +99,9 @@ public struct UserDeleteHandler: JobHandler {
         """
         DELETE FROM stories.child_profiles WHERE id IN (SELECT id FROM stories.child_profiles WHERE user_id = $1 LIMIT $2)
         """,
+        // Stored chart results would go with their profiles too; by their user, so that none is
+        // left whatever profile it names.
+        "DELETE FROM chart_results WHERE id IN (SELECT id FROM chart_results WHERE user_id = $1 LIMIT $2)",
         // Charts and reports go with their profiles (ON DELETE CASCADE).
         "DELETE FROM user_profiles WHERE id IN (SELECT id FROM user_profiles WHERE user_id = $1 LIMIT $2)",
         "DELETE FROM report_purchases WHERE id IN (SELECT id FROM report_purchases WHERE user_id = $1 LIMIT $2)",

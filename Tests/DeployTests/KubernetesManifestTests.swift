@@ -1049,7 +1049,7 @@ extension KubernetesManifestTests {
         static let all: [Worker] = [
             Worker(
                 name: "chart-worker",
-                queues: ["chart.calculate"],
+                queues: ["chart.calculate", "chart.synastry", "chart.transits", "chart.return", "chart.render"],
                 role: "astro_chart_worker",
                 passwordVariable: "CHART_WORKER_DB_PASSWORD"
             ),

@@ -39,25 +39,39 @@ struct ChartResultJobsTests {
         let metricsURL: String
     }
 
+    /// Starts the chart-worker on a random metrics port, again on another one when that port was
+    /// taken (the worker then exits at once), and waits until it is ready.
     static func start(label: String) async throws -> Stack {
         let publisher = try await RuntimeTestEnvironment.contractPublisher(
             purging: [.chartCalculate] + JobType.chartResultJobs
         )
-        let port = Int.random(in: 40_000..<50_000)
-        let (process, log) = try GatewayHarness.start(
-            "chart-worker",
-            environment: [
-                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
-                "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
-                "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
-            ],
-            label: label
-        )
-        return Stack(
-            publisher: publisher,
-            worker: GatewayHarness.Processes(processes: [process], logs: [log]),
-            metricsURL: "http://127.0.0.1:\(port)/metrics"
-        )
+        for _ in 0..<5 {
+            let port = Int.random(in: 40_000..<50_000)
+            let (process, log) = try GatewayHarness.start(
+                "chart-worker",
+                environment: [
+                    "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
+                    "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
+                    "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning",
+                    "MIGRATE_ON_START": "false",
+                ],
+                label: label
+            )
+            let worker = GatewayHarness.Processes(processes: [process], logs: [log])
+            let base = "http://127.0.0.1:\(port)"
+            do {
+                try await RuntimeTestEnvironment.eventually("the chart-worker is ready", timeout: .seconds(30)) {
+                    guard process.isRunning else { throw RuntimeTestError("exited: \(worker.output)") }
+                    return (try? await GatewayHarness.request("GET", "\(base)/readyz"))?.status == 200
+                }
+            } catch {
+                worker.stop()
+                continue
+            }
+            return Stack(publisher: publisher, worker: worker, metricsURL: "\(base)/metrics")
+        }
+        await publisher.close()
+        throw RuntimeTestError("the chart-worker did not start on any of five ports")
     }
 
     func publish(_ stack: Stack, _ type: JobType, _ body: JSONValue) async throws {
@@ -474,6 +488,17 @@ struct ChartResultJobsTests {
         }
         let progressed = try await run(.chartReturn, ["kind": "progressed", "date": "2026-10-07"])
         #expect(progressed.status == "succeeded" && progressed.result?["kind"] == "progressed", "\(progressed)")
+
+        // A transits wheel at a given minute: the sky of that minute outside; asked again with
+        // the same minute (seconds dropped), the same stored wheel.
+        let sky = try await run(.chartRender, ["wheel": "transits", "at": "2026-03-01T12:00:00Z"])
+        #expect(sky.status == "succeeded", "\(sky)")
+        let skyID = try #require(sky.result?["resultId"]?.stringValue)
+        let skySVG = try #require(try await storedResult(skyID)?.svg)
+        #expect(skySVG.contains("Transits 2026-03-01 12:00 UTC"))
+        #expect(try await Self.bodyTitles(skySVG).filter { $0.contains("in inner house") }.count == 10)
+        let again = try await run(.chartRender, ["wheel": "transits", "at": "2026-03-01T12:00:30Z"])
+        #expect(again.result?["resultId"]?.stringValue == skyID && again.result?["cached"] == .bool(true))
     }
 
     static func birth(of chart: NatalChart) -> BirthData {
@@ -618,11 +643,17 @@ struct ChartResultJobsTests {
 }
 
 extension ChartResultJobsTests.Stack {
-    /// Stops the worker now (the next test's worker must not share its queues) and closes the
-    /// publisher.
+    /// Stops the worker now (the next test's worker must not share its queues), empties the
+    /// result jobs' dead-letter queues and closes the publisher.
     func close() {
         worker.stop()
         let publisher = publisher
-        Task { await publisher.close() }
+        Task {
+            // The refusals' dead letters: other suites read the contract's dead-letter queues.
+            for type in JobType.chartResultJobs {
+                _ = try? await publisher.purgeQueue(BrokerNames.deadLetterQueue(of: type.rawValue))
+            }
+            await publisher.close()
+        }
     }
 }

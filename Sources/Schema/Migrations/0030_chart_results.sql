@@ -51,6 +51,10 @@ CREATE POLICY jobs_gateway_read_chart_results ON jobs FOR SELECT TO astro_gatewa
 GRANT SELECT ON chart_results TO astro_gateway;
 GRANT UPDATE (last_used_at) ON chart_results TO astro_gateway;
 
+-- user.delete (billing-worker) erases the user's results by user_id (they would also go with the
+-- profiles it deletes).
+GRANT SELECT (id, user_id), DELETE ON chart_results TO astro_billing_worker;
+
 -- The maintenance task deletes results unused for CHART_RESULT_RETENTION.
 GRANT SELECT (id, last_used_at), DELETE ON chart_results TO astro_maintenance;
 
