@@ -111,6 +111,9 @@ public struct SelectedInterAspect: Sendable, Hashable {
 public struct PairReportWriter: Sendable {
     /// At most this many inter-aspects are interpreted.
     public static let maximumAspects = 8
+    /// Inter-aspects are added, strongest first, while the report stays within this many words
+    /// (at least one is always kept); the natal reports are 400–500.
+    public static let wordLimit = 600
     private let bases: [ReportLanguage: SynastryKnowledgeBase]
     private let phrases: [ReportLanguage: PairPhrases]
 
@@ -220,7 +223,24 @@ public struct PairReportWriter: Sendable {
             opening.append(words.fill(words.strongest, ["parts": strongest.joined(separator: "; ")]))
         }
         let keyInfluences = opening.joined(separator: " ")
-        let analysis = selected.map { heading($0.aspect, couple: couple, language: language) + "\n" + $0.rule.text }
+        let fixedWords = BuiltInReportWriter.countWords(
+            [
+                title, words.headings.opening, keyInfluences, words.headings.contacts, words.headings.closing,
+                words.closing,
+            ]
+            .joined(separator: "\n")
+        )
+        var total = fixedWords
+        var analysis: [String] = []
+        var used: [SelectedInterAspect] = []
+        for chosen in selected {
+            let paragraph = heading(chosen.aspect, couple: couple, language: language) + "\n" + chosen.rule.text
+            let paragraphWords = BuiltInReportWriter.countWords(paragraph)
+            if !used.isEmpty, total + paragraphWords > Self.wordLimit { break }
+            analysis.append(paragraph)
+            used.append(chosen)
+            total += paragraphWords
+        }
 
         var sections = [title, "", words.headings.opening, keyInfluences, "", words.headings.contacts]
         for (index, paragraph) in analysis.enumerated() {
@@ -236,7 +256,7 @@ public struct PairReportWriter: Sendable {
             recommendations: [words.closing],
             text: text,
             wordCount: BuiltInReportWriter.countWords(text),
-            ruleKeys: selected.map(\.key),
+            ruleKeys: used.map(\.key),
             writer: "built-in",
             version: base.version
         )
