@@ -337,4 +337,105 @@ struct PairReportTests {
         let stored = try await reports(profile)
         #expect(stored.count == 1 && stored.first?.partner == partner.uuid && stored.first?.text == answer)
     }
+
+    /// POST /v1/reports with `partnerProfileId`: checked by the gateway before anything is
+    /// published (422, 404, 409), then one report for two through the workers, shown with its
+    /// partner in GET /v1/reports.
+    @Test func theGatewayAcceptsAndChecksThePartner() async throws {
+        let gateway = try await GatewayHarness.launch(label: "pair-gateway")
+        let workers = try await GatewayResourcesTests.startBillingAndReportWorkers()
+        defer {
+            gateway.processes.stop()
+            workers.stop()
+        }
+        let base = gateway.base
+        let logs = { gateway.processes.output + workers.output }
+        let (userText, token) = try await GatewayHarness.register(base)
+        let (otherText, _) = try await GatewayHarness.register(base)
+        let user = UserID(try #require(UUID(uuidString: userText)))
+        let other = UserID(try #require(UUID(uuidString: otherText)))
+        let profile = try await addProfile(to: user, name: "Anna", chart: ReportJourneyTests.chartJSON)
+        let partner = try await addProfile(to: user, name: "Oleh")
+        let chartless = try await addProfile(to: user, name: "Later", chart: nil)
+        let strangers = try await addProfile(to: other, name: "Oleh")
+        let single = try BillingLedgerIntegrationTests.signedPurchase(
+            "com.astrosvitla.report.credit.single",
+            user: user
+        )
+        let bought = try GatewayResourcesTests.accepted(
+            try await GatewayHarness.request(
+                "POST",
+                "\(base)/v1/purchases",
+                token: token,
+                body: ["signedTransaction": .string(single.jws)]
+            )
+        )
+        #expect(
+            try await GatewayResourcesTests.finished(base, bought, token: token, logs: logs)["status"] == "succeeded"
+        )
+
+        func post(
+            _ partnerValue: JSONValue,
+            area: String = "relationships",
+            key: String? = nil
+        ) async throws
+            -> GatewayHarness.HTTPAnswer
+        {
+            try await GatewayHarness.request(
+                "POST",
+                "\(base)/v1/reports",
+                token: token,
+                body: [
+                    "profileId": .string(profile.description), "area": .string(area), "language": "en",
+                    "partnerProfileId": partnerValue,
+                ],
+                headers: key.map { ["Idempotency-Key": $0] } ?? [:]
+            )
+        }
+        let refusals: [(JSONValue, String, Int, String)] = [
+            (.string(partner.description), "career", 422, PartnerRule.notAllowed),
+            (.string(profile.description), "relationships", 422, PartnerRule.sameProfile),
+            ("not-a-uuid", "relationships", 422, "invalid-id"),
+            (7, "relationships", 422, "invalid-field-type"),
+            (.string(strangers.description), "relationships", 404, PartnerRule.notFound),
+            (.string(ProfileID.random().description), "relationships", 404, PartnerRule.notFound),
+            (.string(chartless.description), "relationships", 409, "chart-not-calculated"),
+        ]
+        for (value, area, status, code) in refusals {
+            let answer = try await post(value, area: area)
+            #expect(
+                answer.status == status && answer.json?["code"]?.stringValue == code,
+                "\(value) \(area): \(answer.status) \(String(describing: answer.json))"
+            )
+            #expect(answer.json?["field"] == "partnerProfileId", "\(value)")
+        }
+        let key = UUID().uuidString
+        let requested = try GatewayResourcesTests.accepted(try await post(.string(partner.description), key: key))
+        // The same key with the request without a partner is another request.
+        let other_request = try await GatewayHarness.request(
+            "POST",
+            "\(base)/v1/reports",
+            token: token,
+            body: ["profileId": .string(profile.description), "area": "relationships", "language": "en"],
+            headers: ["Idempotency-Key": key]
+        )
+        #expect(other_request.status == 422 && other_request.json?["code"] == "idempotency-key-reused")
+        let job = try await GatewayResourcesTests.finished(base, requested, token: token, logs: logs)
+        #expect(job["status"] == "succeeded", "\(job)")
+        var listed: GatewayHarness.HTTPAnswer?
+        try await RuntimeTestEnvironment.eventually("the report for two is listed", timeout: .seconds(60)) {
+            listed = try await GatewayHarness.request("GET", "\(base)/v1/reports?profileId=\(profile)", token: token)
+            return listed?.json?["items"]?.arrayValue?.count == 1
+        }
+        let summary = try #require(listed?.json?["items"]?.arrayValue?.first)
+        #expect(summary["partnerProfileId"]?.stringValue == partner.description)
+        let reportID = try #require(summary["id"]?.stringValue)
+        let report = try await GatewayHarness.request("GET", "\(base)/v1/reports/\(reportID)", token: token)
+        let text = try #require(report.json?["text"]?.stringValue)
+        #expect(text.hasPrefix("Relationships: Anna and Oleh"))
+        #expect(text.contains("Anna's ") && text.contains(" – Oleh's "))
+        let credits = try await GatewayHarness.request("GET", "\(base)/v1/credits", token: token)
+        #expect(credits.json?["available"] == 0)
+        #expect(try await ledger.balance(user).balanced)
+    }
 }
