@@ -37,5 +37,3 @@ ALTER TABLE credit_ledger ADD COLUMN partner_profile_id uuid;
 GRANT SELECT (id, user_id, name) ON user_profiles TO astro_report_worker;
 -- The gateway shows which reports are for two (GET /v1/reports).
 GRANT SELECT (partner_profile_id) ON report_purchases TO astro_gateway;
--- The gateway's ledger answer names the partner of a consumption.
-GRANT SELECT (partner_profile_id) ON credit_ledger TO astro_gateway;
