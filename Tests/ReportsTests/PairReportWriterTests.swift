@@ -282,6 +282,9 @@ struct SynastryFixture {
             #expect(!first.ruleKeys.isEmpty)
             #expect(first.wordCount <= PairReportWriter.wordLimit)
             #expect(zip(selected, selected.dropFirst()).allSatisfy { $0.score >= $1.score })
+            // No reading twice (A's Sun – B's Mercury and A's Mercury – B's Sun share one).
+            let readings = selected.map { "\(PointPair($0.aspect.a.point, $0.aspect.b.point)) \($0.aspect.type)" }
+            #expect(Set(readings).count == readings.count)
             for (chosen, paragraph) in zip(selected, first.analysis) {
                 let pair = PointPair(chosen.aspect.a.point, chosen.aspect.b.point)
                 #expect(paragraph.hasSuffix("\n" + SynastryFixture.text(pair, chosen.aspect.type, language)))
