@@ -171,6 +171,31 @@ struct PairReportTests {
         await workers.stop()
     }
 
+    /// Two copies of one request for two at once (a double tap): one credit is spent, the
+    /// other copy finds it in progress.
+    @Test func concurrentCopiesSpendOneCredit() async throws {
+        let (user, profile, partner) = try await couple(product: "com.astrosvitla.report.credit.pack5")
+        let outcomes = try await withThrowingTaskGroup(of: JobOutcome.self) { group in
+            for _ in 0..<4 {
+                let request = ReportRequest(
+                    jobID: .random(),
+                    userID: user,
+                    profileID: profile,
+                    area: .relationships,
+                    language: .uk,
+                    partnerProfileID: partner
+                )
+                let body = try body(request)
+                group.addTask { try await ledger.run(ReportRequestHandler(), body, type: .reportRequest) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0.messages.contains { $0.routingKey == "report.generate" } }.count == 1)
+        #expect(outcomes.filter { $0.result?["inProgress"] == true }.count == 3)
+        let balance = try await ledger.balance(user)
+        #expect(balance.consumed == 1 && balance.available == 4 && balance.balanced)
+    }
+
     /// The billing-worker's partner rules, each refused before anything is spent.
     @Test func partnerRulesAreCheckedBeforeSpending() async throws {
         let (user, profile, _) = try await couple()

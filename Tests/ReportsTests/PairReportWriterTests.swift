@@ -312,6 +312,33 @@ struct SynastryFixture {
         #expect(LLMReportWriter.isWritten(in: .en, english.text))
     }
 
+    /// With the shipped knowledge base: the Ukrainian reports have no Latin-script word but the
+    /// (Latin) names, the English ones are English, and all stay within their length.
+    @Test func theShippedReportsAreInTheirLanguage() throws {
+        let shipped = try PairReportWriter()
+        let couple = ReportCouple(nameA: "Anna", nameB: "Oleh")
+        for (a, b) in [
+            (Self.charts[0], Self.charts[1]), (Self.charts[1], Self.charts[2]), (Self.charts[2], Self.charts[0]),
+        ] {
+            let synastry = try ChartEngine.synastry(a, b)
+            let score = CompatibilityScoring.score(synastry)
+            let uk = shipped.write(synastry: synastry, score: score, couple: couple, language: .uk)
+            let latin = Set(
+                uk.text.split(whereSeparator: { !$0.isLetter }).map(String.init).filter { word in
+                    word.unicodeScalars.contains { ("a"..."z").contains($0) || ("A"..."Z").contains($0) }
+                }
+            )
+            #expect(latin.isSubset(of: ["Anna", "Oleh"]), "\(latin)")
+            let en = shipped.write(synastry: synastry, score: score, couple: couple, language: .en)
+            #expect(LLMReportWriter.isWritten(in: .en, en.text))
+            for report in [uk, en] {
+                #expect(report.wordCount <= PairReportWriter.wordLimit)
+                #expect(report.analysis.count >= 3, "\(report.ruleKeys)")
+                #expect(report.version.hasPrefix("kb-synastry-"))
+            }
+        }
+    }
+
     @Test func namesAreBoundedAndOnOneLine() {
         let couple = ReportCouple(nameA: "A\nB\u{7}", nameB: String(repeating: "я", count: 80))
         #expect(couple.nameA == "A B")
