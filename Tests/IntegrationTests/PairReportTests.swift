@@ -171,6 +171,46 @@ struct PairReportTests {
         await workers.stop()
     }
 
+    /// The schema's rule (migration 0031): one report per (profile, partner, area, language), no
+    /// partner being one value; a partner only for relationships and never the profile itself.
+    @Test func theSchemaKeepsOneReportPerProfilePartnerAreaAndLanguage() async throws {
+        let (user, profile, partner) = try await couple()
+        let states = try await ledger.pool.withConnection { database -> [String?] in
+            let transaction = try #require(
+                try database.query("SELECT transaction_id FROM purchase_records WHERE user_id = $1", [user.uuid])
+                    .first?.decode(String.self, "transaction_id")
+            )
+            func insert(_ partner: ProfileID?, area: String = "relationships", self own: Bool = false) -> String? {
+                do {
+                    try database.execute("SAVEPOINT s")
+                    try database.execute(
+                        """
+                        INSERT INTO report_purchases (id, user_id, profile_id, partner_profile_id, area, language,
+                            report_text, word_count, price, currency, transaction_id, purchase_date, generated_at, writer)
+                        VALUES ($1, $2, $3, $4, $5, 'en', 'x', 1, 0, 'USD', $6, now(), now(), 'test')
+                        """,
+                        [UUID(), user.uuid, profile.uuid, own ? profile.uuid : partner?.uuid, area, transaction]
+                    )
+                    try database.execute("RELEASE SAVEPOINT s")
+                    return nil
+                } catch let error as PostgresError {
+                    _ = try? database.execute("ROLLBACK TO SAVEPOINT s")
+                    return error.sqlState
+                } catch {
+                    return "\(error)"
+                }
+            }
+            try database.execute("BEGIN")
+            defer { _ = try? database.execute("ROLLBACK") }
+            return [
+                insert(nil), insert(nil), insert(partner), insert(partner), insert(partner, area: "career"),
+                insert(nil, self: true),
+            ]
+        }
+        // 23505 unique violation, 23514 check violation.
+        #expect(states == [nil, "23505", nil, "23505", "23514", "23514"])
+    }
+
     /// Two copies of one request for two at once (a double tap): one credit is spent, the
     /// other copy finds it in progress.
     @Test func concurrentCopiesSpendOneCredit() async throws {
