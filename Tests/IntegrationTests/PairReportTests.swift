@@ -168,6 +168,33 @@ struct PairReportTests {
         #expect(try await reports(profile).count == 1)
         balance = try await ledger.balance(user)
         #expect(balance.consumed == 1 && balance.balanced)
+
+        // astroctl asks for the same report for two and prints it (already delivered: free).
+        let astroctl = ProcessRunner.productPath("astroctl")
+        let environment = [
+            "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.client),
+            "DATABASE_URL": workers.databaseURL,
+        ]
+        let shown = try await ProcessRunner.run(
+            astroctl,
+            [
+                "report", "request", "--user", user.description, "--profile", profile.description, "--partner",
+                partner.description, "--area", "relationships", "--language", "uk", "--wait", "--timeout", "60",
+            ],
+            environment: environment
+        )
+        #expect(shown.status == 0, "\(shown.error)")
+        #expect(shown.output.contains("Стосунки: Anna та Oleh"))
+        let career = try await ProcessRunner.run(
+            astroctl,
+            [
+                "report", "request", "--user", user.description, "--profile", profile.description, "--partner",
+                partner.description, "--area", "career",
+            ],
+            environment: environment
+        )
+        #expect(career.status != 0 && career.error.contains(PartnerRule.notAllowed))
+        #expect(try await ledger.balance(user).consumed == 1)
         await workers.stop()
     }
 
