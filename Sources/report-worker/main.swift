@@ -25,6 +25,16 @@ let status = await WorkerMain.run(
     } catch {
         throw ConfigurationError(variable: "(package resources)", problem: "\(error)")
     }
+    // Reports for two need the synastry knowledge base; a build without a complete one still
+    // writes every other report, and refunds requests for two (`pair-reports-unavailable`). The
+    // Reports unit tests fail such a build.
+    let pairWriter: PairReportWriter?
+    do {
+        pairWriter = try PairReportWriter()
+    } catch {
+        logger.error("reports for two are unavailable", metadata: ["error": "\(error)"])
+        pairWriter = nil
+    }
     var setup: ReportGenerateHandler.LLMSetup?
     let llm: LLMConfiguration?
     do {
@@ -50,13 +60,20 @@ let status = await WorkerMain.run(
             throw ConfigurationError(variable: "(package resources)", problem: "\(error)")
         }
     }
+    // Computed here, not in the log call's metadata: a closure there would be inferred to be
+    // main-actor isolated (top-level code) and trap when the logger runs it on another thread.
+    var pairVersions = "none"
+    if let pairWriter {
+        pairVersions = "\(pairWriter.knowledgeBase(.en).version), \(pairWriter.knowledgeBase(.uk).version)"
+    }
     logger.info(
         "report writer ready",
         metadata: [
             "writer": "\(llm.map { "llm \($0.model)" } ?? "built-in")",
             "knowledge_base": "\(writer.knowledgeBase(.en).version), \(writer.knowledgeBase(.uk).version)",
+            "synastry_knowledge_base": "\(pairVersions)",
         ]
     )
-    return [ReportGenerateHandler(writer: writer, llm: setup)]
+    return [ReportGenerateHandler(writer: writer, pairWriter: pairWriter, llm: setup)]
 }
 exit(status)
