@@ -194,7 +194,10 @@ let package = Package(
         .target(name: "HTTPTransport"),
         .target(name: "LLMFake", dependencies: ["LLMClient", "LoopbackHTTP"]),
         // The report-worker's job: load the chart, write the report, store it (or refund the credit).
-        .target(name: "ReportService", dependencies: ["Reports", "AstroDomain", "Postgres", "WorkerRuntime"]),
+        .target(
+            name: "ReportService",
+            dependencies: ["Reports", "AstroDomain", "ChartEngine", "Postgres", "WorkerRuntime"]
+        ),
 
         // Executables: wiring and configuration only.
         .executableTarget(
@@ -351,7 +354,11 @@ let package = Package(
             dependencies: ["StoryIllustration", "Stories", "AstroDomain", "LLMClient", "LLMFake", "LoopbackHTTP"]
         ),
         .testTarget(name: "LLMClientTests", dependencies: ["LLMClient", "LLMFake", "LoopbackHTTP"]),
-        .testTarget(name: "ReportsTests", dependencies: ["Reports", "AstroDomain"], resources: [.copy("Fixtures")]),
+        .testTarget(
+            name: "ReportsTests",
+            dependencies: ["Reports", "AstroDomain", "ChartEngine"],
+            resources: [.copy("Fixtures")]
+        ),
         .testTarget(
             name: "TracingTests",
             dependencies: [

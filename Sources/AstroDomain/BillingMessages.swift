@@ -45,13 +45,25 @@ public struct ReportRequest: Sendable, Hashable, Codable {
     public var profileID: ProfileID
     public var area: ReportArea
     public var language: ReportLanguage
+    /// Another profile of the same user: the report is then about the two of them (synastry).
+    /// Only with area `relationships` (see `PartnerRule`); absent (and omitted from the JSON)
+    /// for a report about one profile. With and without a partner are different reports.
+    public var partnerProfileID: ProfileID?
 
-    public init(jobID: JobID, userID: UserID, profileID: ProfileID, area: ReportArea, language: ReportLanguage) {
+    public init(
+        jobID: JobID,
+        userID: UserID,
+        profileID: ProfileID,
+        area: ReportArea,
+        language: ReportLanguage,
+        partnerProfileID: ProfileID? = nil
+    ) {
         self.jobID = jobID
         self.userID = userID
         self.profileID = profileID
         self.area = area
         self.language = language
+        self.partnerProfileID = partnerProfileID
     }
 
     enum CodingKeys: String, CodingKey {
@@ -59,6 +71,7 @@ public struct ReportRequest: Sendable, Hashable, Codable {
         case userID = "userId"
         case profileID = "profileId"
         case area, language
+        case partnerProfileID = "partnerProfileId"
     }
 }
 
@@ -74,6 +87,8 @@ public struct ReportGenerateRequest: Sendable, Hashable, Codable {
     public var transactionID: String
     /// The `report.request` job that consumed the credit (refunds name it).
     public var requestJobID: JobID
+    /// The request's partner profile, when the report is for two (omitted from the JSON otherwise).
+    public var partnerProfileID: ProfileID?
 
     public init(
         jobID: JobID,
@@ -83,7 +98,8 @@ public struct ReportGenerateRequest: Sendable, Hashable, Codable {
         language: ReportLanguage,
         creditID: CreditID,
         transactionID: String,
-        requestJobID: JobID
+        requestJobID: JobID,
+        partnerProfileID: ProfileID? = nil
     ) {
         self.jobID = jobID
         self.userID = userID
@@ -93,6 +109,7 @@ public struct ReportGenerateRequest: Sendable, Hashable, Codable {
         self.creditID = creditID
         self.transactionID = transactionID
         self.requestJobID = requestJobID
+        self.partnerProfileID = partnerProfileID
     }
 
     enum CodingKeys: String, CodingKey {
@@ -103,6 +120,7 @@ public struct ReportGenerateRequest: Sendable, Hashable, Codable {
         case creditID = "creditId"
         case transactionID = "transactionId"
         case requestJobID = "requestJobId"
+        case partnerProfileID = "partnerProfileId"
     }
 }
 
@@ -122,6 +140,8 @@ public struct RefundCreditRequest: Sendable, Hashable, Codable {
     public var language: ReportLanguage
     /// Why (a reason code such as `llm-unavailable`), kept in the ledger.
     public var reason: String
+    /// The partner profile the credit was spent on, for a report for two (omitted otherwise).
+    public var partnerProfileID: ProfileID?
 
     public init(
         jobID: JobID,
@@ -131,7 +151,8 @@ public struct RefundCreditRequest: Sendable, Hashable, Codable {
         profileID: ProfileID,
         area: ReportArea,
         language: ReportLanguage,
-        reason: String
+        reason: String,
+        partnerProfileID: ProfileID? = nil
     ) {
         self.jobID = jobID
         self.creditID = creditID
@@ -141,6 +162,7 @@ public struct RefundCreditRequest: Sendable, Hashable, Codable {
         self.area = area
         self.language = language
         self.reason = reason
+        self.partnerProfileID = partnerProfileID
     }
 
     enum CodingKeys: String, CodingKey {
@@ -150,6 +172,7 @@ public struct RefundCreditRequest: Sendable, Hashable, Codable {
         case userID = "userId"
         case profileID = "profileId"
         case area, language, reason
+        case partnerProfileID = "partnerProfileId"
     }
 }
 

@@ -321,7 +321,9 @@ public enum CreditLedger {
     /// Nothing is consumed when the profile already has the report, or a credit is already
     /// spent on it (requests for one report serialize on an advisory lock of the transaction).
     ///
-    /// - Throws: `LedgerRejection` (`profile-not-found`, `chart-not-found`); `PostgresError`.
+    /// - Throws: `LedgerRejection` (`profile-not-found`, `chart-not-found`, and for a partner
+    ///   `partner-not-allowed`, `same-profile`, `partner-not-found`, `partner-chart-not-found`);
+    ///   `PostgresError`.
     public static func consume(_ request: ReportRequest, database: PostgresConnection) throws -> ConsumptionOutcome {
         let profile = request.profileID.uuid
         guard
@@ -344,15 +346,21 @@ public enum CreditLedger {
                 message: "profile \(request.profileID) has no chart yet; compute it (chart.calculate) first"
             )
         }
+        let partner = try checkPartner(request, database: database)
         let area = request.area.rawValue
         let language = request.language.rawValue
+        // A report for two locks its own key: it is a different report from the profile's own.
+        let partnerKey = partner.map { ":" + $0.uuidString.lowercased() } ?? ""
         try database.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended($1, 7))",
-            ["report:\(profile.uuidString.lowercased()):\(area):\(language)"]
+            ["report:\(profile.uuidString.lowercased()):\(area):\(language)\(partnerKey)"]
         )
         if let report = try database.query(
-            "SELECT id FROM report_purchases WHERE profile_id = $1 AND area = $2 AND language = $3",
-            [profile, area, language]
+            """
+            SELECT id FROM report_purchases
+            WHERE profile_id = $1 AND area = $2 AND language = $3 AND partner_profile_id IS NOT DISTINCT FROM $4
+            """,
+            [profile, area, language, partner]
         ).first {
             return .existingReport(ReportID(try report.decode(UUID.self, "id")))
         }
@@ -360,8 +368,9 @@ public enum CreditLedger {
             """
             SELECT id, consumed_by_job FROM purchase_credits
             WHERE user_profile_id = $1 AND consumed_area = $2 AND consumed_language = $3 AND consumed
+                AND consumed_partner_profile_id IS NOT DISTINCT FROM $4
             """,
-            [profile, area, language]
+            [profile, area, language, partner]
         ).first {
             return .inProgress(
                 creditID: CreditID(try pending.decode(UUID.self, "id")),
@@ -369,7 +378,7 @@ public enum CreditLedger {
             )
         }
         let parameters: [any PostgresBindable] = [
-            request.userID.uuid, area, profile, request.jobID.uuid, language,
+            request.userID.uuid, area, profile, request.jobID.uuid, language, partner,
         ]
         // First pass skips credits other transactions hold; if that finds none, a second pass
         // waits for them, so a holder that rolls back does not make us answer "no credits".
@@ -390,6 +399,44 @@ public enum CreditLedger {
                 [request.userID.uuid]
             ).first?.decode(Int.self, "n") ?? 0
         return .insufficientCredits(available: available)
+    }
+
+    /// Checks a request's partner profile before anything is spent: allowed only for
+    /// `relationships`, never the profile itself, and a profile of the same user with a chart.
+    ///
+    /// - Returns: the partner's id, or `nil` for a report about one profile.
+    /// - Throws: `LedgerRejection` with a `PartnerRule` code.
+    static func checkPartner(_ request: ReportRequest, database: PostgresConnection) throws -> UUID? {
+        guard let partner = request.partnerProfileID else { return nil }
+        if let code = request.partnerRejection {
+            throw LedgerRejection(
+                code: code,
+                message: code == PartnerRule.sameProfile
+                    ? "the partner profile is the report's own profile"
+                    : "a partner profile is allowed only for a relationships report"
+            )
+        }
+        guard
+            let row = try database.query(
+                """
+                SELECT EXISTS (SELECT 1 FROM birth_charts c WHERE c.profile_id = p.id) AS has_chart
+                FROM user_profiles p WHERE p.id = $1 AND p.user_id = $2
+                """,
+                [partner.uuid, request.userID.uuid]
+            ).first
+        else {
+            throw LedgerRejection(
+                code: PartnerRule.notFound,
+                message: "user \(request.userID) has no profile \(partner)"
+            )
+        }
+        guard try row.decode(Bool.self, "has_chart") else {
+            throw LedgerRejection(
+                code: PartnerRule.chartNotFound,
+                message: "partner profile \(partner) has no chart yet; compute it (chart.calculate) first"
+            )
+        }
+        return partner.uuid
     }
 
     // The area's own credits first, then any-area ones, each an index scan that stops at the
@@ -414,13 +461,13 @@ public enum CreditLedger {
         ), spent AS (
             UPDATE purchase_credits c
             SET consumed = true, consumed_date = now(), user_profile_id = $3, consumed_by_job = $4,
-                consumed_area = $2, consumed_language = $5
+                consumed_area = $2, consumed_language = $5, consumed_partner_profile_id = $6::uuid
             FROM candidate WHERE c.id = candidate.id
             RETURNING c.id, c.user_id, c.transaction_id, c.report_area
         ), entry AS (
             INSERT INTO credit_ledger (user_id, credit_id, transaction_id, entry, job_id, consumption_job,
-                profile_id, report_area, report_language)
-            SELECT user_id, id, transaction_id, 'consumed', $4, $4, $3, $2, $5 FROM spent
+                profile_id, report_area, report_language, partner_profile_id)
+            SELECT user_id, id, transaction_id, 'consumed', $4, $4, $3, $2, $5, $6::uuid FROM spent
         )
         SELECT id, transaction_id, report_area FROM spent
         """
@@ -444,13 +491,13 @@ public enum CreditLedger {
         ), spent AS (
             UPDATE purchase_credits c
             SET consumed = true, consumed_date = now(), user_profile_id = $3, consumed_by_job = $4,
-                consumed_area = $2, consumed_language = $5
+                consumed_area = $2, consumed_language = $5, consumed_partner_profile_id = $6::uuid
             FROM candidate WHERE c.id = candidate.id AND NOT c.consumed AND NOT c.revoked
             RETURNING c.id, c.user_id, c.transaction_id, c.report_area
         ), entry AS (
             INSERT INTO credit_ledger (user_id, credit_id, transaction_id, entry, job_id, consumption_job,
-                profile_id, report_area, report_language)
-            SELECT user_id, id, transaction_id, 'consumed', $4, $4, $3, $2, $5 FROM spent
+                profile_id, report_area, report_language, partner_profile_id)
+            SELECT user_id, id, transaction_id, 'consumed', $4, $4, $3, $2, $5, $6::uuid FROM spent
         )
         SELECT id, transaction_id, report_area FROM spent
         """
@@ -468,7 +515,8 @@ public enum CreditLedger {
             let credit = try database.query(
                 """
                 SELECT c.user_id, c.transaction_id, c.consumed, c.consumed_by_job, c.user_profile_id,
-                       c.consumed_area, c.consumed_language, r.revoked_at IS NOT NULL AS purchase_revoked
+                       c.consumed_area, c.consumed_language, c.consumed_partner_profile_id,
+                       r.revoked_at IS NOT NULL AS purchase_revoked
                 FROM purchase_credits c JOIN purchase_records r ON r.id = c.purchase_record_id
                 WHERE c.id = $1 FOR UPDATE OF c
                 """,
@@ -492,10 +540,11 @@ public enum CreditLedger {
                 try credit.decode(UUID?.self, "user_profile_id") == request.profileID.uuid
                 && credit.decode(String?.self, "consumed_area") == request.area.rawValue
                 && credit.decode(String?.self, "consumed_language") == request.language.rawValue
+                && credit.decode(UUID?.self, "consumed_partner_profile_id") == request.partnerProfileID?.uuid
             guard matches else {
                 throw LedgerRejection(
                     code: "credit-mismatch",
-                    message: "credit \(request.creditID) was not spent on this profile, area and language"
+                    message: "credit \(request.creditID) was not spent on this profile, partner, area and language"
                 )
             }
         }
@@ -526,7 +575,7 @@ public enum CreditLedger {
             """
             UPDATE purchase_credits
             SET consumed = false, consumed_date = NULL, user_profile_id = NULL, consumed_by_job = NULL,
-                consumed_area = NULL, consumed_language = NULL,
+                consumed_area = NULL, consumed_language = NULL, consumed_partner_profile_id = NULL,
                 revoked = $2, revoked_at = CASE WHEN $2 THEN now() END
             WHERE id = $1
             """,
@@ -537,13 +586,14 @@ public enum CreditLedger {
         try database.execute(
             """
             INSERT INTO credit_ledger (user_id, credit_id, transaction_id, entry, job_id, consumption_job,
-                profile_id, report_area, report_language, reason)
-            VALUES ($1, $2, $3, 'refunded', $4, $5, $6, $7, $8, $9)
+                profile_id, report_area, report_language, reason, partner_profile_id)
+            VALUES ($1, $2, $3, 'refunded', $4, $5, $6, $7, $8, $9, $10)
             """,
             [
                 userID, request.creditID.uuid, transactionID, request.jobID.uuid, requestJob,
                 try credit.decode(UUID?.self, "user_profile_id"), try credit.decode(String?.self, "consumed_area"),
                 try credit.decode(String?.self, "consumed_language"), request.reason,
+                try credit.decode(UUID?.self, "consumed_partner_profile_id"),
             ]
         )
         if purchaseRevoked {

@@ -31,6 +31,7 @@ public struct ReportRequestHandler: JobHandler {
             "area": .string(request.area.rawValue),
             "language": .string(request.language.rawValue),
         ]
+        if let partner = request.partnerProfileID { fields["partnerProfileId"] = .string(partner.description) }
         switch outcome {
         case .consumed(let credit):
             let generate = ReportGenerateRequest(
@@ -41,7 +42,8 @@ public struct ReportRequestHandler: JobHandler {
                 language: request.language,
                 creditID: credit.creditID,
                 transactionID: credit.transactionID,
-                requestJobID: request.jobID
+                requestJobID: request.jobID,
+                partnerProfileID: request.partnerProfileID
             )
             fields["creditId"] = .string(credit.creditID.description)
             fields["transactionId"] = .string(credit.transactionID)

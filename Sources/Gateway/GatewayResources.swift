@@ -446,6 +446,24 @@ extension GatewayRoutes {
                 field: "language"
             )
         }
+        // A report for two (CONTRACT.md "Reports for two"): checked here as the billing-worker
+        // checks it again before spending a credit.
+        var partner: ProfileID?
+        if let partnerText = try optionalString(json, "partnerProfileId") {
+            guard partnerText.utf8.count == 36, let id = ProfileID(partnerText) else {
+                throw unprocessable("invalid-id", "partnerProfileId: not a UUID", field: "partnerProfileId")
+            }
+            partner = id
+        }
+        if let code = PartnerRule.staticRejection(profileID: profile, partnerProfileID: partner, area: area) {
+            throw unprocessable(
+                code,
+                code == PartnerRule.sameProfile
+                    ? "partnerProfileId: must be another profile than profileId"
+                    : "partnerProfileId: allowed only with area relationships",
+                field: "partnerProfileId"
+            )
+        }
         // The billing-worker checks the same again in the transaction that spends the credit; the
         // check here answers at once instead of with a failed job, and never publishes a job
         // about another user's profile.
@@ -469,7 +487,37 @@ extension GatewayRoutes {
         case true?:
             break
         }
-        let job = ReportRequest(jobID: .random(), userID: user, profileID: profile, area: area, language: language)
+        if let partner {
+            switch try await database(context, { try await services.resources.profileHasChart(partner, user: user) }) {
+            case nil:
+                // Unknown, deleted or another user's: one answer, so ids cannot be probed.
+                throw Problem(
+                    status: 404,
+                    code: PartnerRule.notFound,
+                    title: "Not found",
+                    detail: "no such profile",
+                    field: "partnerProfileId"
+                )
+            case false?:
+                throw Problem(
+                    status: 409,
+                    code: "chart-not-calculated",
+                    title: "Conflict",
+                    detail: "the partner profile's chart is not calculated yet; wait for its chart.calculate job",
+                    field: "partnerProfileId"
+                )
+            case true?:
+                break
+            }
+        }
+        let job = ReportRequest(
+            jobID: .random(),
+            userID: user,
+            profileID: profile,
+            area: area,
+            language: language,
+            partnerProfileID: partner
+        )
         return try await accept(
             .reportRequest,
             user: user,
@@ -539,6 +587,7 @@ extension GatewayRoutes {
             "createdAt": .string(ISO8601.string(from: report.createdAt)),
         ]
         if let text = report.text { object["text"] = .string(text) }
+        if let partner = report.partnerProfileID { object["partnerProfileId"] = .string(partner.description) }
         return .object(object)
     }
 

@@ -231,6 +231,8 @@ struct ResourceStore: Sendable {
     struct ReportView: Sendable, Equatable {
         var id: ReportID
         var profileID: ProfileID
+        /// The partner of a report for two.
+        var partnerProfileID: ProfileID?
         var area: String
         var language: String
         var text: String?
@@ -246,6 +248,7 @@ struct ResourceStore: Sendable {
         ReportView(
             id: ReportID(try row.decode(UUID.self, "id")),
             profileID: ProfileID(try row.decode(UUID.self, "profile_id")),
+            partnerProfileID: try row.decode(UUID?.self, "partner_profile_id").map(ProfileID.init),
             area: try row.decode(String.self, "area"),
             language: try row.decode(String.self, "language"),
             text: withText ? try row.decode(String.self, "report_text") : nil,
@@ -262,7 +265,7 @@ struct ResourceStore: Sendable {
         try await pool.withConnection { database -> ReportView? in
             try database.query(
                 """
-                SELECT id, profile_id, area, language, report_text, word_count, writer, generated_at, created_at,
+                SELECT id, profile_id, partner_profile_id, area, language, report_text, word_count, writer, generated_at, created_at,
                        (extract(epoch FROM created_at) * 1000000)::bigint AS position
                 FROM report_purchases WHERE id = $1 AND user_id = $2
                 """,
@@ -291,7 +294,7 @@ struct ResourceStore: Sendable {
                 // The (user_id, created_at, id) index of 0015, read backwards from the cursor.
                 return try database.query(
                     """
-                    SELECT id, profile_id, area, language, word_count, writer, generated_at, created_at,
+                    SELECT id, profile_id, partner_profile_id, area, language, word_count, writer, generated_at, created_at,
                            (extract(epoch FROM created_at) * 1000000)::bigint AS position
                     FROM report_purchases
                     WHERE user_id = $1 AND ($2::bigint IS NULL
@@ -306,11 +309,11 @@ struct ResourceStore: Sendable {
             // and language) beside it, in one statement.
             let rows = try database.query(
                 """
-                SELECT r.id, r.profile_id, r.area, r.language, r.word_count, r.writer, r.generated_at, r.created_at,
+                SELECT r.id, r.profile_id, r.partner_profile_id, r.area, r.language, r.word_count, r.writer, r.generated_at, r.created_at,
                        (extract(epoch FROM r.created_at) * 1000000)::bigint AS position
                 FROM user_profiles p
                 LEFT JOIN LATERAL (
-                    SELECT r.id, r.profile_id, r.area, r.language, r.word_count, r.writer, r.generated_at, r.created_at
+                    SELECT r.id, r.profile_id, r.partner_profile_id, r.area, r.language, r.word_count, r.writer, r.generated_at, r.created_at
                     FROM report_purchases r
                     WHERE r.profile_id = p.id AND r.user_id = $1 AND ($2::bigint IS NULL
                         OR (r.created_at, r.id) < ('epoch'::timestamptz + $2::bigint * interval '1 microsecond', $3::uuid))

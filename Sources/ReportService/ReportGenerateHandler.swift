@@ -1,4 +1,5 @@
 import AstroDomain
+import ChartEngine
 import Foundation
 import Postgres
 import Reports
@@ -15,6 +16,7 @@ import WorkerRuntime
 public struct ReportGenerateHandler: JobHandler {
     public let jobType = JobType.reportGenerate
     private let writer: BuiltInReportWriter
+    private let pairWriter: PairReportWriter?
     private let llm: LLMSetup?
 
     /// The LLM writer and the pool it reads charts through (in `prepare`, outside any transaction).
@@ -27,9 +29,13 @@ public struct ReportGenerateHandler: JobHandler {
         }
     }
 
-    /// - Parameter llm: when given, reports are written by the LLM; otherwise by the built-in writer.
-    public init(writer: BuiltInReportWriter, llm: LLMSetup? = nil) {
+    /// - Parameters:
+    ///   - pairWriter: writes relationships reports for two (a request with a partner); without
+    ///     one, such a request fails `pair-reports-unavailable` and its credit is refunded.
+    ///   - llm: when given, reports are written by the LLM; otherwise by the built-in writers.
+    public init(writer: BuiltInReportWriter, pairWriter: PairReportWriter? = nil, llm: LLMSetup? = nil) {
         self.writer = writer
+        self.pairWriter = pairWriter
         self.llm = llm
     }
 
@@ -50,7 +56,7 @@ public struct ReportGenerateHandler: JobHandler {
         let request = try job.decode(ReportGenerateRequest.self)
         guard let llm else { return .builtIn(request) }
         let profile = request.profileID.uuid
-        let (held, chartText, written) = try await llm.pool.withConnection { database in
+        let (held, chartText, written, subjects) = try await llm.pool.withConnection { database in
             // A job whose credit says otherwise is refused before any token is paid for.
             let held = try Self.checkCredit(request, database: database)
             return (
@@ -60,10 +66,8 @@ public struct ReportGenerateHandler: JobHandler {
                     [profile]
                 )
                 .first?.decode(String.self, "chart"),
-                try !database.query(
-                    "SELECT 1 FROM report_purchases WHERE profile_id = $1 AND area = $2 AND language = $3",
-                    [profile, request.area.rawValue, request.language.rawValue]
-                ).isEmpty
+                try Self.existingReport(request, database: database) != nil,
+                request.partnerProfileID == nil ? nil : try Self.loadPair(request, database: database)
             )
         }
         // Already written (a redelivery): the transaction answers with it; no tokens spent. A
@@ -71,6 +75,27 @@ public struct ReportGenerateHandler: JobHandler {
         // checks again under the credit's lock and fails the job `credit-not-held` before any
         // writer runs, so no tokens are spent on it either.
         if written || !held { return .builtIn(request) }
+        if let subjects {
+            let pair: PairSubjects
+            switch subjects {
+            case .failure(let error): return .failed(request, error)
+            case .success(let loaded): pair = loaded
+            }
+            do {
+                let (report, usage) = try await llm.writer.writePair(
+                    chartA: pair.chartA,
+                    chartB: pair.chartB,
+                    synastry: pair.synastry,
+                    score: pair.score,
+                    couple: pair.couple,
+                    language: request.language
+                )
+                return .written(request, report, usage)
+            } catch {
+                guard error.isPermanent else { throw error }
+                return .failed(request, JobError(code: error.code, message: error.message))
+            }
+        }
         guard let chartText else {
             return .failed(
                 request,
@@ -111,11 +136,9 @@ public struct ReportGenerateHandler: JobHandler {
             // The id the client published report.request with, so it can match this outcome.
             "requestJobId": .string(request.requestJobID.description),
         ]
+        if let partner = request.partnerProfileID { fields["partnerProfileId"] = .string(partner.description) }
         try Self.checkCredit(request, database: database)
-        if let existing = try database.query(
-            "SELECT id, credit_id FROM report_purchases WHERE profile_id = $1 AND area = $2 AND language = $3",
-            [request.profileID.uuid, request.area.rawValue, request.language.rawValue]
-        ).first {
+        if let existing = try Self.existingReport(request, database: database) {
             fields["reportId"] = .string(ReportID(try existing.decode(UUID.self, "id")).description)
             fields["alreadyWritten"] = true
             var messages = [
@@ -171,6 +194,29 @@ public struct ReportGenerateHandler: JobHandler {
         case .written(_, let written, let cost):
             report = written
             usage = cost
+        case .builtIn where request.partnerProfileID != nil:
+            guard let pairWriter else {
+                return try Self.failure(
+                    request,
+                    job: job,
+                    fields: fields,
+                    JobError(
+                        code: "pair-reports-unavailable",
+                        message: "this report-worker has no synastry knowledge base"
+                    )
+                )
+            }
+            switch try Self.loadPair(request, database: database) {
+            case .failure(let error):
+                return try Self.failure(request, job: job, fields: fields, error)
+            case .success(let pair):
+                report = pairWriter.write(
+                    synastry: pair.synastry,
+                    score: pair.score,
+                    couple: pair.couple,
+                    language: request.language
+                )
+            }
         case .builtIn:
             guard
                 let stored = try database.query(
@@ -210,9 +256,9 @@ public struct ReportGenerateHandler: JobHandler {
             """
             INSERT INTO report_purchases (id, user_id, profile_id, area, language, report_text, word_count, price,
                 currency, transaction_id, credit_id, purchase_date, generated_at, writer, prompt_version,
-                llm_model, prompt_tokens, completion_tokens, cost_usd)
+                llm_model, prompt_tokens, completion_tokens, cost_usd, partner_profile_id)
             VALUES ($1, $2, $3, $4, $5, $6, $7, round($8::numeric / $9, 2), 'USD', $10, $11, $12, now(), $13, $14,
-                $15, $16, $17, $18)
+                $15, $16, $17, $18, $19)
             """,
             [
                 reportID.uuid, request.userID.uuid, request.profileID.uuid, request.area.rawValue,
@@ -220,6 +266,7 @@ public struct ReportGenerateHandler: JobHandler {
                 max(try credit.decode(Int.self, "credit_amount"), 1), try credit.decode(String.self, "transaction_id"),
                 request.creditID.uuid, try credit.decode(Date.self, "purchase_date"), report.writer, report.version,
                 usage?.model, usage?.promptTokens, usage?.completionTokens, usage?.costUSD,
+                request.partnerProfileID?.uuid,
             ]
         )
         fields["reportId"] = .string(reportID.description)
@@ -234,6 +281,98 @@ public struct ReportGenerateHandler: JobHandler {
                 )
             ],
             measurements: ReportMeasurements.written(request, writer: report.writer, usage: usage)
+        )
+    }
+
+    /// The report this request asks for, if it is stored: same profile, partner (or none), area
+    /// and language.
+    static func existingReport(_ request: ReportGenerateRequest, database: PostgresConnection) throws -> PostgresRow? {
+        try database.query(
+            """
+            SELECT id, credit_id FROM report_purchases
+            WHERE profile_id = $1 AND area = $2 AND language = $3 AND partner_profile_id IS NOT DISTINCT FROM $4
+            """,
+            [
+                request.profileID.uuid, request.area.rawValue, request.language.rawValue,
+                request.partnerProfileID?.uuid,
+            ]
+        ).first
+    }
+
+    /// What a report for two is written from: both charts, their synastry and score, the names.
+    struct PairSubjects: Sendable {
+        var chartA: NatalChart
+        var chartB: NatalChart
+        var synastry: Synastry
+        var score: CompatibilityScore
+        var couple: ReportCouple
+    }
+
+    /// Loads the profile's and the partner's names and charts (both of the request's user) and
+    /// computes their synastry (A = the profile) and compatibility score. A profile or chart
+    /// gone since the credit was spent, or unreadable, is a failure with its code (refunded).
+    static func loadPair(
+        _ request: ReportGenerateRequest,
+        database: PostgresConnection
+    ) throws -> Result<PairSubjects, JobError> {
+        guard let partner = request.partnerProfileID else {
+            return .failure(JobError(code: PartnerRule.notFound, message: "the request names no partner"))
+        }
+        let rows = try database.query(
+            """
+            SELECT p.id, p.name, c.chart_data::text AS chart
+            FROM user_profiles p LEFT JOIN birth_charts c ON c.profile_id = p.id
+            WHERE p.id IN ($1, $2) AND p.user_id = $3
+            """,
+            [request.profileID.uuid, partner.uuid, request.userID.uuid]
+        )
+        var found: [UUID: (name: String, chart: String?)] = [:]
+        for row in rows {
+            found[try row.decode(UUID.self, "id")] = (
+                try row.decode(String.self, "name"), try row.decode(String?.self, "chart")
+            )
+        }
+        func chart(_ id: ProfileID, missing: String, unreadable: String) -> Result<(String, NatalChart), JobError> {
+            guard let subject = found[id.uuid] else {
+                return .failure(JobError(code: missing, message: "profile \(id) is gone"))
+            }
+            guard let text = subject.chart else {
+                return .failure(
+                    JobError(
+                        code: id == partner ? PartnerRule.chartNotFound : "chart-not-found",
+                        message: "profile \(id) has no chart"
+                    )
+                )
+            }
+            guard let chart = try? JSONCoding.decoder.decode(NatalChart.self, from: Data(text.utf8)) else {
+                return .failure(JobError(code: unreadable, message: "the stored chart of profile \(id) cannot be read"))
+            }
+            return .success((subject.name, chart))
+        }
+        let a: (String, NatalChart)
+        let b: (String, NatalChart)
+        switch chart(request.profileID, missing: "profile-not-found", unreadable: "chart-unreadable") {
+        case .failure(let error): return .failure(error)
+        case .success(let loaded): a = loaded
+        }
+        switch chart(partner, missing: PartnerRule.notFound, unreadable: "partner-chart-unreadable") {
+        case .failure(let error): return .failure(error)
+        case .success(let loaded): b = loaded
+        }
+        let synastry: Synastry
+        do {
+            synastry = try ChartEngine.synastry(a.1, b.1)
+        } catch {
+            return .failure(JobError(code: error.code, message: "no synastry of the two charts: \(error)"))
+        }
+        return .success(
+            PairSubjects(
+                chartA: a.1,
+                chartB: b.1,
+                synastry: synastry,
+                score: CompatibilityScoring.score(synastry),
+                couple: ReportCouple(nameA: a.0, nameB: b.0)
+            )
         )
     }
 
@@ -262,7 +401,8 @@ public struct ReportGenerateHandler: JobHandler {
         guard
             let credit = try database.query(
                 """
-                SELECT user_id, transaction_id, user_profile_id, consumed_area, consumed_language, consumed_by_job
+                SELECT user_id, transaction_id, user_profile_id, consumed_area, consumed_language, consumed_by_job,
+                    consumed_partner_profile_id
                 FROM purchase_credits WHERE id = $1
                 """,
                 [request.creditID.uuid]
@@ -276,13 +416,14 @@ public struct ReportGenerateHandler: JobHandler {
         // A credit refunded meanwhile has no consumption fields any more: that is the
         // credit-not-held failure further on, not a mismatch.
         let consumedBy = try credit.decode(UUID?.self, "consumed_by_job")
+        let partner = try credit.decode(UUID?.self, "consumed_partner_profile_id")
         let profile = try credit.decode(UUID?.self, "user_profile_id")
         let area = try credit.decode(String?.self, "consumed_area")
         let language = try credit.decode(String?.self, "consumed_language")
         let consumptionMatches =
             consumedBy != request.requestJobID.uuid
             || (profile == request.profileID.uuid && area == request.area.rawValue
-                && language == request.language.rawValue)
+                && language == request.language.rawValue && partner == request.partnerProfileID?.uuid)
         guard spentOnThis, consumptionMatches else {
             throw JobRejection(
                 code: "credit-mismatch",
@@ -327,7 +468,8 @@ public struct ReportGenerateHandler: JobHandler {
             profileID: request.profileID,
             area: request.area,
             language: request.language,
-            reason: String(reason.prefix(200))
+            reason: String(reason.prefix(200)),
+            partnerProfileID: request.partnerProfileID
         )
         return .job(.billingRefundCredit, body: try JSONCoding.encoder.encode(refund))
     }

@@ -54,6 +54,7 @@ public struct LLMReportWriter: Sendable {
     private let bases: [ReportLanguage: KnowledgeBase]
     private let phrases: [ReportLanguage: ReportPhrases]
     private let templates: [ReportLanguage: PromptTemplates]
+    private let pairPhrases: [ReportLanguage: PairPhrases]
 
     /// - Throws: `KnowledgeBaseError` when the shipped data is missing (a broken build).
     public init(client: LLMClient, model: String, pricing: LLMPricing = .init()) throws(KnowledgeBaseError) {
@@ -63,7 +64,9 @@ public struct LLMReportWriter: Sendable {
         var bases: [ReportLanguage: KnowledgeBase] = [:]
         var phrases: [ReportLanguage: ReportPhrases] = [:]
         var templates: [ReportLanguage: PromptTemplates] = [:]
+        var pairPhrases: [ReportLanguage: PairPhrases] = [:]
         for language in ReportLanguage.allCases {
+            pairPhrases[language] = try PairPhrases.load(language)
             bases[language] = try KnowledgeBase.load(language)
             phrases[language] = try ReportPhrases.load(language)
             templates[language] = try PromptTemplates.load(language)
@@ -71,6 +74,7 @@ public struct LLMReportWriter: Sendable {
         self.bases = bases
         self.phrases = phrases
         self.templates = templates
+        self.pairPhrases = pairPhrases
     }
 
     /// The words an answer must have: the prompt asks for 400–500; models miscount a little.
@@ -93,6 +97,49 @@ public struct LLMReportWriter: Sendable {
             phrases: phrases[language]!,
             templates: templates[language]!
         )
+        return try await complete(
+            prompt,
+            language: language,
+            title: phrases[language]!.titles[area.rawValue] ?? area.rawValue
+        )
+    }
+
+    /// Writes the relationships report of two people (A = the report's profile) from both charts,
+    /// their synastry and compatibility score, with the pair prompt of `language`.
+    ///
+    /// - Throws: `ReportWriterError`, as `write(chart:area:language:)`.
+    public func writePair(
+        chartA: NatalChart,
+        chartB: NatalChart,
+        synastry: Synastry,
+        score: CompatibilityScore,
+        couple: ReportCouple,
+        language: ReportLanguage
+    ) async throws(ReportWriterError) -> (WrittenReport, ReportUsage) {
+        let words = pairPhrases[language]!
+        let prompt = ReportPrompt.buildPair(
+            chartA: chartA,
+            chartB: chartB,
+            synastry: synastry,
+            score: score,
+            couple: couple,
+            language: language,
+            phrases: words,
+            templates: templates[language]!
+        )
+        return try await complete(
+            prompt,
+            language: language,
+            title: words.fill(words.title, ["a": couple.nameA, "b": couple.nameB])
+        )
+    }
+
+    /// Asks for the report (once more after a bad answer) and checks the answer.
+    private func complete(
+        _ prompt: ReportPrompt,
+        language: ReportLanguage,
+        title: String
+    ) async throws(ReportWriterError) -> (WrittenReport, ReportUsage) {
         let request = ChatCompletionRequest(
             messages: [.system(prompt.system), .user(prompt.user)],
             maxTokens: 1400,
@@ -130,7 +177,7 @@ public struct LLMReportWriter: Sendable {
                     costUSD: pricing.cost(prompt: promptTokens, completion: completionTokens)
                 )
                 let report = WrittenReport(
-                    title: phrases[language]!.titles[area.rawValue] ?? area.rawValue,
+                    title: title,
                     keyInfluences: "",
                     analysis: [],
                     recommendations: [],

@@ -8,6 +8,9 @@ public struct PromptTemplates: Sendable, Decodable {
     public var version: String
     var system: [String: String]
     var user: String
+    /// The persona and user message of a relationships report for two (issue 20, part 7).
+    var pairSystem: String
+    var pairUser: String
 
     /// Loads the shipped templates of a language.
     ///

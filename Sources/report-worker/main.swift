@@ -25,6 +25,16 @@ let status = await WorkerMain.run(
     } catch {
         throw ConfigurationError(variable: "(package resources)", problem: "\(error)")
     }
+    // Reports for two need the synastry knowledge base; a build without a complete one still
+    // writes every other report, and refunds requests for two (`pair-reports-unavailable`). The
+    // Reports unit tests fail such a build.
+    let pairWriter: PairReportWriter?
+    do {
+        pairWriter = try PairReportWriter()
+    } catch {
+        logger.error("reports for two are unavailable", metadata: ["error": "\(error)"])
+        pairWriter = nil
+    }
     var setup: ReportGenerateHandler.LLMSetup?
     let llm: LLMConfiguration?
     do {
@@ -55,8 +65,10 @@ let status = await WorkerMain.run(
         metadata: [
             "writer": "\(llm.map { "llm \($0.model)" } ?? "built-in")",
             "knowledge_base": "\(writer.knowledgeBase(.en).version), \(writer.knowledgeBase(.uk).version)",
+            "synastry_knowledge_base":
+                "\(pairWriter.map { "\($0.knowledgeBase(.en).version), \($0.knowledgeBase(.uk).version)" } ?? "none")",
         ]
     )
-    return [ReportGenerateHandler(writer: writer, llm: setup)]
+    return [ReportGenerateHandler(writer: writer, pairWriter: pairWriter, llm: setup)]
 }
 exit(status)
