@@ -165,7 +165,7 @@ public struct PairReportWriter: Sendable {
     public func overlays(_ language: ReportLanguage) -> PairOverlays { overlays[language]! }
 
     /// The strongest inter-aspects with a reading, strongest first: ranked by the reading's
-    /// weight × (1 − orb / maximum orb), ties by key, at most `count`.
+    /// weight × (1 − orb / maximum orb), ties by key, each reading at most once, at most `count`.
     public static func select(
         _ synastry: Synastry,
         base: SynastryKnowledgeBase,
@@ -185,7 +185,14 @@ public struct PairReportWriter: Sendable {
             )
         }
         candidates.sort { $0.score != $1.score ? $0.score > $1.score : $0.key < $1.key }
-        return Array(candidates.prefix(max(0, count)))
+        // A's Sun square B's Mercury and A's Mercury square B's Sun share one reading: only the
+        // stronger is kept, so no text is printed twice.
+        var readings: Set<String> = []
+        let distinct = candidates.filter { chosen in
+            readings.insert("\(PointPair(chosen.aspect.a.point, chosen.aspect.b.point)) \(chosen.aspect.type.rawValue)")
+                .inserted
+        }
+        return Array(distinct.prefix(max(0, count)))
     }
 
     /// An orb as degrees and arcminutes: `0°42′`.

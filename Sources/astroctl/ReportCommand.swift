@@ -2,6 +2,7 @@ import AMQP
 import ArgumentParser
 import AstroCLISupport
 import AstroDomain
+import ChartEngine
 import Foundation
 import Postgres
 import Reports
@@ -37,6 +38,8 @@ struct ReportRequestCommand: AsyncParsableCommand {
     @Option(help: "The profile (UUID) whose chart the report reads.") var profile: String
     @Option(help: "finances, career, relationships, health or general.") var area: ReportArea
     @Option(help: "en or uk.") var language: ReportLanguage = .en
+    @Option(help: "Another profile (UUID) of the user: a relationships report about the two of them.")
+    var partner: String?
     @Flag(help: "Wait for the report and print it.") var wait = false
     @Option(parsing: .unconditional, help: "With --wait: give up after this many seconds.") var timeout = 120
     @OptionGroup var connection: ConnectionOptions
@@ -46,13 +49,19 @@ struct ReportRequestCommand: AsyncParsableCommand {
         guard let profileID = ProfileID(profile) else {
             throw ValidationError("--profile: expected a UUID, got \(profile)")
         }
+        let partnerID = try partner.map { text throws(ValidationError) -> ProfileID in
+            guard let id = ProfileID(text) else { throw ValidationError("--partner: expected a UUID, got \(text)") }
+            return id
+        }
         let request = ReportRequest(
             jobID: .random(),
             userID: userID,
             profileID: profileID,
             area: area,
-            language: language
+            language: language,
+            partnerProfileID: partnerID
         )
+        if let code = request.partnerRejection { throw ValidationError("--partner: \(code)") }
         try await JobCommands.publish(.reportRequest, jobID: request.jobID, body: request, connection: connection)
         guard wait else {
             print(request.jobID)
@@ -85,8 +94,9 @@ struct ReportRequestCommand: AsyncParsableCommand {
                         SELECT id, area, language, report_text, word_count, price::text AS price, currency, writer,
                                prompt_version, generated_at
                         FROM report_purchases WHERE profile_id = $1 AND area = $2 AND language = $3
+                            AND partner_profile_id IS NOT DISTINCT FROM $4
                         """,
-                        [profileID.uuid, area.rawValue, language.rawValue]
+                        [profileID.uuid, area.rawValue, language.rawValue, partnerID?.uuid]
                     ).first
                 )
             }
@@ -143,24 +153,47 @@ struct ReportPreview: AsyncParsableCommand {
               astroctl chart --date 1990-10-07 --time 15:00 --tz Europe/Kyiv \\
                   --lat 50.4501 --lon 30.5234 --json > chart.json
               astroctl report preview --chart chart.json --area career --language uk
+              astroctl report preview --chart anna.json --partner-chart oleh.json \\
+                  --name Anna --partner-name Oleh --area relationships --language uk
             """
     )
 
     @Option(help: "A NatalChart JSON file (astroctl chart --json).") var chart: String
     @Option(help: "finances, career, relationships, health or general.") var area: ReportArea
     @Option(help: "en or uk.") var language: ReportLanguage = .en
+    @Option(help: "A second NatalChart JSON file: a relationships report for two (synastry).")
+    var partnerChart: String?
+    @Option(help: "With --partner-chart: the first person's name.") var name = "A"
+    @Option(help: "With --partner-chart: the partner's name.") var partnerName = "B"
+
+    static func natal(_ path: String, option: String) throws -> NatalChart {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ValidationError("\(option): cannot read \(path)")
+        }
+        do {
+            return try JSONCoding.decoder.decode(NatalChart.self, from: data)
+        } catch {
+            throw ValidationError("\(option): \(path) is not a NatalChart JSON (astroctl chart --json makes one)")
+        }
+    }
 
     func run() async throws {
-        guard let data = FileManager.default.contents(atPath: chart) else {
-            throw ValidationError("--chart: cannot read \(chart)")
+        let natal = try Self.natal(chart, option: "--chart")
+        let report: WrittenReport
+        if let partnerChart {
+            guard area == .relationships else {
+                throw ValidationError("--partner-chart: only with --area relationships")
+            }
+            let synastry = try ChartEngine.synastry(natal, try Self.natal(partnerChart, option: "--partner-chart"))
+            report = try PairReportWriter().write(
+                synastry: synastry,
+                score: CompatibilityScoring.score(synastry),
+                couple: ReportCouple(nameA: name, nameB: partnerName),
+                language: language
+            )
+        } else {
+            report = try BuiltInReportWriter().write(chart: natal, area: area, language: language)
         }
-        let natal: NatalChart
-        do {
-            natal = try JSONCoding.decoder.decode(NatalChart.self, from: data)
-        } catch {
-            throw ValidationError("--chart: \(chart) is not a NatalChart JSON (astroctl chart --json makes one)")
-        }
-        let report = try BuiltInReportWriter().write(chart: natal, area: area, language: language)
         print(Terminal.safe(report.text))
         print(Terminal.safe("\n(\(report.wordCount) words, \(report.writer), \(report.version))"))
     }

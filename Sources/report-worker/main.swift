@@ -60,13 +60,18 @@ let status = await WorkerMain.run(
             throw ConfigurationError(variable: "(package resources)", problem: "\(error)")
         }
     }
+    // Computed here, not in the log call's metadata: a closure there would be inferred to be
+    // main-actor isolated (top-level code) and trap when the logger runs it on another thread.
+    var pairVersions = "none"
+    if let pairWriter {
+        pairVersions = "\(pairWriter.knowledgeBase(.en).version), \(pairWriter.knowledgeBase(.uk).version)"
+    }
     logger.info(
         "report writer ready",
         metadata: [
             "writer": "\(llm.map { "llm \($0.model)" } ?? "built-in")",
             "knowledge_base": "\(writer.knowledgeBase(.en).version), \(writer.knowledgeBase(.uk).version)",
-            "synastry_knowledge_base":
-                "\(pairWriter.map { "\($0.knowledgeBase(.en).version), \($0.knowledgeBase(.uk).version)" } ?? "none")",
+            "synastry_knowledge_base": "\(pairVersions)",
         ]
     )
     return [ReportGenerateHandler(writer: writer, pairWriter: pairWriter, llm: setup)]

@@ -168,7 +168,97 @@ struct PairReportTests {
         #expect(try await reports(profile).count == 1)
         balance = try await ledger.balance(user)
         #expect(balance.consumed == 1 && balance.balanced)
+
+        // astroctl asks for the same report for two and prints it (already delivered: free).
+        let astroctl = ProcessRunner.productPath("astroctl")
+        let environment = [
+            "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.client),
+            "DATABASE_URL": workers.databaseURL,
+        ]
+        let shown = try await ProcessRunner.run(
+            astroctl,
+            [
+                "report", "request", "--user", user.description, "--profile", profile.description, "--partner",
+                partner.description, "--area", "relationships", "--language", "uk", "--wait", "--timeout", "60",
+            ],
+            environment: environment
+        )
+        #expect(shown.status == 0, "\(shown.error)")
+        #expect(shown.output.contains("Стосунки: Anna та Oleh"))
+        let career = try await ProcessRunner.run(
+            astroctl,
+            [
+                "report", "request", "--user", user.description, "--profile", profile.description, "--partner",
+                partner.description, "--area", "career",
+            ],
+            environment: environment
+        )
+        #expect(career.status != 0 && career.error.contains(PartnerRule.notAllowed))
+        #expect(try await ledger.balance(user).consumed == 1)
         await workers.stop()
+    }
+
+    /// The schema's rule (migration 0031): one report per (profile, partner, area, language), no
+    /// partner being one value; a partner only for relationships and never the profile itself.
+    @Test func theSchemaKeepsOneReportPerProfilePartnerAreaAndLanguage() async throws {
+        let (user, profile, partner) = try await couple()
+        let states = try await ledger.pool.withConnection { database -> [String?] in
+            let transaction = try #require(
+                try database.query("SELECT transaction_id FROM purchase_records WHERE user_id = $1", [user.uuid])
+                    .first?.decode(String.self, "transaction_id")
+            )
+            func insert(_ partner: ProfileID?, area: String = "relationships", self own: Bool = false) -> String? {
+                do {
+                    try database.execute("SAVEPOINT s")
+                    try database.execute(
+                        """
+                        INSERT INTO report_purchases (id, user_id, profile_id, partner_profile_id, area, language,
+                            report_text, word_count, price, currency, transaction_id, purchase_date, generated_at, writer)
+                        VALUES ($1, $2, $3, $4, $5, 'en', 'x', 1, 0, 'USD', $6, now(), now(), 'test')
+                        """,
+                        [UUID(), user.uuid, profile.uuid, own ? profile.uuid : partner?.uuid, area, transaction]
+                    )
+                    try database.execute("RELEASE SAVEPOINT s")
+                    return nil
+                } catch {
+                    _ = try? database.execute("ROLLBACK TO SAVEPOINT s")
+                    return error.sqlState
+                }
+            }
+            try database.execute("BEGIN")
+            defer { _ = try? database.execute("ROLLBACK") }
+            return [
+                insert(nil), insert(nil), insert(partner), insert(partner), insert(partner, area: "career"),
+                insert(nil, self: true),
+            ]
+        }
+        // 23505 unique violation, 23514 check violation.
+        #expect(states == [nil, "23505", nil, "23505", "23514", "23514"])
+    }
+
+    /// Two copies of one request for two at once (a double tap): one credit is spent, the
+    /// other copy finds it in progress.
+    @Test func concurrentCopiesSpendOneCredit() async throws {
+        let (user, profile, partner) = try await couple(product: "com.astrosvitla.report.credit.pack5")
+        let outcomes = try await withThrowingTaskGroup(of: JobOutcome.self) { group in
+            for _ in 0..<4 {
+                let request = ReportRequest(
+                    jobID: .random(),
+                    userID: user,
+                    profileID: profile,
+                    area: .relationships,
+                    language: .uk,
+                    partnerProfileID: partner
+                )
+                let body = try body(request)
+                group.addTask { try await ledger.run(ReportRequestHandler(), body, type: .reportRequest) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(outcomes.filter { $0.messages.contains { $0.routingKey == "report.generate" } }.count == 1)
+        #expect(outcomes.filter { $0.result?["inProgress"] == true }.count == 3)
+        let balance = try await ledger.balance(user)
+        #expect(balance.consumed == 1 && balance.available == 4 && balance.balanced)
     }
 
     /// The billing-worker's partner rules, each refused before anything is spent.
@@ -306,9 +396,8 @@ struct PairReportTests {
     /// carries the score; the answer is stored as the report.
     @Test func anLLMReportForTwo() async throws {
         let (user, profile, partner) = try await couple()
-        let answer = try #require(
-            ReportJourneyTests.writer.write(chart: LLMReportTests.chart, area: .relationships, language: .en).text
-        )
+        let answer = ReportJourneyTests.writer.write(chart: LLMReportTests.chart, area: .relationships, language: .en)
+            .text
         let fake = try OpenAIFake(apiKey: LLMReportTests.key, defaultResponder: { _ in answer })
         let request = ReportRequest(
             jobID: .random(),

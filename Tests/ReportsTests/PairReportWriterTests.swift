@@ -282,6 +282,9 @@ struct SynastryFixture {
             #expect(!first.ruleKeys.isEmpty)
             #expect(first.wordCount <= PairReportWriter.wordLimit)
             #expect(zip(selected, selected.dropFirst()).allSatisfy { $0.score >= $1.score })
+            // No reading twice (A's Sun – B's Mercury and A's Mercury – B's Sun share one).
+            let readings = selected.map { "\(PointPair($0.aspect.a.point, $0.aspect.b.point)) \($0.aspect.type)" }
+            #expect(Set(readings).count == readings.count)
             for (chosen, paragraph) in zip(selected, first.analysis) {
                 let pair = PointPair(chosen.aspect.a.point, chosen.aspect.b.point)
                 #expect(paragraph.hasSuffix("\n" + SynastryFixture.text(pair, chosen.aspect.type, language)))
@@ -307,6 +310,33 @@ struct SynastryFixture {
         #expect(LLMReportWriter.isWritten(in: .uk, report.text))
         let (english, _) = try Self.report(Self.charts[0], Self.charts[2], couple, .en)
         #expect(LLMReportWriter.isWritten(in: .en, english.text))
+    }
+
+    /// With the shipped knowledge base: the Ukrainian reports have no Latin-script word but the
+    /// (Latin) names, the English ones are English, and all stay within their length.
+    @Test func theShippedReportsAreInTheirLanguage() throws {
+        let shipped = try PairReportWriter()
+        let couple = ReportCouple(nameA: "Anna", nameB: "Oleh")
+        for (a, b) in [
+            (Self.charts[0], Self.charts[1]), (Self.charts[1], Self.charts[2]), (Self.charts[2], Self.charts[0]),
+        ] {
+            let synastry = try ChartEngine.synastry(a, b)
+            let score = CompatibilityScoring.score(synastry)
+            let uk = shipped.write(synastry: synastry, score: score, couple: couple, language: .uk)
+            let latin = Set(
+                uk.text.split(whereSeparator: { !$0.isLetter }).map(String.init).filter { word in
+                    word.unicodeScalars.contains { ("a"..."z").contains($0) || ("A"..."Z").contains($0) }
+                }
+            )
+            #expect(latin.isSubset(of: ["Anna", "Oleh"]), "\(latin)")
+            let en = shipped.write(synastry: synastry, score: score, couple: couple, language: .en)
+            #expect(LLMReportWriter.isWritten(in: .en, en.text))
+            for report in [uk, en] {
+                #expect(report.wordCount <= PairReportWriter.wordLimit)
+                #expect(report.analysis.count >= 3, "\(report.ruleKeys)")
+                #expect(report.version.hasPrefix("kb-synastry-"))
+            }
+        }
     }
 
     @Test func namesAreBoundedAndOnOneLine() {
