@@ -55,6 +55,7 @@ public struct LLMReportWriter: Sendable {
     private let phrases: [ReportLanguage: ReportPhrases]
     private let templates: [ReportLanguage: PromptTemplates]
     private let pairPhrases: [ReportLanguage: PairPhrases]
+    private let pairOverlays: [ReportLanguage: PairOverlays]
 
     /// - Throws: `KnowledgeBaseError` when the shipped data is missing (a broken build).
     public init(client: LLMClient, model: String, pricing: LLMPricing = .init()) throws(KnowledgeBaseError) {
@@ -65,8 +66,10 @@ public struct LLMReportWriter: Sendable {
         var phrases: [ReportLanguage: ReportPhrases] = [:]
         var templates: [ReportLanguage: PromptTemplates] = [:]
         var pairPhrases: [ReportLanguage: PairPhrases] = [:]
+        var pairOverlays: [ReportLanguage: PairOverlays] = [:]
         for language in ReportLanguage.allCases {
             pairPhrases[language] = try PairPhrases.load(language)
+            pairOverlays[language] = try PairOverlays.load(language)
             bases[language] = try KnowledgeBase.load(language)
             phrases[language] = try ReportPhrases.load(language)
             templates[language] = try PromptTemplates.load(language)
@@ -75,6 +78,7 @@ public struct LLMReportWriter: Sendable {
         self.phrases = phrases
         self.templates = templates
         self.pairPhrases = pairPhrases
+        self.pairOverlays = pairOverlays
     }
 
     /// The words an answer must have: the prompt asks for 400–500; models miscount a little.
@@ -125,7 +129,8 @@ public struct LLMReportWriter: Sendable {
             couple: couple,
             language: language,
             phrases: words,
-            templates: templates[language]!
+            templates: templates[language]!,
+            overlays: pairOverlays[language]!
         )
         return try await complete(
             prompt,

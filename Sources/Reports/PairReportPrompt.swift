@@ -7,8 +7,9 @@ extension ReportPrompt {
 
     /// Builds the prompt of a relationships report for two: the pair persona, both charts'
     /// placements each labelled with its owner's name, the inter-aspects (whose point is whose,
-    /// and the orb), and the compatibility score with its method. Aspects are dropped from the
-    /// end until the estimate fits the budget.
+    /// and the orb), the compatibility score with its method, and, when `overlays` are given, the
+    /// strongest house overlays (whose planet falls in whose house) after the template's text.
+    /// Aspects are dropped from the end until the estimate fits the budget.
     public static func buildPair(
         chartA: NatalChart,
         chartB: NatalChart,
@@ -17,7 +18,8 @@ extension ReportPrompt {
         couple: ReportCouple,
         language: ReportLanguage,
         phrases: PairPhrases,
-        templates: PromptTemplates
+        templates: PromptTemplates,
+        overlays: PairOverlays? = nil
     ) -> ReportPrompt {
         let ordered = synastry.aspects.sorted { lhs, rhs in
             let left = lhs.maxOrb > 0 ? lhs.orb / lhs.maxOrb : 0
@@ -35,8 +37,9 @@ extension ReportPrompt {
             )
             return "\(index + 1). \(owned), \(PairReportWriter.formatOrb(aspect.orb))"
         }
+        let overlayBlock = overlays?.promptBlock(synastry, couple: couple, pairPhrases: phrases) ?? ""
         func user(_ lines: [String]) -> String {
-            phrases.fill(
+            let text = phrases.fill(
                 templates.pairUser,
                 [
                     "a": couple.nameA, "b": couple.nameB, "minWords": "400", "maxWords": "500",
@@ -44,6 +47,7 @@ extension ReportPrompt {
                     "method": score.method, "aspects": lines.joined(separator: "\n"),
                 ]
             )
+            return overlayBlock.isEmpty ? text : text + "\n\n" + overlayBlock
         }
         let system = templates.pairSystem
         var text = user(lines)

@@ -105,9 +105,10 @@ public struct SelectedInterAspect: Sendable, Hashable {
 
 /// The embedded writer of a relationships report for two (no network): an opening naming both
 /// people with the compatibility score and its strongest parts, the strongest inter-aspects with
-/// headings that say whose point is whose, and a closing. House overlays are left out: the
-/// natal planet-in-house readings speak of the reader's own houses, which misreads a partner's
-/// planet placed there. Deterministic for the same charts, names, language and knowledge base.
+/// headings that say whose point is whose, the strongest house overlays (whose planet falls in
+/// whose house, read from the overlay knowledge base, not the natal planet-in-house readings,
+/// which speak of the reader's own planets), and a closing. Deterministic for the same charts,
+/// names, language and knowledge bases.
 public struct PairReportWriter: Sendable {
     /// At most this many inter-aspects are interpreted.
     public static let maximumAspects = 8
@@ -116,6 +117,7 @@ public struct PairReportWriter: Sendable {
     public static let wordLimit = 600
     private let bases: [ReportLanguage: SynastryKnowledgeBase]
     private let phrases: [ReportLanguage: PairPhrases]
+    private let overlays: [ReportLanguage: PairOverlays]
 
     /// Loads the synastry knowledge base and pair phrases of every language.
     ///
@@ -126,19 +128,31 @@ public struct PairReportWriter: Sendable {
         try self.init(bases: bases)
     }
 
-    /// A writer with the given knowledge bases (tests) and the shipped phrases.
+    /// A writer with the given knowledge bases (tests) and the shipped phrases; the shipped
+    /// house-overlay texts unless `overlays` are given.
     ///
-    /// - Throws: `KnowledgeBaseError` when a base of a language is missing or the phrases are broken.
-    public init(bases: [ReportLanguage: SynastryKnowledgeBase]) throws(KnowledgeBaseError) {
+    /// - Throws: `KnowledgeBaseError` when a base of a language is missing or the phrases or
+    ///   overlay texts are broken.
+    public init(
+        bases: [ReportLanguage: SynastryKnowledgeBase],
+        overlays givenOverlays: [ReportLanguage: PairOverlays]? = nil
+    ) throws(KnowledgeBaseError) {
         var phrases: [ReportLanguage: PairPhrases] = [:]
+        var overlays: [ReportLanguage: PairOverlays] = [:]
         for language in ReportLanguage.allCases {
             guard bases[language] != nil else {
                 throw KnowledgeBaseError(message: "no synastry knowledge base for \(language.rawValue)")
             }
             phrases[language] = try PairPhrases.load(language)
+            if let given = givenOverlays?[language] {
+                overlays[language] = given
+            } else {
+                overlays[language] = try PairOverlays.load(language)
+            }
         }
         self.bases = bases
         self.phrases = phrases
+        self.overlays = overlays
     }
 
     /// The synastry knowledge base of a language.
@@ -146,6 +160,9 @@ public struct PairReportWriter: Sendable {
 
     /// The phrases of a language.
     public func phrases(_ language: ReportLanguage) -> PairPhrases { phrases[language]! }
+
+    /// The house-overlay texts and phrases of a language.
+    public func overlays(_ language: ReportLanguage) -> PairOverlays { overlays[language]! }
 
     /// The strongest inter-aspects with a reading, strongest first: ranked by the reading's
     /// weight × (1 − orb / maximum orb), ties by key, each reading at most once, at most `count`.
@@ -230,13 +247,22 @@ public struct PairReportWriter: Sendable {
             opening.append(words.fill(words.strongest, ["parts": strongest.joined(separator: "; ")]))
         }
         let keyInfluences = opening.joined(separator: " ")
-        let fixedWords = BuiltInReportWriter.countWords(
-            [
-                title, words.headings.opening, keyInfluences, words.headings.contacts, words.headings.closing,
-                words.closing,
-            ]
-            .joined(separator: "\n")
-        )
+        // The overlay section is short and fixed in size, so it is counted before the
+        // inter-aspects fill what is left of the word limit.
+        let overlaySection = overlays[language]!.section(synastry, couple: couple, pairPhrases: words)
+        let fixedWords =
+            BuiltInReportWriter.countWords(
+                [
+                    title, words.headings.opening, keyInfluences, words.headings.contacts, words.headings.closing,
+                    words.closing,
+                ]
+                .joined(separator: "\n")
+            )
+            + (overlaySection.paragraphs.isEmpty
+                ? 0
+                : BuiltInReportWriter.countWords(
+                    ([overlaySection.heading] + overlaySection.paragraphs).joined(separator: "\n")
+                ))
         var total = fixedWords
         var analysis: [String] = []
         var used: [SelectedInterAspect] = []
@@ -254,6 +280,13 @@ public struct PairReportWriter: Sendable {
             if index > 0 { sections.append("") }
             sections.append(paragraph)
         }
+        if !overlaySection.paragraphs.isEmpty {
+            sections += ["", overlaySection.heading]
+            for (index, paragraph) in overlaySection.paragraphs.enumerated() {
+                if index > 0 { sections.append("") }
+                sections.append(paragraph)
+            }
+        }
         sections += ["", words.headings.closing, words.closing]
         let text = sections.joined(separator: "\n")
         return WrittenReport(
@@ -265,7 +298,7 @@ public struct PairReportWriter: Sendable {
             wordCount: BuiltInReportWriter.countWords(text),
             ruleKeys: used.map(\.key),
             writer: "built-in",
-            version: base.version
+            version: base.version + "+" + overlays[language]!.knowledge.version
         )
     }
 }
