@@ -374,6 +374,8 @@ let package = Package(
         // Replays every committed fuzzing corpus file (Fuzz/corpus) through its target.
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "MaintenanceTests", dependencies: ["Maintenance", "AMQP", "AstroDomain"]),
+        // The built astroctl binary run as a process, offline (its chart commands); no servers.
+        .testTarget(name: "AstroctlTests", dependencies: ["ChartEngine", "Ephemeris", "AstroDomain"]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
             name: "IntegrationTests",

@@ -58,6 +58,18 @@ extension GatewayRoutes {
         )
         let hub = services.events
         let logger = context.logger
+        // A client that closes its connection has gone: an event stream takes no request body,
+        // and a client still reading keeps its side open. Without this, an idle stream would
+        // learn of it only when a heartbeat write failed (the second after the close).
+        let watch = services.connections
+        let lease = StreamLease(
+            stream: stream,
+            hub: hub,
+            watch: watch,
+            registration: watch.onInputClosed(header: request.headers[ConnectionWatch.header]) {
+                stream.end(.clientGone)
+            }
+        )
         return Response(
             status: .ok,
             headers: [
@@ -67,9 +79,34 @@ extension GatewayRoutes {
                 accelBufferingHeader: "no",
             ],
             body: ResponseBody { writer in
-                try await Self.writeStream(stream, to: &writer, hub: hub, logger: logger)
+                try await Self.writeStream(lease.stream, to: &writer, hub: hub, logger: logger)
             }
         )
+    }
+
+    /// An open stream's hold on its place, released with the response: should the server drop the
+    /// response without running its body (it does when the head cannot be written, the client
+    /// having reset the connection), the body that closes the stream never runs, and the stream
+    /// would stay registered for good, counted by `gateway_event_streams_open` and holding one of
+    /// its user's places. Closing an already closed stream changes nothing.
+    final class StreamLease: Sendable {
+        let stream: EventStream
+        private let hub: EventHub
+        private let watch: ConnectionWatch
+        private let registration: ConnectionWatch.Registration?
+
+        init(stream: EventStream, hub: EventHub, watch: ConnectionWatch, registration: ConnectionWatch.Registration?) {
+            self.stream = stream
+            self.hub = hub
+            self.watch = watch
+            self.registration = registration
+        }
+
+        deinit {
+            watch.cancel(registration)
+            stream.end(.clientGone)
+            hub.close(stream)
+        }
     }
 
     /// Error that ends a stream by closing the connection (a slow or vanished client).

@@ -23,6 +23,8 @@ public struct GatewayServices: Sendable {
     let requestTimeout: Duration
     /// The one timer behind every request's body deadline and long-poll wait.
     let deadlines = Deadlines()
+    /// Which connections their clients closed, for the event streams (ConnectionWatch.swift).
+    let connections = ConnectionWatch()
     /// Magical Stories: the `stories` schema (read-only) and the pictures' storage root.
     let stories: StoryStore
     let illustrations: IllustrationFiles

@@ -54,8 +54,11 @@ public enum GatewayMain {
             // request timeout.
             server: .http1(
                 configuration: .init(
-                    // The socket's peer, for the rate limits (RateLimit.swift).
-                    additionalChannelHandlers: [PeerAddressHandler()],
+                    // The socket's peer, for the rate limits (RateLimit.swift); a client's
+                    // closing of its connection, for the event streams (ConnectionWatch.swift).
+                    additionalChannelHandlers: [
+                        PeerAddressHandler(), ConnectionWatchHandler(watch: services.connections),
+                    ],
                     idleTimeout: .milliseconds(Int64(configuration.requestTimeout.milliseconds))
                 )
             ),

@@ -38,17 +38,38 @@ struct ChartCommand: AsyncParsableCommand {
             an outer ring: the sky at --transits-at 2026-11-24T18:00:00Z, or a second \
             chart from --outer-date/--outer-time/--outer-tz/--outer-lat/--outer-lon \
             (--outer-name), with the aspects between the rings.
+
+            Subcommands: transits, progressed and return take these birth flags; synastry, \
+            composite, davison and compatibility take two births as --a-… and --b-… \
+            (`astroctl pair …` is the same commands under their older name).
             """,
-        subcommands: [ChartTransitsCommand.self, ChartProgressedCommand.self, ChartReturnCommand.self]
+        subcommands: [
+            ChartTransitsCommand.self, ChartProgressedCommand.self, ChartReturnCommand.self,
+            ChartTwoBirthCommand<ChartSynastryCommand>.self, ChartTwoBirthCommand<ChartCompositeCommand>.self,
+            ChartTwoBirthCommand<ChartDavisonCommand>.self, ChartTwoBirthCommand<ChartCompatibilityCommand>.self,
+        ]
     )
 
-    @Option(help: "Birth date, YYYY-MM-DD (1900-01-01 … 2100-12-31).") var date: String
-    @Option(help: "Local birth time, HH:mm (24-hour).") var time: String
-    @Option(name: .customLong("tz"), help: "IANA time zone of the birth place, e.g. Europe/Kyiv.") var timezone: String
-    @Option(name: .customLong("lat"), parsing: .unconditional, help: "Latitude in degrees, north positive (−90…90).")
-    var latitude: Double
-    @Option(name: .customLong("lon"), parsing: .unconditional, help: "Longitude in degrees, east positive (−180…180).")
-    var longitude: Double
+    // The birth flags are optional to the parser only: `chart synastry|composite|davison|
+    // compatibility` take two births (--a-…, --b-…) and none of these. The natal chart and
+    // `chart transits|progressed|return` still need all five; a missing one is refused with
+    // exit status 2 naming the flag, by the same validation as a wrong one (`requestBody`).
+    @Option(help: "Birth date, YYYY-MM-DD (1900-01-01 … 2100-12-31); required.") var date: String?
+    @Option(help: "Local birth time, HH:mm (24-hour); required.") var time: String?
+    @Option(name: .customLong("tz"), help: "IANA time zone of the birth place, e.g. Europe/Kyiv; required.")
+    var timezone: String?
+    @Option(
+        name: .customLong("lat"),
+        parsing: .unconditional,
+        help: "Latitude in degrees, north positive (−90…90); required."
+    )
+    var latitude: Double?
+    @Option(
+        name: .customLong("lon"),
+        parsing: .unconditional,
+        help: "Longitude in degrees, east positive (−180…180); required."
+    )
+    var longitude: Double?
     @Option(help: "Profile name (1–50 characters).") var name = "Chart"
     @Option(help: "Place name, for display.") var location = ""
     @Option(
@@ -82,11 +103,13 @@ struct ChartCommand: AsyncParsableCommand {
 
     /// The chart.calculate body these flags describe (validated by the same code the worker uses).
     func requestBody(jobID: JobID, userID: String) -> JSONValue {
-        var profileObject: [String: JSONValue] = [
-            "name": .string(name), "birthDate": .string(date), "birthTime": .string(time),
-            "timezone": .string(timezone),
-            "latitude": .number(latitude), "longitude": .number(longitude), "locationName": .string(location),
-        ]
+        var profileObject: [String: JSONValue] = ["name": .string(name), "locationName": .string(location)]
+        // A flag not given stays out of the body, which the validation then names as missing.
+        if let date { profileObject["birthDate"] = .string(date) }
+        if let time { profileObject["birthTime"] = .string(time) }
+        if let timezone { profileObject["timezone"] = .string(timezone) }
+        if let latitude { profileObject["latitude"] = .number(latitude) }
+        if let longitude { profileObject["longitude"] = .number(longitude) }
         if let profile { profileObject["id"] = .string(profile) }
         var body: [String: JSONValue] = [
             "jobId": .string(jobID.description), "userId": .string(userID), "profile": .object(profileObject),

@@ -5,16 +5,17 @@ import ChartEngine
 import Ephemeris
 import Foundation
 
-/// Charts for two people, offline: `astroctl pair synastry|composite|davison|compatibility`.
-///
-/// A group of its own rather than subcommands of `astroctl chart`, whose natal birth flags are
-/// required and would be demanded of every subcommand too.
+/// Charts for two people, offline: `astroctl pair synastry|composite|davison|compatibility`, the
+/// older name of `astroctl chart synastry|composite|davison|compatibility` (same flags, same
+/// output), kept so that scripts written for it go on working.
 struct PairCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pair",
-        abstract: "Charts for two births (offline): synastry, composite, davison, compatibility.",
+        abstract:
+            "Charts for two births (offline); the same as `astroctl chart synastry|composite|davison|compatibility`.",
         discussion: """
-            Each birth takes the flags of `astroctl chart`, prefixed --a- or --b-:
+            An alias: `astroctl pair X …` is `astroctl chart X …`. Each birth takes the flags \
+            of `astroctl chart`, prefixed --a- or --b-:
 
               astroctl pair synastry --a-date 1990-10-07 --a-time 15:00 --a-tz Europe/Kyiv \\
                   --a-lat 50.4501 --a-lon 30.5234 --b-date 1992-03-15 --b-time 08:30 \\
@@ -27,8 +28,17 @@ struct PairCommand: AsyncParsableCommand {
     )
 }
 
+/// A command of two births, run as `astroctl pair X` or `astroctl chart X`.
+protocol TwoBirthCommand: AsyncParsableCommand {
+    var births: TwoBirthOptions { get set }
+}
+
 /// The two births of a chart for two people: `--a-…` for chart A, `--b-…` for chart B.
 struct TwoBirthOptions: ParsableArguments {
+    /// The command as the user typed it, for messages: `astroctl pair`, or `astroctl chart` when
+    /// run through `ChartTwoBirthCommand`.
+    @TaskLocal static var invokedAs = "astroctl pair"
+
     @Option(name: .customLong("a-date"), help: "A's birth date, YYYY-MM-DD.") var aDate: String
     @Option(name: .customLong("a-time"), help: "A's local birth time, HH:mm.") var aTime: String
     @Option(name: .customLong("a-tz"), help: "A's IANA time zone, e.g. Europe/Kyiv.") var aTimezone: String
@@ -112,14 +122,14 @@ struct TwoBirthOptions: ParsableArguments {
         let flag = ChartCommand.flagName(field)
         let named = flag.hasPrefix("--") ? "--\(side)-" + flag.dropFirst(2) : flag
         FileHandle.standardError.write(
-            Data("astroctl pair: \(named): \(ChartCommand.withoutFieldPrefix(message))\n".utf8)
+            Data("\(invokedAs): \(named): \(ChartCommand.withoutFieldPrefix(message))\n".utf8)
         )
         Foundation.exit(2)
     }
 
     static func failRelationship(_ error: RelationshipChartError) throws -> Never {
         guard error.isPermanent else { throw CommandFailure("\(error)") }
-        FileHandle.standardError.write(Data("astroctl pair: \(error.code): \(error.message)\n".utf8))
+        FileHandle.standardError.write(Data("\(invokedAs): \(error.code): \(error.message)\n".utf8))
         Foundation.exit(2)
     }
 }
@@ -135,12 +145,12 @@ private func padded(_ text: String, _ width: Int) -> String {
     text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
 }
 
-struct ChartSynastryCommand: AsyncParsableCommand {
+struct ChartSynastryCommand: TwoBirthCommand {
     static let configuration = CommandConfiguration(
         commandName: "synastry",
         abstract: "Inter-aspects and house overlays of two births (offline).",
         discussion: """
-              astroctl pair synastry --a-date 1990-10-07 --a-time 15:00 --a-tz Europe/Kyiv \\
+              astroctl chart synastry --a-date 1990-10-07 --a-time 15:00 --a-tz Europe/Kyiv \\
                   --a-lat 50.4501 --a-lon 30.5234 --b-date 1992-03-15 --b-time 08:30 \\
                   --b-tz Europe/London --b-lat 51.5072 --b-lon -0.1276 [--angle-orb 3] [--json]
             """
@@ -184,11 +194,11 @@ struct ChartSynastryCommand: AsyncParsableCommand {
     }
 }
 
-struct ChartCompositeCommand: AsyncParsableCommand {
+struct ChartCompositeCommand: TwoBirthCommand {
     static let configuration = CommandConfiguration(
         commandName: "composite",
         abstract: "The composite (midpoint) chart of two births (offline).",
-        discussion: "Same birth flags as `astroctl pair synastry`; --json prints the NatalChart-shaped result."
+        discussion: "Same birth flags as `astroctl chart synastry`; --json prints the NatalChart-shaped result."
     )
 
     @OptionGroup var births: TwoBirthOptions
@@ -206,11 +216,11 @@ struct ChartCompositeCommand: AsyncParsableCommand {
     }
 }
 
-struct ChartDavisonCommand: AsyncParsableCommand {
+struct ChartDavisonCommand: TwoBirthCommand {
     static let configuration = CommandConfiguration(
         commandName: "davison",
         abstract: "The Davison chart (midpoint in time and on the sphere) of two births (offline).",
-        discussion: "Same birth flags as `astroctl pair synastry`; --json prints the NatalChart-shaped result."
+        discussion: "Same birth flags as `astroctl chart synastry`; --json prints the NatalChart-shaped result."
     )
 
     @OptionGroup var births: TwoBirthOptions
@@ -228,11 +238,11 @@ struct ChartDavisonCommand: AsyncParsableCommand {
     }
 }
 
-struct ChartCompatibilityCommand: AsyncParsableCommand {
+struct ChartCompatibilityCommand: TwoBirthCommand {
     static let configuration = CommandConfiguration(
         commandName: "compatibility",
         abstract: "The compatibility score (0–100) of two births with its parts (offline).",
-        discussion: "Same birth flags as `astroctl pair synastry`. Method: CONTRACT.md \"Compatibility score\"."
+        discussion: "Same birth flags as `astroctl chart synastry`. Method: CONTRACT.md \"Compatibility score\"."
     )
 
     @OptionGroup var births: TwoBirthOptions

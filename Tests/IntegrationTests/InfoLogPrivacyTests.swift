@@ -66,83 +66,35 @@ struct InfoLogPrivacyTests {
         )
         defer { processes.stop() }
         let base = gateway.base
-        func call(_ method: String, _ path: String, token: String, body: JSONValue? = nil) async throws -> Answer {
-            try await GatewayHarness.request(method, "\(base)\(path)", token: token, body: body)
-        }
-        func finished(_ answer: Answer, token: String) async throws -> JSONValue {
-            let job = try GatewayResourcesTests.accepted(answer)
-            let done = try await GatewayResourcesTests.finished(base, job, token: token) { processes.output }
-            #expect(done["status"] == "succeeded", "\(done)")
-            return done
-        }
+        let client = GatewayJourney.Client(base: base, processes: processes)
         let (user, token) = try await GatewayHarness.register(base)
 
         let marker = UserDeletionTests.marker()
         let name = "Olena \(marker)"
         let place = "Zhovkva \(marker)"
-        let birthDate = "19\(Int.random(in: 31...99))-0\(Int.random(in: 1...9))-1\(Int.random(in: 0...9))"
-        let birthTime = "0\(Int.random(in: 1...9)):\(Int.random(in: 10...59))"
+        let birthDate = GatewayJourney.randomBirthDate()
+        let birthTime = GatewayJourney.randomBirthTime()
         // Coordinates with digits no duration or id in a log line is likely to have.
         let latitude = 50.0 + Double(Int.random(in: 1000...9999)) / 10_000 + 0.00003
         let longitude = 23.0 + Double(Int.random(in: 1000...9999)) / 10_000 + 0.00007
         let child = "Zoryana \(marker)"
 
-        let created = try await finished(
-            try await call(
-                "POST",
-                "/v1/profiles",
-                token: token,
-                body: [
-                    "profile": [
-                        "name": .string(name), "birthDate": .string(birthDate), "birthTime": .string(birthTime),
-                        "timezone": "Europe/Kyiv", "latitude": .number(latitude), "longitude": .number(longitude),
-                        "locationName": .string(place),
-                    ]
-                ]
-            ),
-            token: token
-        )
-        let profile = try #require(created["result"]?["profileId"]?.stringValue)
-        let pack = try BillingLedgerIntegrationTests.signedPurchase(
-            "com.astrosvitla.report.credit.pack5",
-            user: UserID(user)
-        )
-        _ = try await finished(
-            try await call("POST", "/v1/purchases", token: token, body: ["signedTransaction": .string(pack.jws)]),
-            token: token
-        )
-        _ = try await finished(
-            try await call(
-                "POST",
-                "/v1/reports",
-                token: token,
-                body: ["profileId": .string(profile), "area": "career", "language": "en"]
-            ),
-            token: token
-        )
-        var reportText = ""
-        try await RuntimeTestEnvironment.eventually("the report is written", timeout: .seconds(60)) {
-            let list = try await call("GET", "/v1/reports?profileId=\(profile)", token: token)
-            guard let id = list.json?["items"]?.arrayValue?.first?["id"]?.stringValue else { return false }
-            reportText = try await call("GET", "/v1/reports/\(id)", token: token).json?["text"]?.stringValue ?? ""
-            return !reportText.isEmpty
-        }
-        let storyAnswer = try await call(
-            "POST",
-            "/v1/stories",
+        let used = try await GatewayJourney.useEveryFeature(
+            client,
+            user: user,
             token: token,
-            body: [
-                "childName": .string(child), "ageGroup": 1, "theme": "courage", "mainCharacter": "Felix the Fox",
-                "language": "en", "pageCount": 3,
-            ]
+            as: .init(
+                name: name,
+                place: place,
+                birthDate: birthDate,
+                birthTime: birthTime,
+                latitude: latitude,
+                longitude: longitude,
+                child: child
+            )
         )
-        let storyID = try #require(storyAnswer.json?["storyId"]?.stringValue)
-        _ = try await finished(storyAnswer, token: token)
-        _ = try await finished(
-            try await call("POST", "/v1/stories/\(storyID)/illustrations", token: token),
-            token: token
-        )
-        _ = try await finished(try await call("POST", "/v1/stories/\(storyID)/reads", token: token), token: token)
+        let reportText = used.reportText
+        let storyID = used.storyID
         // Opening the story moves its and its child's last_opened_at (children's retention): set
         // back 400 days first, they are today's after the GET.
         let owner = PostgresPool(
@@ -178,15 +130,15 @@ struct InfoLogPrivacyTests {
             )
         }
         #expect(try await openedDaysAgo() == [400, 400])
-        let opened = try await call("GET", "/v1/stories/\(storyID)", token: token)
+        let opened = try await client.call("GET", "/v1/stories/\(storyID)", token: token)
         #expect(opened.status == 200)
         #expect(try await openedDaysAgo() == [0, 0])
         await owner.close()
         let childID = try #require(
-            try await call("GET", "/v1/children", token: token).json?["items"]?.arrayValue?.first?["childId"]?
+            try await client.call("GET", "/v1/children", token: token).json?["items"]?.arrayValue?.first?["childId"]?
                 .stringValue
         )
-        #expect(try await call("GET", "/v1/children/\(childID)/achievements", token: token).status == 200)
+        #expect(try await client.call("GET", "/v1/children/\(childID)/achievements", token: token).status == 200)
 
         // Let the last lines reach the files, then stop every process (its shutdown lines too).
         try await Task.sleep(for: .milliseconds(500))

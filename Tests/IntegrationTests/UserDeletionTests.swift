@@ -171,15 +171,7 @@ struct UserDeletionTests {
         )
         defer { processes.stop() }
         let base = gateway.base
-        func call(_ method: String, _ path: String, token: String, body: JSONValue? = nil) async throws -> HTTPAnswer {
-            try await GatewayHarness.request(method, "\(base)\(path)", token: token, body: body)
-        }
-        func finished(_ answer: HTTPAnswer, token: String) async throws -> JSONValue {
-            let job = try GatewayResourcesTests.accepted(answer)
-            let done = try await GatewayResourcesTests.finished(base, job, token: token) { processes.output }
-            #expect(done["status"] == "succeeded", "\(done)")
-            return done
-        }
+        let client = GatewayJourney.Client(base: base, processes: processes)
         let (user, token) = try await GatewayHarness.register(base)
         let (bystander, bystanderToken) = try await GatewayHarness.register(base)
 
@@ -187,74 +179,33 @@ struct UserDeletionTests {
         let marker = Self.marker()
         let name = "Olena \(marker)"
         let place = "Zhovkva \(marker)"
-        let birthDate = "19\(Int.random(in: 31...99))-0\(Int.random(in: 1...9))-1\(Int.random(in: 0...9))"
-        let birthTime = "0\(Int.random(in: 1...9)):\(Int.random(in: 10...59))"
+        let birthDate = GatewayJourney.randomBirthDate()
+        let birthTime = GatewayJourney.randomBirthTime()
         let child = "Zoryana \(marker)"
 
-        // 1. A profile and its chart.
-        let created = try await finished(
-            try await call(
-                "POST",
-                "/v1/profiles",
-                token: token,
-                body: [
-                    "profile": [
-                        "name": .string(name), "birthDate": .string(birthDate), "birthTime": .string(birthTime),
-                        "timezone": "Europe/Kyiv", "latitude": 50.05, "longitude": 23.97,
-                        "locationName": .string(place),
-                    ]
-                ]
-            ),
-            token: token
-        )
-        let profile = try #require(created["result"]?["profileId"]?.stringValue)
-        // 2. A purchase (five credits) and a report, which spends one.
-        let pack = try BillingLedgerIntegrationTests.signedPurchase(
-            "com.astrosvitla.report.credit.pack5",
-            user: UserID(user)
-        )
-        _ = try await finished(
-            try await call("POST", "/v1/purchases", token: token, body: ["signedTransaction": .string(pack.jws)]),
-            token: token
-        )
-        _ = try await finished(
-            try await call(
-                "POST",
-                "/v1/reports",
-                token: token,
-                body: ["profileId": .string(profile), "area": "career", "language": "en"]
-            ),
-            token: token
-        )
-        var reportText = ""
-        try await RuntimeTestEnvironment.eventually("the report is written", timeout: .seconds(60)) {
-            let list = try await call("GET", "/v1/reports?profileId=\(profile)", token: token)
-            guard let id = list.json?["items"]?.arrayValue?.first?["id"]?.stringValue else { return false }
-            reportText = try await call("GET", "/v1/reports/\(id)", token: token).json?["text"]?.stringValue ?? ""
-            return !reportText.isEmpty
-        }
+        // 1. A profile and its chart. 2. A purchase (five credits) and a report, which spends one.
         // 3. A story for a child, illustrated and read (the first reading earns an achievement).
-        let story = try await call(
-            "POST",
-            "/v1/stories",
+        let used = try await GatewayJourney.useEveryFeature(
+            client,
+            user: user,
             token: token,
-            body: [
-                "childName": .string(child), "ageGroup": 1, "theme": "courage", "mainCharacter": "Felix the Fox",
-                "language": "en", "pageCount": 3,
-            ]
+            as: .init(
+                name: name,
+                place: place,
+                birthDate: birthDate,
+                birthTime: birthTime,
+                latitude: 50.05,
+                longitude: 23.97,
+                child: child
+            )
         )
-        let storyID = try #require(story.json?["storyId"]?.stringValue)
-        _ = try await finished(story, token: token)
-        _ = try await finished(
-            try await call("POST", "/v1/stories/\(storyID)/illustrations", token: token),
-            token: token
-        )
-        _ = try await finished(try await call("POST", "/v1/stories/\(storyID)/reads", token: token), token: token)
+        let reportText = used.reportText
+        let storyID = used.storyID
         let childID = try #require(
-            try await call("GET", "/v1/children", token: token).json?["items"]?.arrayValue?.first?["childId"]?
+            try await client.call("GET", "/v1/children", token: token).json?["items"]?.arrayValue?.first?["childId"]?
                 .stringValue
         )
-        let achievements = try await call("GET", "/v1/children/\(childID)/achievements", token: token)
+        let achievements = try await client.call("GET", "/v1/children/\(childID)/achievements", token: token)
         #expect(
             achievements.json?["items"]?.arrayValue?.contains { $0["earnedAt"] != nil && $0["earnedAt"] != .null }
                 == true,
@@ -284,18 +235,18 @@ struct UserDeletionTests {
         #expect(try await !occurrences(of: nil, date: birthDate, time: birthTime).isEmpty)
 
         // 4. The deletion.
-        let deleted = try await call("DELETE", "/v1/me", token: token)
+        let deleted = try await client.call("DELETE", "/v1/me", token: token)
         let deletionJob = try GatewayResourcesTests.accepted(deleted)
         try await RuntimeTestEnvironment.eventually("the deletion finishes", timeout: .seconds(60)) {
             try await deletionFinished(user)
         }
         // The user's token is refused; a repeated DELETE answers with the first job.
-        let refused = try await call("GET", "/v1/profiles", token: token)
+        let refused = try await client.call("GET", "/v1/profiles", token: token)
         #expect(refused.status == 401 && refused.json?["code"] == "user-deleted", "\(String(describing: refused.json))")
-        let again = try await call("DELETE", "/v1/me", token: token)
+        let again = try await client.call("DELETE", "/v1/me", token: token)
         #expect(again.status == 202 && again.json?["jobId"]?.stringValue == deletionJob)
         // Another user is untouched.
-        #expect(try await call("GET", "/v1/profiles", token: bystanderToken).status == 200)
+        #expect(try await client.call("GET", "/v1/profiles", token: bystanderToken).status == 200)
         try await RuntimeTestEnvironment.eventually("the illustrations are erased", timeout: .seconds(30)) {
             !FileManager.default.fileExists(atPath: folder.path)
         }

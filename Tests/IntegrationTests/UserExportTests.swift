@@ -140,82 +140,34 @@ struct UserExportTests {
         defer { try? FileManager.default.removeItem(at: storage) }
         let (base, processes) = try await Self.startStack(storage: storage, label: "export-gateway")
         defer { processes.stop() }
-        func call(_ method: String, _ path: String, token: String, body: JSONValue? = nil) async throws -> HTTPAnswer {
-            try await GatewayHarness.request(method, "\(base)\(path)", token: token, body: body)
-        }
-        func finished(_ answer: HTTPAnswer, token: String) async throws -> JSONValue {
-            let job = try GatewayResourcesTests.accepted(answer)
-            let done = try await GatewayResourcesTests.finished(base, job, token: token) { processes.output }
-            #expect(done["status"] == "succeeded", "\(done)")
-            return done
-        }
+        let client = GatewayJourney.Client(base: base, processes: processes)
         let (user, token) = try await GatewayHarness.register(base)
         let (_, otherToken) = try await GatewayHarness.register(base)
 
         let marker = UserDeletionTests.marker()
         let name = "Mariia \(marker)"
         let place = "Kolomyia \(marker)"
-        let birthDate = "19\(Int.random(in: 31...99))-0\(Int.random(in: 1...9))-1\(Int.random(in: 0...9))"
+        let birthDate = GatewayJourney.randomBirthDate()
         let child = "Bohdan \(marker)"
 
         // A profile and its chart, a purchase and a report, a story illustrated and read, consent.
-        let created = try await finished(
-            try await call(
-                "POST",
-                "/v1/profiles",
-                token: token,
-                body: [
-                    "profile": [
-                        "name": .string(name), "birthDate": .string(birthDate), "birthTime": "07:45",
-                        "timezone": "Europe/Kyiv", "latitude": 48.53, "longitude": 25.04,
-                        "locationName": .string(place),
-                    ]
-                ]
-            ),
-            token: token
-        )
-        let profile = try #require(created["result"]?["profileId"]?.stringValue)
-        let pack = try BillingLedgerIntegrationTests.signedPurchase(
-            "com.astrosvitla.report.credit.pack5",
-            user: UserID(user)
-        )
-        _ = try await finished(
-            try await call("POST", "/v1/purchases", token: token, body: ["signedTransaction": .string(pack.jws)]),
-            token: token
-        )
-        _ = try await finished(
-            try await call(
-                "POST",
-                "/v1/reports",
-                token: token,
-                body: ["profileId": .string(profile), "area": "career", "language": "en"]
-            ),
-            token: token
-        )
-        var reportText = ""
-        try await RuntimeTestEnvironment.eventually("the report is written", timeout: .seconds(60)) {
-            let list = try await call("GET", "/v1/reports?profileId=\(profile)", token: token)
-            guard let id = list.json?["items"]?.arrayValue?.first?["id"]?.stringValue else { return false }
-            reportText = try await call("GET", "/v1/reports/\(id)", token: token).json?["text"]?.stringValue ?? ""
-            return !reportText.isEmpty
-        }
-        let story = try await call(
-            "POST",
-            "/v1/stories",
+        let used = try await GatewayJourney.useEveryFeature(
+            client,
+            user: user,
             token: token,
-            body: [
-                "childName": .string(child), "ageGroup": 1, "theme": "courage", "mainCharacter": "Felix the Fox",
-                "language": "en", "pageCount": 3,
-            ]
+            as: .init(
+                name: name,
+                place: place,
+                birthDate: birthDate,
+                birthTime: "07:45",
+                latitude: 48.53,
+                longitude: 25.04,
+                child: child
+            )
         )
-        let storyID = try #require(story.json?["storyId"]?.stringValue).lowercased()
-        _ = try await finished(story, token: token)
-        _ = try await finished(
-            try await call("POST", "/v1/stories/\(storyID)/illustrations", token: token),
-            token: token
-        )
-        _ = try await finished(try await call("POST", "/v1/stories/\(storyID)/reads", token: token), token: token)
-        let consent = try await call(
+        let reportText = used.reportText
+        let storyID = used.storyID.lowercased()
+        let consent = try await client.call(
             "PUT",
             "/v1/consent",
             token: token,
@@ -233,7 +185,7 @@ struct UserExportTests {
         )
 
         // The export through the gateway.
-        let asked = try await call("POST", "/v1/me/export", token: token)
+        let asked = try await client.call("POST", "/v1/me/export", token: token)
         let export = try GatewayResourcesTests.accepted(asked)
         #expect(asked.json?["downloadPath"]?.stringValue == "/v1/me/exports/\(export)")
         let zip = try await Self.waitForZip(base, export: export, token: token)
@@ -308,7 +260,7 @@ struct UserExportTests {
                 [export]
             )
         }
-        let expired = try await call("GET", "/v1/me/exports/\(export)", token: token)
+        let expired = try await client.call("GET", "/v1/me/exports/\(export)", token: token)
         #expect(
             expired.status == 410 && expired.json?["code"] == "export-expired",
             "\(String(describing: expired.json))"
