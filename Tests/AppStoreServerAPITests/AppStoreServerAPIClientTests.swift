@@ -274,7 +274,9 @@ struct AppStoreServerAPIClientTests {
         let seconds = elapsed(since: start)
         #expect(signed == Fixture.signedTransaction)
         #expect(seconds >= 0.45, "\(seconds) s")
-        #expect(seconds < 3, "\(seconds) s")
+        // The fake hangs until it is stopped, so any finite bound shows the timeout fired; a
+        // tight one only measured the machine (3 s failed once with all unit suites in parallel).
+        #expect(seconds < 30, "\(seconds) s")
         #expect(fixture.fake.requestCount == 2)
     }
 

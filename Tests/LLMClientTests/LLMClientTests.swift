@@ -264,7 +264,8 @@ struct LLMClientTests {
         #expect(error.isTransient)
         #expect(error.attempts == 1)
         #expect(error.httpStatus == nil)
-        #expect(seconds >= 0.45 && seconds < 3, "\(seconds) s")
+        // The fake hangs until stopped: a finite bound proves the timeout; 30 s tolerates load.
+        #expect(seconds >= 0.45 && seconds < 30, "\(seconds) s")
     }
 
     @Test("the total deadline ends the retries")
