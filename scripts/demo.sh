@@ -221,6 +221,49 @@ curl -fsS "${auth[@]}" "$api/v1/ledger" | python3 -c '
 import json, sys
 for e in reversed(json.load(sys.stdin)["items"]):
     print("    %-9s credit %s  transaction %s" % (e["entry"], e["creditId"][:8], e["transactionId"]))'
+echo "--> GET /v1/profiles/$app_profile/chart.svg: the natal wheel, drawn by the gateway"
+# The wheels are kept after the demo (the stack's folder is not), to be opened in a browser.
+wheels=${TMPDIR:-/tmp}/astrosvitla-demo
+mkdir -p "$wheels"
+curl -fsS "${auth[@]}" -D "$ASTRO_STACK_DIR/wheel.headers" -o "$wheels/wheel.svg" "$api/v1/profiles/$app_profile/chart.svg"
+etag=$(grep -i '^etag:' "$ASTRO_STACK_DIR/wheel.headers" | cut -d' ' -f2 | tr -d '\r')
+echo "    $(wc -c <"$wheels/wheel.svg") bytes in $wheels/wheel.svg; again with If-None-Match: $(curl -sS -o /dev/null -w '%{http_code}' "${auth[@]}" -H "If-None-Match: $etag" "$api/v1/profiles/$app_profile/chart.svg")"
+echo "--> POST /v1/profiles: a partner profile, then POST /v1/profiles/$app_profile/synastry"
+partner_job=$(curl -fsS -X POST "$api/v1/profiles" "${auth[@]}" "${json[@]}" \
+    -d '{"profile":{"name":"Partner","birthDate":"1988-03-21","birthTime":"08:30","timezone":"Europe/Kyiv","latitude":49.8397,"longitude":24.0297,"locationName":"Lviv, Ukraine"}}' | field '["jobId"]')
+wait_event chart.calculated "$partner_job"
+partner=$(curl -fsS "${auth[@]}" "$api/v1/jobs/$partner_job" | field '["result"]["profileId"]')
+synastry_job=$(curl -fsS -X POST "$api/v1/profiles/$app_profile/synastry" "${auth[@]}" "${json[@]}" \
+    -d "{\"partnerProfileId\":\"$partner\"}" | field '["jobId"]')
+wait_event chart.computed "$synastry_job"
+result=$(curl -fsS "${auth[@]}" "$api/v1/jobs/$synastry_job" | field '["result"]["resultId"]')
+curl -fsS "${auth[@]}" "$api/v1/chart-results/$result" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["result"]
+print("    %d inter-aspects, compatibility %s/100, composite ASC %.2f°" % (len(r["synastry"]["aspects"]),
+      r["compatibility"]["score"], r["composite"]["ascendant"]))'
+echo "--> POST /v1/profiles/$app_profile/wheels: the synastry bi-wheel, drawn by the chart-worker"
+wheel_job=$(curl -fsS -X POST "$api/v1/profiles/$app_profile/wheels" "${auth[@]}" "${json[@]}" \
+    -d "{\"wheel\":\"synastry\",\"partnerProfileId\":\"$partner\",\"theme\":\"dark\"}" | field '["jobId"]')
+wait_event chart.computed "$wheel_job"
+wheel=$(curl -fsS "${auth[@]}" "$api/v1/jobs/$wheel_job" | field '["result"]["resultId"]')
+curl -fsS "${auth[@]}" -o "$wheels/bi-wheel.svg" "$api/v1/chart-results/$wheel"
+echo "    $(wc -c <"$wheels/bi-wheel.svg") bytes in $wheels/bi-wheel.svg"
+echo "--> POST /v1/reports with partnerProfileId: a relationships report for two, in Ukrainian"
+pair_tx=$(python3 -c 'import random; print(2000000000000000 + random.randrange(10**12))')
+signed=$("$astroctl" billing dev-sign --pki "$pki" --user "$app_user" --transaction-id "$pair_tx" \
+    --product com.astrosvitla.astroinsight.report.relationships)
+purchase_job=$(curl -fsS -X POST "$api/v1/purchases" "${auth[@]}" "${json[@]}" -d "{\"signedTransaction\":\"$signed\"}" | field '["jobId"]')
+wait_event billing.credits-issued "$purchase_job"
+pair_job=$(curl -fsS -X POST "$api/v1/reports" "${auth[@]}" "${json[@]}" \
+    -d "{\"profileId\":\"$app_profile\",\"partnerProfileId\":\"$partner\",\"area\":\"relationships\",\"language\":\"uk\"}" | field '["jobId"]')
+wait_event report.completed "$pair_job"
+pair_report=$(curl -fsS "${auth[@]}" "$api/v1/reports?profileId=$app_profile" | python3 -c '
+import json, sys
+print(next(i["id"] for i in json.load(sys.stdin)["items"] if i.get("partnerProfileId")))')
+curl -fsS "${auth[@]}" "$api/v1/reports/$pair_report" >"$ASTRO_STACK_DIR/pair-report.json"
+python3 -c 'import json,sys; print("\n".join("    " + l for l in json.load(sys.stdin)["text"].splitlines()[:8]))' \
+    <"$ASTRO_STACK_DIR/pair-report.json"
 kill "$sse_pid" 2>/dev/null || true
 echo "--> the whole stream the app received:"
 grep '^event:' "$events" | sed 's/^/    /'
@@ -237,15 +280,16 @@ pids=()
 echo
 echo "==> the services' logs (info level) hold no birth data, place, child's name or report text"
 # The values this demo sent, and every sentence of 30 characters or more of the report it read.
-python3 - "$ASTRO_STACK_DIR/report.json" >"$ASTRO_STACK_DIR/personal-values.txt" <<'PY'
+python3 - "$ASTRO_STACK_DIR/report.json" "$ASTRO_STACK_DIR/pair-report.json" >"$ASTRO_STACK_DIR/personal-values.txt" <<'PY'
 import json, re, sys
 # (not the birth time 15:00: every log timestamp between 15:00 and 15:59 has it)
-for value in ["1990-10-07", "50.4501", "30.5234", "Kyiv, Ukraine"]:
+for value in ["1990-10-07", "50.4501", "30.5234", "Kyiv, Ukraine", "1988-03-21", "49.8397", "24.0297", "Lviv, Ukraine"]:
     print(value)
-text = json.load(open(sys.argv[1]))["text"]
-for sentence in re.split(r"[.!?\n]", text):
-    if len(sentence.strip()) >= 30:
-        print(sentence.strip())
+for path in sys.argv[1:]:
+    text = json.load(open(path))["text"]
+    for sentence in re.split(r"[.!?\n]", text):
+        if len(sentence.strip()) >= 30:
+            print(sentence.strip())
 PY
 leaks=0
 while IFS= read -r value; do
