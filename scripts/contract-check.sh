@@ -84,9 +84,9 @@ case $seed in
     random) seed="" ;;
     *[!0-9]* | '') echo "contract-check: CONTRACT_SEED must be a whole number or 'random'" >&2; exit 2 ;;
 esac
-# One schemathesis pass: $1 = the bearer token, $2 = the time budget, the rest = its filters.
+# One schemathesis run: $1 = the bearer token, $2 = the time budget, the rest = its filters.
 # From the stack's folder: schemathesis keeps a cache in its working directory.
-st_pass() {
+st_run() {
     local bearer=$1 seconds=$2
     shift 2
     (cd "$ASTRO_STACK_DIR" && "$CONTRACT_ST" run "$OLDPWD/openapi.yaml" --url "$base" \
@@ -96,6 +96,20 @@ st_pass() {
         --suppress-health-check too_slow,filter_too_much \
         --report junit --report-dir "$ASTRO_STACK_DIR/schemathesis" --no-color \
         ${seed:+--seed "$seed"} "$@")
+}
+# A pass, run once more only when it failed with "AST constructor recursion depth mismatch": a
+# CPython 3.11 fault (python/cpython#106905), not the gateway's, hit now and then when two of
+# schemathesis's worker threads make hypothesis parse a lambda's source at once. The rerun has the
+# same seed, so a real failure in that run fails it again; any other failure is never retried.
+st_pass() {
+    local out=$ASTRO_STACK_DIR/schemathesis-pass.log code=0
+    st_run "$@" 2>&1 | tee "$out" || code=${PIPESTATUS[0]}
+    if [ "$code" -ne 0 ] && grep -q 'AST constructor recursion depth mismatch' "$out"; then
+        echo "contract-check: schemathesis hit CPython's AST recursion-depth fault (cpython#106905); running the pass once more" >&2
+        code=0
+        st_run "$@" || code=$?
+    fi
+    return "$code"
 }
 # The main pass leaves DELETE /v1/me out: it would delete the user of the one token every other
 # operation uses, and from then on they would all answer only 401 user-deleted.
