@@ -89,6 +89,8 @@ extension GatewayStore {
     /// The export `id` of `user`; nil when there is none (or it is another user's). An export
     /// the gateway accepted (`POST /v1/me/export`, published) whose row the story-worker has not
     /// written yet is one with nothing in it: not ready, never 404, since the 202 named its path.
+    /// Once that job has finished (it records the export in the same transaction), a missing row
+    /// is an export deleted (expired, or its user's) or never made (the job failed): 404.
     /// - Throws: `PostgresError`.
     func export(_ id: UUID, user: UserID) async throws -> Export? {
         try await pool.withConnection { database -> Export? in
@@ -98,7 +100,9 @@ extension GatewayStore {
                 FROM user_exports WHERE id = $1 AND user_id = $2
                 UNION ALL
                 SELECT NULL::bytea, NULL::float8, NULL::text, 1
-                FROM gateway_jobs WHERE job_id = $1 AND user_id = $2 AND kind = $3 AND published_at IS NOT NULL
+                FROM gateway_jobs g LEFT JOIN jobs j ON j.id = g.job_id
+                WHERE g.job_id = $1 AND g.user_id = $2 AND g.kind = $3 AND g.published_at IS NOT NULL
+                  AND j.finished_at IS NULL
                 ORDER BY rank LIMIT 1
                 """,
                 [id, user.uuid, JobType.userExport.rawValue]
