@@ -3,7 +3,9 @@
 # reads openapi.yaml, generates valid and invalid requests for every operation, sends them to a
 # running gateway (real RabbitMQ, PostgreSQL and a chart-worker behind it) and checks every
 # answer: status codes, content types, headers and bodies as the document says, no 5xx, and
-# invalid input refused.
+# invalid input refused. The main pass covers every operation but DELETE /v1/me with one user's
+# token; DELETE /v1/me then gets a short pass and a step-by-step check
+# (scripts/contract-delete-check.py) with users of its own, so the main pass's token stays valid.
 #
 #   bash scripts/contract-check.sh [SECONDS]   time budget of the generated phases (default 90)
 #   CONTRACT_SEED=random bash scripts/contract-check.sh   explore with a new seed each run
@@ -69,7 +71,8 @@ base=http://127.0.0.1:$port
 for _ in $(seq 1 300); do curl -fsS "$base/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 curl -fsS "$base/readyz" >/dev/null || { echo "contract-check: the gateway did not become ready" >&2; tail -20 "$logs/gateway.log" >&2; exit 1; }
 
-token=$(curl -fsS -X POST "$base/v1/devices" | python3 -c 'import json,sys; print(json.load(sys.stdin)["accessToken"])')
+new_token() { curl -fsS -X POST "$base/v1/devices" | python3 -c 'import json,sys; print(json.load(sys.stdin)["accessToken"])'; }
+token=$(new_token)
 
 echo "==> schemathesis $SCHEMATHESIS_VERSION against $base (budget ${CONTRACT_BUDGET}s per generated phase)"
 # positive_data_acceptance is left out: the document describes the shape of birth data, while
@@ -81,14 +84,47 @@ case $seed in
     random) seed="" ;;
     *[!0-9]* | '') echo "contract-check: CONTRACT_SEED must be a whole number or 'random'" >&2; exit 2 ;;
 esac
+# One schemathesis run: $1 = the bearer token, $2 = the time budget, the rest = its filters.
 # From the stack's folder: schemathesis keeps a cache in its working directory.
-(cd "$ASTRO_STACK_DIR" && "$CONTRACT_ST" run "$OLDPWD/openapi.yaml" --url "$base" \
-    --header "Authorization: Bearer $token" \
-    --checks all --exclude-checks positive_data_acceptance \
-    --max-time "$CONTRACT_BUDGET" --workers 2 --request-timeout 15 --generation-database none \
-    --suppress-health-check too_slow,filter_too_much \
-    --report junit --report-dir "$ASTRO_STACK_DIR/schemathesis" --no-color \
-    ${seed:+--seed "$seed"}) || status=$?
+st_run() {
+    local bearer=$1 seconds=$2
+    shift 2
+    (cd "$ASTRO_STACK_DIR" && "$CONTRACT_ST" run "$OLDPWD/openapi.yaml" --url "$base" \
+        --header "Authorization: Bearer $bearer" \
+        --checks all --exclude-checks positive_data_acceptance \
+        --max-time "$seconds" --workers 1 --request-timeout 15 --generation-database none \
+        --suppress-health-check too_slow,filter_too_much \
+        --report junit --report-dir "$ASTRO_STACK_DIR/schemathesis" --no-color \
+        ${seed:+--seed "$seed"} "$@")
+}
+# One worker thread: with two, hypothesis (describing a filter's lambda) ran ast.parse in both
+# threads at once and CPython 3.11 failed with "AST constructor recursion depth mismatch"
+# (python/cpython#106905) in 3 of 6 passes, twice in a row once. Should it still happen, the pass
+# is run once more, only for that fault; the rerun has the same seed, so a real failure in that
+# run fails it again, and any other failure is never retried.
+st_pass() {
+    local out=$ASTRO_STACK_DIR/schemathesis-pass.log code=0
+    st_run "$@" 2>&1 | tee "$out" || code=${PIPESTATUS[0]}
+    if [ "$code" -ne 0 ] && grep -q 'AST constructor recursion depth mismatch' "$out"; then
+        echo "contract-check: schemathesis hit CPython's AST recursion-depth fault (cpython#106905); running the pass once more" >&2
+        code=0
+        st_run "$@" || code=$?
+    fi
+    return "$code"
+}
+# The main pass leaves DELETE /v1/me out: it would delete the user of the one token every other
+# operation uses, and from then on they would all answer only 401 user-deleted.
+st_pass "$token" "$CONTRACT_BUDGET" --exclude-operation-id deleteCurrentUser || status=$?
+
+# DELETE /v1/me on its own, with users of its own: the generated pass (its documented statuses),
+# then a fresh user's deletion step by step: 202 with the job, the token refused with 401
+# user-deleted from then on, and a repeated call with the same Idempotency-Key the same job.
+echo "==> DELETE /v1/me with users of its own"
+delete_budget=$((CONTRACT_BUDGET < 10 ? CONTRACT_BUDGET : 10))
+st_pass "$(new_token)" "$delete_budget" --include-operation-id deleteCurrentUser --phases examples,coverage,fuzzing || status=$?
+if ! CONTRACT_BASE=$base CONTRACT_TOKEN=$(new_token) python3 scripts/contract-delete-check.py; then
+    status=1
+fi
 
 # Every answer the gateway gave is one the route table (and so the document) lists.
 if grep -q 'status not in the route table' "$logs/gateway.log"; then

@@ -37,7 +37,7 @@ extension GatewayRoutes {
     }
 
     /// `GET /v1/me/exports/{id}`: the zip (200 `application/zip`); 404 for no export of the
-    /// caller, 409 `export-not-ready` while it is being built (or the code of its failure,
+    /// caller, 409 `export-not-ready` from the 202 on while it is being built (or the code of its failure,
     /// `export-too-large`), 410 `export-expired` once past `expires_at`.
     static func getExport(
         _ request: Request,
@@ -86,16 +86,26 @@ extension GatewayStore {
         var failedCode: String?
     }
 
-    /// The export `id` of `user`; nil when there is none (or it is another user's).
+    /// The export `id` of `user`; nil when there is none (or it is another user's). An export
+    /// the gateway accepted (`POST /v1/me/export`, published) whose row the story-worker has not
+    /// written yet is one with nothing in it: not ready, never 404, since the 202 named its path.
+    /// Once that job has finished (it records the export in the same transaction), a missing row
+    /// is an export deleted (expired, or its user's) or never made (the job failed): 404.
     /// - Throws: `PostgresError`.
     func export(_ id: UUID, user: UserID) async throws -> Export? {
         try await pool.withConnection { database -> Export? in
             let rows = try database.query(
                 """
-                SELECT zip, extract(epoch FROM expires_at)::float8 AS expires, failed_code
+                SELECT zip, extract(epoch FROM expires_at)::float8 AS expires, failed_code, 0 AS rank
                 FROM user_exports WHERE id = $1 AND user_id = $2
+                UNION ALL
+                SELECT NULL::bytea, NULL::float8, NULL::text, 1
+                FROM gateway_jobs g LEFT JOIN jobs j ON j.id = g.job_id
+                WHERE g.job_id = $1 AND g.user_id = $2 AND g.kind = $3 AND g.published_at IS NOT NULL
+                  AND j.finished_at IS NULL
+                ORDER BY rank LIMIT 1
                 """,
-                [id, user.uuid]
+                [id, user.uuid, JobType.userExport.rawValue]
             )
             return try rows.first.map { row in
                 Export(

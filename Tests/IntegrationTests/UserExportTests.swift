@@ -57,7 +57,7 @@ struct UserExportTests {
         return (http.statusCode, data, http.value(forHTTPHeaderField: "Content-Type"))
     }
 
-    /// Polls the download until it is no longer 404 (not recorded yet) or 409 (being built).
+    /// Polls the download until it is no longer 409 (being built).
     static func waitForZip(_ base: String, export: String, token: String) async throws -> Data {
         var last: (status: Int, body: Data, type: String?)?
         try await RuntimeTestEnvironment.eventually("export \(export) is ready", timeout: .seconds(60)) {
@@ -308,6 +308,35 @@ struct UserExportTests {
         )
         #expect(again.status == 2, "\(again.status) \(again.error)")
         await publisher.close()
+    }
+
+    /// The path a 202 named answers 409 `export-not-ready` from the start, before any worker
+    /// recorded the export (here there is none), never 404; it stays 404 for another user.
+    @Test func anAcceptedExportNotYetRecordedIsNotReadyRatherThanNotFound() async throws {
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: [.userExport])
+        defer { Task { await publisher.close() } }
+        let gateway = try await GatewayHarness.launch(chartWorker: false, label: "export-pending-gateway")
+        defer { gateway.processes.stop() }
+        let (_, token) = try await GatewayHarness.register(gateway.base)
+        let (_, otherToken) = try await GatewayHarness.register(gateway.base)
+        let asked = try await GatewayHarness.request("POST", "\(gateway.base)/v1/me/export", token: token)
+        let export = try GatewayResourcesTests.accepted(asked)
+        let pending = try await GatewayHarness.request("GET", "\(gateway.base)/v1/me/exports/\(export)", token: token)
+        #expect(pending.status == 409)
+        #expect(pending.json?["code"]?.stringValue == "export-not-ready", "\(String(describing: pending.json))")
+        let other = try await GatewayHarness.request(
+            "GET",
+            "\(gateway.base)/v1/me/exports/\(export)",
+            token: otherToken
+        )
+        #expect(other.status == 404)
+        #expect(
+            try await pool.withConnection {
+                try $0.query("SELECT 1 FROM user_exports WHERE id = $1", [UUID(uuidString: export)!])
+            }.isEmpty
+        )
+        // No later test's story-worker should find this job.
+        _ = try await publisher.purgeQueue(JobType.userExport.rawValue)
     }
 
     @Test func aUserWithNothingGetsAValidZipAndADeletedUsersExportIsRefused() async throws {
