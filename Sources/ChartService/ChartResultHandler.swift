@@ -110,6 +110,7 @@ public struct ChartResultHandler: JobHandler {
         }
         let id = ChartResultID.derive(
             user: request.userID,
+            profile: request.profileID,
             kind: .synastry,
             parameters: request.parameters,
             inputDigests: [a.digest, b.digest]
@@ -173,6 +174,7 @@ public struct ChartResultHandler: JobHandler {
         let natal = try await load(request.profileID, user: request.userID, field: "profileId")
         let id = ChartResultID.derive(
             user: request.userID,
+            profile: request.profileID,
             kind: .transits,
             parameters: request.parameters,
             inputDigests: [natal.digest]
@@ -200,6 +202,7 @@ public struct ChartResultHandler: JobHandler {
         let kind = request.kind.resultKind
         let id = ChartResultID.derive(
             user: request.userID,
+            profile: request.profileID,
             kind: kind,
             parameters: request.parameters,
             inputDigests: [natal.digest]
@@ -256,6 +259,7 @@ public struct ChartResultHandler: JobHandler {
         // The names are drawn, so they are inputs too (a chart's digest leaves the name out).
         let id = ChartResultID.derive(
             user: request.userID,
+            profile: request.profileID,
             kind: .wheel,
             parameters: request.parameters,
             inputDigests: [inner.digest] + (outer.map { [$0.digest] } ?? []),

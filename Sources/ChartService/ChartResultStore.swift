@@ -8,19 +8,21 @@ import Postgres
 ///
 /// The id is a UUID (version 8, RFC 9562) made of the first 16 bytes of SHA-256 over one
 /// `key:length:value` line per input — so no value can imitate another field: the user (ids are
-/// per user: no row is shared between users, and erasure is per user), the kind, the canonical
+/// per user: no row is shared between users, and erasure is per user), the profile (two profiles
+/// with the same birth data each own their results), the kind, the canonical
 /// parameters (sorted-key JSON), the input charts' `input_digest` values (which already name the
 /// birth data, the ephemeris and the engine), `ChartEngine.version`, and for wheels
 /// `ChartWheel.version` and the drawn profile names. Same inputs, same id: the cache key.
 public enum ChartResultID {
     /// The version of this derivation, hashed first: a change of rule changes every id.
-    public static let scheme = "chart-result/1"
+    public static let scheme = "chart-result/2"
 
     /// The id of a result.
     /// - Parameters:
     ///   - wheel: for wheels, the renderer's version and the names drawn (inner first).
     public static func derive(
         user: UserID,
+        profile: ProfileID,
         kind: ChartResultKind,
         parameters: JSONValue,
         inputDigests: [String],
@@ -35,6 +37,9 @@ public enum ChartResultID {
         }
         field("scheme", scheme)
         field("user", user.description)
+        // The profile too: two profiles of one user with the same birth data have the same
+        // input digest, and each must own its results (deleting one must not take the other's).
+        field("profile", profile.description)
         field("kind", kind.rawValue)
         field("parameters", parameters.jsonString())
         for digest in inputDigests { field("input", digest) }

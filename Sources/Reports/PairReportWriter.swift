@@ -57,10 +57,23 @@ public struct PairPhrases: Sendable, Decodable {
     }
 
     func fill(_ template: String, _ values: [String: String]) -> String {
-        var text = template
-        for (key, value) in values.sorted(by: { $0.key < $1.key }) {
-            text = text.replacingOccurrences(of: "{\(key)}", with: value)
+        // One pass over the template: a value is never scanned again, so a profile named
+        // "{b}" or "{score}" stays as it was typed instead of being filled in itself.
+        var text = ""
+        var rest = template[...]
+        while let open = rest.firstIndex(of: "{") {
+            text += rest[..<open]
+            guard let close = rest[open...].firstIndex(of: "}"),
+                let value = values[String(rest[rest.index(after: open)..<close])]
+            else {
+                text.append("{")
+                rest = rest[rest.index(after: open)...]
+                continue
+            }
+            text += value
+            rest = rest[rest.index(after: close)...]
         }
+        text += rest
         return text
     }
 

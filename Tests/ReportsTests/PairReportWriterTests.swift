@@ -194,7 +194,7 @@ struct SynastryFixture {
         isApplying: false
     )
 
-    @Test func headingsSayWhosePointIsWhose() {
+    @Test func headingsSayWhosePointIsWhose() throws {
         let couple = ReportCouple(nameA: "Anna", nameB: "Oleh")
         #expect(
             Self.writer.heading(Self.venusTrineMars, couple: couple, language: .en)
@@ -209,6 +209,14 @@ struct SynastryFixture {
             Self.writer.heading(Self.venusTrineMars, couple: ukrainian, language: .uk)
                 == "Венера (Олег) — Марс (Анна): тригон, орб 0°42′"
         )
+        // A name that looks like a placeholder is printed as typed, not filled in.
+        let braces = ReportCouple(nameA: "{name}", nameB: "{point} {b}")
+        #expect(
+            Self.writer.heading(Self.venusTrineMars, couple: braces, language: .en)
+                == "{name}'s Venus – {point} {b}'s Mars: trine (orb 0°42′)"
+        )
+        let phrases = try PairPhrases.load(.en)
+        #expect(phrases.fill("{a} and {b} {unknown} {", ["a": "{b}", "b": "B"]) == "{b} and B {unknown} {")
         #expect(PairReportWriter.formatOrb(0) == "0°00′")
         #expect(PairReportWriter.formatOrb(7.9999) == "8°00′")
         #expect(PairReportWriter.formatOrb(3.25) == "3°15′")
