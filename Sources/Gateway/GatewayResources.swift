@@ -509,6 +509,18 @@ extension GatewayRoutes {
             case true?:
                 break
             }
+            // A tropical and a sidereal chart have no synastry: refused here, before a credit is
+            // spent that the report-worker would only give back (as the chart job routes do).
+            let states = try await database(context) {
+                try await services.resources.chartStates([profile, partner], user: user)
+            }
+            if let first = states[profile]?.zodiac, let second = states[partner]?.zodiac, first != second {
+                throw unprocessable(
+                    "zodiac-mismatch",
+                    "partnerProfileId: the charts are in different zodiacs (\(first), \(second))",
+                    field: "partnerProfileId"
+                )
+            }
         }
         let job = ReportRequest(
             jobID: .random(),

@@ -446,6 +446,11 @@ struct PairReportTests {
         let profile = try await addProfile(to: user, name: "Anna", chart: ReportJourneyTests.chartJSON)
         let partner = try await addProfile(to: user, name: "Oleh")
         let chartless = try await addProfile(to: user, name: "Later", chart: nil)
+        let sidereal = try await addProfile(
+            to: user,
+            name: "Sidereal",
+            chart: Self.partnerChartJSON.replacing(#/"zodiac"\s*:\s*"tropical"/#, with: #""zodiac":"sidereal:lahiri""#)
+        )
         let strangers = try await addProfile(to: other, name: "Oleh")
         let single = try BillingLedgerIntegrationTests.signedPurchase(
             "com.astrosvitla.report.credit.single",
@@ -489,6 +494,7 @@ struct PairReportTests {
             (.string(strangers.description), "relationships", 404, PartnerRule.notFound),
             (.string(ProfileID.random().description), "relationships", 404, PartnerRule.notFound),
             (.string(chartless.description), "relationships", 409, "chart-not-calculated"),
+            (.string(sidereal.description), "relationships", 422, "zodiac-mismatch"),
         ]
         for (value, area, status, code) in refusals {
             let answer = try await post(value, area: area)
