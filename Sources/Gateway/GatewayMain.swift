@@ -2,6 +2,7 @@ import AMQP
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
 import OTLPTracing
 import Postgres
 import ServiceLifecycle
@@ -71,6 +72,14 @@ public enum GatewayMain {
                 EventSubscription(hub: services.events, configuration: configuration.base.amqp, logger: logger),
                 DeletedUsersRefresher(deleted: services.deletedUsers, pool: pool, logger: logger),
             ],
+            // The port actually bound: with HTTP_PORT=0 (any free port) this line is how a
+            // supervisor or a test learns it, instead of guessing a port that might be taken.
+            onServerRunning: { channel in
+                logger.info(
+                    "gateway listening",
+                    metadata: ["http.port": "\(channel.localAddress?.port ?? configuration.base.httpPort)"]
+                )
+            },
             logger: logger
         )
         logger.info(

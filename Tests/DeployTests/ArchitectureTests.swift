@@ -97,6 +97,27 @@ import Testing
         }
     }
 
+    /// Top-level code is main-actor isolated: a closure written in a `main.swift` is inferred to
+    /// be too, and traps (SIGILL) when the runtime or a logger calls it on another thread. The
+    /// report-worker shipped such a crash (issue 29, F10), so every executable's `main.swift` is
+    /// imports, comments and one call, with no braces: the wiring lives in a type of its own.
+    @Test func noExecutableWritesAClosureInTopLevelCode() throws {
+        let sources = Self.root.appendingPathComponent("Sources")
+        var checked = 0
+        for module in try FileManager.default.contentsOfDirectory(atPath: sources.path).sorted() {
+            let main = sources.appendingPathComponent(module).appendingPathComponent("main.swift")
+            guard let text = try? String(contentsOf: main, encoding: .utf8) else { continue }
+            checked += 1
+            let code = text.split(separator: "\n").map { line in
+                line.range(of: "//").map { String(line[..<$0.lowerBound]) } ?? String(line)
+            }
+            for (number, line) in code.enumerated() where line.contains("{") || line.contains("}") {
+                Issue.record("Sources/\(module)/main.swift:\(number + 1) has a brace in top-level code: \(line)")
+            }
+        }
+        #expect(checked >= 7, "expected the executables' main.swift files, found \(checked)")
+    }
+
     @Test func theDomainModelImportsNoInputOrOutput() throws {
         // The rule the table encodes for the two modules every other one builds on.
         let allowed = try Self.allowedImports()
