@@ -10,7 +10,7 @@ import Postgres
 /// who sent the job: it may quote what they sent (`profile.birthTime: 2021-03-28 03:30 does not
 /// exist in Europe/Kyiv`, a profile's name, the prompt an LLM refused). It goes where that person,
 /// or an operator acting for them, reads it — the person's own `<type>.failed` event, the job's
-/// row, the dead letter's `x-reason-message` header (beside the body, which holds the same
+/// row, the dead letter's `x-astro-reason` header (beside the body, which holds the same
 /// values) — and into `debug` logs, never into a log line at `info` or above. Those carry the code
 /// (`error.code`) and the public reason (`error.message`) when the failure has one: words that
 /// quote no input, such as the field at fault or a database or broker error, whose modules keep
