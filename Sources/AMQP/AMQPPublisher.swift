@@ -204,6 +204,19 @@ public final class AMQPPublisher: Sendable {
         try result.get()
     }
 
+    /// Removes an exchange-to-exchange binding, and forgets it in the remembered topology. Removing
+    /// a binding that does not exist succeeds (the broker cannot tell which was the case).
+    /// - Parameter binding: The binding, as it was declared.
+    /// - Throws: `.notFound` if either exchange is missing; `.channelClosed` (403) without the rights.
+    nonisolated(nonsending) public func unbindExchange(_ binding: ExchangeBindingSpec) async throws(AMQPError) {
+        let result: Result<Void, AMQPError> = await withCheckedContinuation { continuation in
+            if !shared.send(.unbindExchange(binding, continuation)) {
+                continuation.resume(returning: .failure(.publisherClosed))
+            }
+        }
+        try result.get()
+    }
+
     /// Whether the publisher currently holds an open connection.
     public var isConnected: Bool {
         shared.connected.load(ordering: .relaxed)
@@ -248,6 +261,7 @@ enum PublisherCommand: Sendable {
     case purge(String, CheckedContinuation<Result<UInt32, AMQPError>, Never>)
     case deleteQueue(String, CheckedContinuation<Result<Void, AMQPError>, Never>)
     case deleteExchange(String, CheckedContinuation<Result<Void, AMQPError>, Never>)
+    case unbindExchange(ExchangeBindingSpec, CheckedContinuation<Result<Void, AMQPError>, Never>)
     case close(CheckedContinuation<Void, Never>?)
 
     /// Answers the command with `.closed` (it arrived after the loop stopped).
@@ -261,6 +275,7 @@ enum PublisherCommand: Sendable {
         case .purge(_, let c): c.resume(returning: .failure(error))
         case .deleteQueue(_, let c): c.resume(returning: .failure(error))
         case .deleteExchange(_, let c): c.resume(returning: .failure(error))
+        case .unbindExchange(_, let c): c.resume(returning: .failure(error))
         case .close(let c): c?.resume()
         }
     }

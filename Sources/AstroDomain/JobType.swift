@@ -121,11 +121,19 @@ public enum BrokerNames {
     /// bound with its own name, so routing is exact). A topic exchange, not a direct one, so the
     /// broker's topic permissions can say which job types each user may publish.
     public static let jobsExchange = "astro.jobs"
-    /// Durable topic exchange clients publish their jobs to (routing key = job type): bound to
-    /// `astro.jobs` once for each requestable job type and for nothing else, so whatever reaches
-    /// it under another key (including a message a client's own queue dead-letters there) goes
+    /// Durable topic exchange astroctl's job commands (user `astro-client`) publish their jobs to
+    /// (routing key = job type): the queue of each requestable job type is bound to it directly,
+    /// with its own name, and nothing else is — no exchange, so the routing keys of a message's
+    /// `CC`/`BCC` headers (which RabbitMQ before 4.0 checks against no topic permission, and routes
+    /// again at every exchange-to-exchange hop) reach only queues the client may name anyway, and
+    /// whatever arrives under another key (a message a client's own queue dead-letters there) goes
     /// nowhere. Clients have no right to publish to `astro.jobs` itself.
     public static let requestsExchange = "astro.requests"
+    /// Durable topic exchange the app's gateway (user `gateway`) publishes its jobs to, bound like
+    /// `astro.requests` but only to the queues of the job types the gateway may ask for (not
+    /// `billing.recover-notifications`): an exchange of its own, since a header can reach every
+    /// queue bound to the exchange a message is published to.
+    public static let gatewayRequestsExchange = "astro.gateway-requests"
     /// Durable topic exchange of what a worker sends back to its own queues: retry copies
     /// (routing key = the delay queue's name, `<queue>.retry.<ms>ms`) and dead letters (routing
     /// key `<queue>.dead`), each bound with its own name; the broker's topic permissions keep

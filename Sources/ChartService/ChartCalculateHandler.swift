@@ -34,7 +34,7 @@ public struct ChartCalculateHandler: JobHandler {
         do {
             request = try ChartCalculateRequest.decode(from: job.body)
         } catch {
-            throw JobRejection(code: error.code.rawValue, message: error.message)
+            throw JobRejection(error)
         }
         let chart: NatalChart
         let digest: String
@@ -347,7 +347,8 @@ public struct ChartCalculateHandler: JobHandler {
     private static func duplicateName(_ name: String) -> JobRejection {
         JobRejection(
             code: "duplicate-profile-name",
-            message: "profile.name: this user already has a profile named \(name.debugDescription)"
+            message: "profile.name: this user already has a profile named \(name.debugDescription)",
+            publicReason: "profile.name: the user already has a profile of this name"
         )
     }
 

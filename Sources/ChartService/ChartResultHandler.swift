@@ -54,7 +54,11 @@ public struct ChartResultHandler: JobHandler {
             default: return try await prepareRender(ChartRenderRequest.decode(from: job.body), job: job)
             }
         } catch let error as ChartJobError {
-            throw JobRejection(code: error.code.rawValue, message: error.message)
+            throw JobRejection(
+                code: error.code.rawValue,
+                message: error.message,
+                publicReason: "\(error.field) refused"
+            )
         }
     }
 

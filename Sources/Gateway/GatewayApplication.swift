@@ -5,6 +5,7 @@ import Hummingbird
 import Logging
 import Postgres
 import Synchronization
+import WorkerRuntime
 
 /// The dependencies of the routes: how tokens are made and checked, where state is kept, where
 /// jobs are published.
@@ -419,7 +420,8 @@ public enum GatewayRoutes {
         }
     }
 
-    /// Publishes a job to `astro.requests` and returns once the broker confirmed it.
+    /// Publishes a job to `astro.gateway-requests` (the gateway's own request exchange) and returns
+    /// once the broker confirmed it.
     /// - Throws: `Problem` 503 when the broker refuses it or does not confirm in time.
     static func publish(
         _ type: JobType,
@@ -436,7 +438,7 @@ public enum GatewayRoutes {
         properties.appID = "gateway"
         properties.headers = GatewayTrace.messageHeaders()
         let message = OutgoingMessage(
-            exchange: BrokerNames.requestsExchange,
+            exchange: BrokerNames.gatewayRequestsExchange,
             routingKey: type.rawValue,
             body: body,
             properties: properties,
@@ -646,7 +648,15 @@ struct RequestMiddleware: RouterMiddleware {
                 )
             )
         } catch {
-            context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
+            // An unexpected error's description may quote the request: its detail at debug only.
+            FailureLogging.log(
+                "request failed",
+                level: .error,
+                code: "internal-error",
+                publicReason: FailureLogging.publicReason(of: error) ?? "\(type(of: error))",
+                detail: String(reflecting: error),
+                logger: context.logger
+            )
             response = Self.response(
                 Problem(status: 500, code: "internal-error", title: "Internal error", detail: "the request failed")
             )

@@ -46,7 +46,7 @@ public final class GatewayMetrics: Sendable {
                 namespace: "gateway",
                 metricName: "publishes",
                 unitName: "total",
-                helpText: "Jobs published to astro.requests, by outcome"
+                helpText: "Jobs published to astro.gateway-requests, by outcome"
             ),
             labels: [("outcome", outcome)]
         ).increment()

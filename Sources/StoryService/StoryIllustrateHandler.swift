@@ -170,12 +170,15 @@ public struct StoryIllustrateHandler: JobHandler {
                 generated.append(number)
                 paths[number] = path
             case .failure(let error):
-                logger.warning(
+                // The image API's message may quote the page's prompt (the child's name): debug only.
+                FailureLogging.log(
                     "page not illustrated",
-                    metadata: [
-                        "story_id": "\(request.storyID.uuid)", "page": "\(number)", "code": "\(error.code)",
-                        "reason": "\(error.message)",
-                    ]
+                    level: .warning,
+                    code: error.code,
+                    publicReason: nil,
+                    detail: error.message,
+                    extra: ["story_id": "\(request.storyID.uuid)", "page": "\(number)"],
+                    logger: logger
                 )
                 try await finish(request, page: number, status: "failed", path: nil, error: error)
                 failed.append(PageFailure(page: number, error: error))

@@ -17,10 +17,16 @@ import Logging
 ///   against topic permissions, so no user that may write to `astro.jobs` may declare queues:
 ///   workers configure nothing (the administrator declares every queue and binding,
 ///   `astroctl migrate`), and a client, which declares private queues to wait for events,
-///   publishes its jobs to `astro.requests` instead, which reaches `astro.jobs` only under the
-///   requestable job types;
+///   publishes its jobs to a request exchange of its own instead (`astro.requests`,
+///   `astro.gateway-requests`), where nothing but the queues it may name is bound;
 /// - an exchange-to-exchange binding needs `read` on its source, so workers read nothing but
 ///   their own work queues.
+///
+/// A third one, sender-selected distribution, is closed by the topology: the routing keys of a
+/// message's `CC` and `BCC` headers are checked against no topic permission (before RabbitMQ 4.0)
+/// and are routed again at every exchange-to-exchange hop, so a request exchange is bound to
+/// queues only — never to `astro.jobs` — and only to the queues every user publishing there may
+/// name (`WorkerTopology.requestBindings`).
 ///
 /// The patterns here are the single source of what each service may do; the definitions file
 /// the local stack and compose load (`deploy/rabbitmq/definitions.json`) and the Kubernetes
@@ -36,8 +42,11 @@ public enum BrokerAccess {
         public var consumes: [JobType]
         /// The job types it publishes on `astro.jobs` (a worker's follow-up jobs).
         public var publishesJobs: [JobType]
-        /// The job types it asks for on `astro.requests` (a client).
+        /// The job types it asks for on `requestsExchange` (a client).
         public var requests: [JobType]
+        /// The exchange it publishes its requests to: one where nothing but the queues of
+        /// `requests` is bound (`astro.requests`; the gateway's `astro.gateway-requests`).
+        public var requestsExchange: String
         /// Prefixes of the event types it publishes on `astro.events` (`chart.`).
         public var eventPrefixes: [String]
         /// Whether it binds private queues to `astro.events` to wait for events (clients).
@@ -59,6 +68,7 @@ public enum BrokerAccess {
             consumes: [JobType] = [],
             publishesJobs: [JobType] = [],
             requests: [JobType] = [],
+            requestsExchange: String = BrokerNames.requestsExchange,
             eventPrefixes: [String] = [],
             readsEvents: Bool = false,
             privateQueuePrefix: String? = nil
@@ -68,6 +78,7 @@ public enum BrokerAccess {
             self.consumes = consumes
             self.publishesJobs = publishesJobs
             self.requests = requests
+            self.requestsExchange = requestsExchange
             self.eventPrefixes = eventPrefixes
             self.readsEvents = readsEvents
             self.privateQueuePrefix = privateQueuePrefix
@@ -124,8 +135,10 @@ public enum BrokerAccess {
         readsEvents: true,
         privateQueuePrefix: "astroctl.wait."
     )
-    /// The app's HTTP gateway: it publishes the jobs people ask for through `astro.requests`
-    /// (as `client` does), and each replica binds one private queue (`gateway.events.<random>`)
+    /// The app's HTTP gateway: it publishes the jobs people ask for through an exchange of its
+    /// own, `astro.gateway-requests` (a header could reach every queue bound to the exchange it
+    /// publishes to, and `astro.requests` has `billing.recover-notifications`), and each replica
+    /// binds one private queue (`gateway.events.<random>`)
     /// to every event for the live event streams (`GET /v1/events`) and long polls. A user of
     /// its own, so that the public-facing service's credentials are not astroctl's and can be
     /// rotated or revoked alone.
@@ -134,6 +147,7 @@ public enum BrokerAccess {
         passwordVariable: "GATEWAY_AMQP_PASSWORD",
         // Not an operator's recovery of Apple's notification history: the app has no use for it.
         requests: JobType.requestable.filter { $0 != .billingRecoverNotifications },
+        requestsExchange: BrokerNames.gatewayRequestsExchange,
         readsEvents: true,
         privateQueuePrefix: "gateway.events."
     )
@@ -168,6 +182,9 @@ public enum BrokerAccess {
     public static let services =
         [chartWorker, billingWorker, reportWorker, storyWorker, client, gateway]
         + [`operator`, maintenance]
+
+    /// The exchanges clients publish their requests to.
+    public static let requestExchanges = [BrokerNames.requestsExchange, BrokerNames.gatewayRequestsExchange]
 
     /// The user a worker of these queues connects as.
     public static func service(consuming queues: [JobType]) -> Service? {
@@ -219,7 +236,7 @@ public enum BrokerAccess {
     public static func permissions(_ service: Service) -> Permissions {
         var exchanges: [String] = []
         if !service.publishesJobs.isEmpty { exchanges.append(BrokerNames.jobsExchange) }
-        if !service.requests.isEmpty { exchanges.append(BrokerNames.requestsExchange) }
+        if !service.requests.isEmpty { exchanges.append(service.requestsExchange) }
         if !service.eventPrefixes.isEmpty { exchanges.append(BrokerNames.eventsExchange) }
         // Retries and dead letters of its own queues (or, for the operator, dead letters moved).
         if !service.consumes.isEmpty || service.movesDeadLetters { exchanges.append(BrokerNames.retryExchange) }
@@ -250,17 +267,19 @@ public enum BrokerAccess {
         }
         let events =
             service.eventPrefixes.isEmpty ? nothing : "^" + alternatives(service.eventPrefixes.map(escaped)) + ".+$"
-        return [
+        let jobs = TopicPermission(
+            exchange: BrokerNames.jobsExchange,
+            write: exactly(service.publishesJobs.map(\.rawValue)),
+            read: nothing
+        )
+        let requests = requestExchanges.map { exchange in
             TopicPermission(
-                exchange: BrokerNames.jobsExchange,
-                write: exactly(service.publishesJobs.map(\.rawValue)),
+                exchange: exchange,
+                write: exchange == service.requestsExchange ? exactly(service.requests.map(\.rawValue)) : nothing,
                 read: nothing
-            ),
-            TopicPermission(
-                exchange: BrokerNames.requestsExchange,
-                write: exactly(service.requests.map(\.rawValue)),
-                read: nothing
-            ),
+            )
+        }
+        return [jobs] + requests + [
             TopicPermission(exchange: BrokerNames.retryExchange, write: ownQueues, read: nothing),
             TopicPermission(
                 exchange: BrokerNames.eventsExchange,
@@ -452,9 +471,10 @@ public enum BrokerUpgrade {
         public var description: String
     }
 
-    /// Declares the contract's topology as the administrator. `astro.jobs` was a direct exchange
-    /// in contract v1 and is a topic exchange now: when the broker still has the direct one, it
-    /// is deleted and declared again with its bindings. Messages in queues are untouched, and
+    /// Declares the contract's topology as the administrator, then removes the bindings of earlier
+    /// contracts that would keep a way around the permissions open (`removeObsoleteBindings`).
+    /// `astro.jobs` was a direct exchange in contract v1 and is a topic exchange now: when the
+    /// broker still has the direct one, it is deleted and declared again with its bindings. Messages in queues are untouched, and
     /// publishes in the moment it takes fail and are retried by their publishers; but a retry
     /// leaving a delay queue while `astro.jobs` is missing would be dropped by the broker, so the
     /// conversion waits until every delay queue is empty (at most `drainTimeout`) and is refused
@@ -471,7 +491,7 @@ public enum BrokerUpgrade {
         let refused: AMQPError
         do {
             try await publisher.declare(topology)
-            return []
+            return try await removeObsoleteBindings(publisher: publisher)
         } catch {
             refused = error
         }
@@ -499,6 +519,24 @@ public enum BrokerUpgrade {
         try await publisher.deleteExchange(BrokerNames.jobsExchange)
         try await publisher.declare(topology)
         return ["astro.jobs converted from a direct to a topic exchange; its bindings were declared again"]
+            + (try await removeObsoleteBindings(publisher: publisher))
+    }
+
+    /// Removes the exchange-to-exchange bindings `astro.requests` → `astro.jobs` of the contracts
+    /// before issue 29, through which a client's `CC`/`BCC` headers reached every job queue. Run
+    /// after the contract is declared (its queues are bound to the request exchanges directly by
+    /// then, so no request goes unrouted in between). Unbinding is idempotent: nothing tells
+    /// whether a binding was there, so the line says what holds afterwards.
+    /// - Returns: the line for the operator.
+    /// - Throws: `AMQPError` from the unbinding.
+    static func removeObsoleteBindings(publisher: AMQPPublisher) async throws(AMQPError) -> [String] {
+        for binding in WorkerTopology.obsoleteRequestBindings {
+            try await publisher.unbindExchange(binding)
+        }
+        return [
+            "removed any exchange-to-exchange binding astro.requests → astro.jobs (contracts before issue 29 "
+                + "had them; CC/BCC headers reached internal queues through them)"
+        ]
     }
 
     /// Polls the queues until all are empty or `timeout` passes.

@@ -14,6 +14,9 @@ public protocol RetryClassifiedError: Error {
     /// Whether a later attempt may succeed (rate limit, outage, timeout); false dead-letters
     /// the job at once.
     var isTransient: Bool { get }
+    /// What a log line at info and above may say about it beyond its code: words that quote no
+    /// input (`FailureLogging`); nil (the default) logs the code alone.
+    var publicReason: String? { get }
 }
 
 /// How the runtime treats a job's failure.

@@ -60,12 +60,22 @@ public struct JobEnvelope: Sendable {
 public struct JobRejection: Error, Sendable, Hashable, CustomStringConvertible {
     /// Stable, machine-readable code (e.g. `invalid-payload`, `nonexistent-local-time`).
     public var code: String
-    /// What is wrong and which field, for the person who sent it.
+    /// What is wrong and which field, for the person who sent it. It may quote what they sent,
+    /// so it is never logged at info or above (`FailureLogging`).
     public var message: String
+    /// What the logs may say beyond the code: words that quote no input (the field at fault), or
+    /// nil for the code alone.
+    public var publicReason: String?
 
-    public init(code: String, message: String) {
+    /// - Parameters:
+    ///   - code: the stable code.
+    ///   - message: what is wrong, for the person who sent the job (their failed event, the job's
+    ///     row, the dead letter); it may quote their input.
+    ///   - publicReason: what the logs may say beyond the code, quoting no input.
+    public init(code: String, message: String, publicReason: String? = nil) {
         self.code = code
         self.message = message
+        self.publicReason = publicReason
     }
 
     public var description: String { "\(code): \(message)" }

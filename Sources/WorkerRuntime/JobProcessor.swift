@@ -230,7 +230,14 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         switch JobHead.parse(delivery.body) {
         case .success(let parsed): head = parsed
         case .failure(let rejection):
-            logger.warning("unreadable job dead-lettered", metadata: [LogKey.reason: "\(rejection)"])
+            FailureLogging.log(
+                "unreadable job dead-lettered",
+                level: .warning,
+                code: rejection.code,
+                publicReason: rejection.publicReason,
+                detail: rejection.message,
+                logger: logger
+            )
             guard await deadLetterDirectly(delivery, rejection: rejection, attempt: attempt, logger: logger) else {
                 await giveBack(delivery, after: .seconds(1), acknowledger: acknowledger)
                 return
@@ -337,7 +344,11 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
                     delivery,
                     job: job,
                     userID: head.userID,
-                    rejection: JobRejection(code: failure.code, message: failure.message),
+                    rejection: JobRejection(
+                        code: failure.code,
+                        message: failure.message,
+                        publicReason: FailureLogging.publicReason(of: error)
+                    ),
                     acknowledger: acknowledger,
                     logger: logger,
                     permanentFailure: true
@@ -503,14 +514,15 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         logger: Logger,
         permanentFailure: Bool = false
     ) async {
-        let metadata: Logger.Metadata = [
-            LogKey.reasonCode: "\(rejection.code)", LogKey.reason: "\(rejection.message)",
-        ]
-        if permanentFailure {
-            logger.error("job failed in a way no retry can mend; dead-lettered", metadata: metadata)
-        } else {
-            logger.warning("job rejected and dead-lettered", metadata: metadata)
-        }
+        FailureLogging.log(
+            permanentFailure
+                ? "job failed in a way no retry can mend; dead-lettered" : "job rejected and dead-lettered",
+            level: permanentFailure ? .error : .warning,
+            code: rejection.code,
+            publicReason: rejection.publicReason,
+            detail: rejection.message,
+            logger: logger
+        )
         do {
             let recorded = try await recordDeadJob(delivery, job: job, userID: userID, error: rejection.jobError)
             if case .finishedBefore(let status) = recorded {
@@ -550,10 +562,15 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         logger: Logger
     ) async {
         let failure = FailureClassifier.classify(error).jobError
+        let publicReason = FailureLogging.publicReason(of: error)
         guard retry.shouldRetry(afterAttempt: job.attempt) else {
-            logger.error(
+            FailureLogging.log(
                 "job failed on its last attempt; dead-lettered",
-                metadata: [LogKey.reasonCode: "\(failure.code)", LogKey.reason: "\(failure.message)"]
+                level: .error,
+                code: failure.code,
+                publicReason: publicReason,
+                detail: failure.message,
+                logger: logger
             )
             let exhausted = JobError(
                 code: "retries-exhausted",
@@ -612,12 +629,14 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
             await giveBack(delivery, after: min(step, .seconds(5)), acknowledger: acknowledger)
             return
         }
-        logger.notice(
+        FailureLogging.log(
             "job failed transiently; retry scheduled",
-            metadata: [
-                LogKey.reasonCode: "\(failure.code)", LogKey.reason: "\(failure.message)",
-                "retry.delay_ms": "\(delay.milliseconds)",
-            ]
+            level: .notice,
+            code: failure.code,
+            publicReason: publicReason,
+            detail: failure.message,
+            extra: ["retry.delay_ms": "\(delay.milliseconds)"],
+            logger: logger
         )
         metrics.recordJob(queue: delivery.queue, outcome: .retried)
         metrics.recordRetry(queue: delivery.queue)

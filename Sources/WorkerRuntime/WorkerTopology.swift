@@ -1,9 +1,9 @@
 import AMQP
 import AstroDomain
 
-/// The broker objects of the contract: the four exchanges (and `astro.requests`' bindings into
-/// `astro.jobs`), and for each job queue the queue, its `<queue>.dead` dead-letter queue and its
-/// retry delay queues.
+/// The broker objects of the contract: the exchanges (and the request exchanges' bindings to the
+/// queues clients may name), and for each job queue the queue, its `<queue>.dead` dead-letter
+/// queue and its retry delay queues.
 ///
 /// `astroctl migrate` declares all of it as the broker's administrator. A worker's own broker
 /// user may configure nothing (a user that can declare a queue can give it any dead-letter
@@ -16,16 +16,35 @@ public enum WorkerTopology {
         [
             ExchangeSpec(name: BrokerNames.jobsExchange, kind: .topic),
             ExchangeSpec(name: BrokerNames.requestsExchange, kind: .topic),
+            ExchangeSpec(name: BrokerNames.gatewayRequestsExchange, kind: .topic),
             ExchangeSpec(name: BrokerNames.eventsExchange, kind: .topic),
             ExchangeSpec(name: BrokerNames.deadLetterExchange, kind: .direct),
             ExchangeSpec(name: BrokerNames.retryExchange, kind: .topic),
         ]
     }
 
-    /// `astro.requests` → `astro.jobs`, one binding per job type a client may ask for: the
-    /// only way a client's message reaches a job queue.
-    public static var requestBindings: [ExchangeBindingSpec] {
-        JobType.requestable.map {
+    /// Each client's request exchange → the queue of each job type it may ask for, bound with the
+    /// queue's name: the only way a client's message reaches a job queue.
+    ///
+    /// Queues, never `astro.jobs`: the routing keys of a message's `CC` and `BCC` headers are
+    /// routed again at an exchange-to-exchange hop, and RabbitMQ before 4.0 checks them against no
+    /// topic permission, so through `astro.jobs` they reached every job queue (issue 29, F4).
+    /// Bound directly, they reach only the queues bound to the exchange published to — the ones
+    /// every user allowed to publish there may name (`BrokerAccess.Service.requestsExchange`).
+    public static var requestBindings: [BindingSpec] {
+        var seen: Set<BindingSpec> = []
+        return BrokerAccess.services.flatMap { service in
+            service.requests.map {
+                BindingSpec(queue: $0.rawValue, exchange: service.requestsExchange, routingKey: $0.rawValue)
+            }
+        }.filter { seen.insert($0).inserted }
+    }
+
+    /// The exchange-to-exchange bindings `astro.requests` → `astro.jobs` of the contracts before
+    /// issue 29 (one per job type then requestable; every job type here, to cover them all).
+    /// `astroctl migrate` removes them: one left in place keeps the CC/BCC route open.
+    public static var obsoleteRequestBindings: [ExchangeBindingSpec] {
+        JobType.all.map {
             ExchangeBindingSpec(
                 destination: BrokerNames.jobsExchange,
                 source: BrokerNames.requestsExchange,
@@ -105,7 +124,8 @@ public enum WorkerTopology {
             }
         }
         if asAdministrator {
-            topology.exchangeBindings = requestBindings
+            let declared = Set(queues)
+            topology.bindings += requestBindings.filter { declared.contains($0.queue) }
             // What the dead-letter queues' length backstop drops (its policy dead-letters it
             // through astro.dlx under this key) waits here for the maintenance task to count it.
             let dropped = BrokerNames.deadDroppedQueue

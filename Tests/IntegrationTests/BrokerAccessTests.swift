@@ -62,6 +62,198 @@ struct BrokerAccessTests {
         }
     }
 
+    /// The exchange a client-facing service publishes its jobs to.
+    static func requestExchange(of service: BrokerAccess.Service) -> String { service.requestsExchange }
+
+    /// The broker's bindings from `exchange`, as `rabbitmqctl list_bindings` reports them.
+    static func bindings(from exchange: String) async throws -> [(destination: String, kind: String, key: String)] {
+        _ = try RuntimeTestEnvironment.variable("ASTRO_STACK_DIR")
+        let script = URL(fileURLWithPath: #filePath).resolvingSymlinksInPath().deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("scripts/stack.sh")
+        let listed = try await ProcessRunner.run(
+            "/bin/bash",
+            [
+                script.path, "rabbit-ctl", "list_bindings", "-q", "--no-table-headers", "-p", "/", "source_name",
+                "destination_name", "destination_kind", "routing_key",
+            ]
+        )
+        #expect(listed.status == 0, "rabbitmqctl list_bindings: \(listed.error)")
+        return listed.output.split(separator: "\n").compactMap { line in
+            let columns = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+            guard columns.count == 4, columns[0] == exchange else { return nil }
+            return (columns[1], columns[2], columns[3])
+        }
+    }
+
+    /// Publishes one job to `exchange` as `service` under `routingKey`, with more routing keys in
+    /// the `CC` or `BCC` header (sender-selected distribution), mandatory and confirmed.
+    func publish(
+        as service: BrokerAccess.Service,
+        to exchange: String,
+        routingKey: String,
+        header: String,
+        keys: [String],
+        jobID: JobID
+    ) async throws -> AMQPError? {
+        let publisher = try connection(as: service)
+        defer { Task { await publisher.close() } }
+        var properties = MessageProperties(contentType: "application/json")
+        properties.messageID = jobID.description
+        properties.headers[header] = .array(keys.map { .string($0) })
+        do {
+            try await publisher.publish(
+                OutgoingMessage(
+                    exchange: exchange,
+                    routingKey: routingKey,
+                    body: Data(#"{"jobId":"\#(jobID)"}"#.utf8),
+                    properties: properties,
+                    mandatory: true
+                ),
+                timeout: .seconds(10)
+            )
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// A queue of the test's own bound to `astro.jobs` under `keys`: whatever `astro.jobs` routes
+    /// under one of them reaches it as it reaches the real queue (a copy; the real queue's
+    /// consumers, of tests running alongside, cannot take it away).
+    func witness(_ admin: AMQPPublisher, keys: [String]) async throws -> String {
+        let name = "test.witness.\(UUID().uuidString.prefix(8).lowercased())"
+        try await admin.declare(
+            Topology(
+                queues: [QueueSpec(name: name, durable: false, autoDelete: false)],
+                bindings: keys.map { BindingSpec(queue: name, exchange: BrokerNames.jobsExchange, routingKey: $0) }
+            )
+        )
+        return name
+    }
+
+    /// The job types `service` may not ask for: the queues no header of its messages may reach.
+    static func forbidden(to service: BrokerAccess.Service) -> [String] {
+        JobType.all.filter { !service.requests.contains($0) }.map(\.rawValue)
+    }
+
+    /// Issue 29, F4: a client's message under a job type it may name, carrying the internal job
+    /// types in `CC` or `BCC`, reaches the named queue and no other — as astroctl's user and as
+    /// the gateway's, each on its own request exchange (RabbitMQ before 4.0 checks topic
+    /// permissions against the routing key only, never these headers).
+    @Test func ccAndBCCHeadersReachNoQueueTheClientMayNotName() async throws {
+        let admin = try await RuntimeTestEnvironment.contractPublisher(purging: [
+            .reportGenerate, .billingRefundCredit, .billingRecoverNotifications,
+        ])
+        defer { Task { await admin.close() } }
+        for service in [BrokerAccess.client, BrokerAccess.gateway] {
+            let forbidden = Self.forbidden(to: service)
+            #expect(forbidden.contains("report.generate") && forbidden.contains("billing.refund-credit"))
+            let witness = try await witness(admin, keys: forbidden)
+            for header in ["CC", "BCC"] {
+                let error = try await publish(
+                    as: service,
+                    to: Self.requestExchange(of: service),
+                    routingKey: JobType.storyRead.rawValue,
+                    header: header,
+                    keys: forbidden,
+                    jobID: JobID.random()
+                )
+                // Refused outright (a broker that checks topic permissions on these headers) or
+                // delivered to story.read alone: either way no internal queue holds it.
+                #expect(
+                    error == nil || Self.isAccessRefused(error),
+                    "\(service.user) \(header): \(String(describing: error))"
+                )
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let leaked = try await admin.queueState(witness).messageCount
+            #expect(leaked == 0, "\(service.user): \(leaked) message(s) reached \(forbidden) through CC/BCC")
+            try await admin.deleteQueue(witness)
+        }
+        // And the structure that makes it so: nothing but the queues of the job types every
+        // user publishing there may name is bound to a client-facing exchange.
+        for service in [BrokerAccess.client, BrokerAccess.gateway] {
+            let exchange = Self.requestExchange(of: service)
+            let bound = try await Self.bindings(from: exchange)
+            #expect(!bound.isEmpty, "nothing is bound to \(exchange)")
+            for binding in bound {
+                #expect(
+                    binding.kind == "queue",
+                    "\(exchange) → \(binding.kind) \(binding.destination) (\(binding.key))"
+                )
+                #expect(
+                    service.requests.map(\.rawValue).contains(binding.destination),
+                    "\(exchange) → \(binding.destination): \(service.user) may not name it"
+                )
+            }
+        }
+        _ = try await admin.purgeQueue(JobType.storyRead.rawValue)
+        for type in [JobType.reportGenerate, .billingRefundCredit] {
+            #expect(try await admin.queueState(type.rawValue).messageCount == 0, "\(type.rawValue)")
+        }
+    }
+
+    /// A broker declared before issue 29 routes `astro.requests` into `astro.jobs` through
+    /// exchange-to-exchange bindings, the way CC/BCC reached internal queues; `astroctl migrate`
+    /// removes them, and the hole is closed.
+    @Test func migrateRemovesTheOldExchangeToExchangeRoute() async throws {
+        let admin = try await RuntimeTestEnvironment.contractPublisher(purging: [.reportGenerate])
+        defer { Task { await admin.close() } }
+        // The bindings an earlier `astroctl migrate` made.
+        try await admin.declare(
+            Topology(
+                exchangeBindings: JobType.requestable.map {
+                    ExchangeBindingSpec(
+                        destination: BrokerNames.jobsExchange,
+                        source: BrokerNames.requestsExchange,
+                        routingKey: $0.rawValue
+                    )
+                }
+            )
+        )
+        let old = try await Self.bindings(from: BrokerNames.requestsExchange).filter { $0.kind == "exchange" }
+        #expect(old.count == JobType.requestable.count, "\(old)")
+        let witness = try await witness(admin, keys: ["report.generate"])
+        func leaks() async throws -> UInt32 {
+            _ = try await publish(
+                as: BrokerAccess.client,
+                to: BrokerNames.requestsExchange,
+                routingKey: JobType.storyRead.rawValue,
+                header: "CC",
+                keys: ["report.generate"],
+                jobID: JobID.random()
+            )
+            try await Task.sleep(for: .milliseconds(300))
+            return try await admin.purgeQueue(witness)
+        }
+        // The old route is open: the test sees the hole it closes.
+        #expect(try await leaks() == 1)
+        let database = try await RuntimeTestEnvironment.database()
+        let migrated = try await ProcessRunner.run(
+            ProcessRunner.productPath("astroctl"),
+            [
+                "migrate", "--amqp-url", try RuntimeTestEnvironment.variable("AMQP_URL"), "--database-url",
+                "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)",
+            ]
+        )
+        #expect(migrated.status == 0, "astroctl migrate: \(migrated.error)")
+        #expect(migrated.output.contains("astro.requests → astro.jobs"), "\(migrated.output)")
+        let left = try await Self.bindings(from: BrokerNames.requestsExchange)
+        #expect(!left.contains { $0.kind == "exchange" }, "\(left)")
+        #expect(try await leaks() == 0)
+        try await admin.deleteQueue(witness)
+        _ = try await admin.purgeQueue(JobType.storyRead.rawValue)
+        // Again on a migrated broker: the removal is idempotent.
+        let again = try await ProcessRunner.run(
+            ProcessRunner.productPath("astroctl"),
+            [
+                "migrate", "--amqp-url", try RuntimeTestEnvironment.variable("AMQP_URL"), "--database-url",
+                "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)",
+            ]
+        )
+        #expect(again.status == 0, "astroctl migrate: \(again.error)")
+    }
+
     @Test func aClientAsksForTheJobsPeopleAskForAndNoInternalOnes() async throws {
         let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: [
             .chartCalculate, .reportGenerate, .billingRefundCredit,
@@ -115,15 +307,19 @@ struct BrokerAccessTests {
         #expect(
             try await refusal(
                 as: BrokerAccess.gateway,
-                exchange: BrokerNames.requestsExchange,
+                exchange: BrokerNames.gatewayRequestsExchange,
                 routingKey: "chart.calculate",
                 mandatory: true
             ) == nil
         )
         // (Mandatory and confirmed: it reached the queue. Its count is not checked here, as a
-        // chart-worker of a test running alongside may already have taken it.)
+        // chart-worker of a test running alongside may already have taken it.) On its own request
+        // exchange only: astro.requests, astroctl's, is bound to billing.recover-notifications.
         for (exchange, key) in [
-            (BrokerNames.requestsExchange, "billing.refund-credit"), (BrokerNames.requestsExchange, "report.generate"),
+            (BrokerNames.gatewayRequestsExchange, "billing.refund-credit"),
+            (BrokerNames.gatewayRequestsExchange, "report.generate"),
+            (BrokerNames.gatewayRequestsExchange, "billing.recover-notifications"),
+            (BrokerNames.requestsExchange, "chart.calculate"),
             (BrokerNames.jobsExchange, "chart.calculate"), (BrokerNames.eventsExchange, "chart.calculated"),
         ] {
             #expect(

@@ -1,14 +1,18 @@
 import AstroDomain
 import Foundation
+import LLMFake
 import Postgres
 import Schema
+import Stories
 import Testing
 import WorkerRuntime
 
 /// Birth data and report text are not written to the logs at info level (issue 19, part 4): a
 /// whole journey through the real gateway and every worker, each at `LOG_LEVEL=info` —
 /// register, profile and chart, purchase, report, story illustrated and read, achievements —
-/// and then no process's log holds any of the person's values.
+/// then invalid and failing inputs (issue 29, F15: a nonexistent local time, a duplicate
+/// profile name, an unknown zone, bad story requests, an LLM that refuses the request quoting
+/// it), and then no process's log holds any of the person's values.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct InfoLogPrivacyTests {
     typealias Answer = GatewayHarness.HTTPAnswer
@@ -51,12 +55,45 @@ struct InfoLogPrivacyTests {
         started.append(
             try await Self.startWorker("report-worker", role: .reportWorker, broker: BrokerAccess.reportWorker)
         )
+        let marker = UserDeletionTests.marker()
+        let name = "Olena \(marker)"
+        let place = "Zhovkva \(marker)"
+        let birthDate = GatewayJourney.randomBirthDate()
+        let birthTime = GatewayJourney.randomBirthTime()
+        // Coordinates with digits no duration or id in a log line is likely to have.
+        let latitude = 50.0 + Double(Int.random(in: 1000...9999)) / 10_000 + 0.00003
+        let longitude = 23.0 + Double(Int.random(in: 1000...9999)) / 10_000 + 0.00007
+        let child = "Zoryana \(marker)"
+        // The story-worker writes through an LLM (the fake answers with the built-in story for the
+        // journey's request), so that an LLM failure can be scripted afterwards.
+        let written = try BuiltInStoryWriter().write(
+            StoryRequestDetails(
+                childName: child,
+                ageGroup: .elementary,
+                theme: "courage",
+                mainCharacter: "Felix the Fox",
+                language: .en,
+                pageCount: 3
+            )
+        )
+        let storyAnswer = String(
+            decoding: try JSONSerialization.data(
+                withJSONObject: ["title": written.title, "pages": written.pages],
+                options: [.sortedKeys]
+            ),
+            as: UTF8.self
+        )
+        let llm = try OpenAIFake(apiKey: LLMReportTests.key, defaultResponder: { _ in storyAnswer })
+        defer { llm.stop() }
         started.append(
             try await Self.startWorker(
                 "story-worker",
                 role: .storyWorker,
                 broker: BrokerAccess.storyWorker,
-                extra: ["STORY_STORAGE_ROOT": storage.path]
+                extra: [
+                    "STORY_STORAGE_ROOT": storage.path, "LLM_BASE_URL": llm.baseURL.absoluteString,
+                    "LLM_MODEL": "test-model", "LLM_API_KEY": LLMReportTests.key,
+                ]
             )
         )
         let gateway = try await GatewayHarness.launch(label: "log-privacy-gateway")
@@ -68,16 +105,6 @@ struct InfoLogPrivacyTests {
         let base = gateway.base
         let client = GatewayJourney.Client(base: base, processes: processes)
         let (user, token) = try await GatewayHarness.register(base)
-
-        let marker = UserDeletionTests.marker()
-        let name = "Olena \(marker)"
-        let place = "Zhovkva \(marker)"
-        let birthDate = GatewayJourney.randomBirthDate()
-        let birthTime = GatewayJourney.randomBirthTime()
-        // Coordinates with digits no duration or id in a log line is likely to have.
-        let latitude = 50.0 + Double(Int.random(in: 1000...9999)) / 10_000 + 0.00003
-        let longitude = 23.0 + Double(Int.random(in: 1000...9999)) / 10_000 + 0.00007
-        let child = "Zoryana \(marker)"
 
         let used = try await GatewayJourney.useEveryFeature(
             client,
@@ -139,6 +166,15 @@ struct InfoLogPrivacyTests {
                 .stringValue
         )
         #expect(try await client.call("GET", "/v1/children/\(childID)/achievements", token: token).status == 200)
+        #expect(llm.requestCount > 0, "the story was not written through the LLM")
+
+        let refused = try await Self.sendInvalidAndFailingInputs(
+            client,
+            token: token,
+            name: name,
+            marker: marker,
+            llm: llm
+        )
 
         // Let the last lines reach the files, then stop every process (its shutdown lines too).
         try await Task.sleep(for: .milliseconds(500))
@@ -159,11 +195,125 @@ struct InfoLogPrivacyTests {
             ("child's name", child), ("marker", marker),
         ]
         needles += sentences.prefix(20).map { ("report text", String($0)) }
+        needles += refused
+        // (The figure the report quotes: how many values were searched for.)
+        print("InfoLogPrivacyTests: \(needles.count) personal values searched in \(logs.count) logs")
         for (file, text) in logs {
             for (what, value) in needles where text.contains(value) {
                 let line = text.split(separator: "\n").first { $0.contains(value) } ?? ""
                 Issue.record("\(file) logs the \(what) at info level: \(line.prefix(400))")
             }
         }
+    }
+
+    /// The last Sunday of March of `year`, when Kyiv's clocks go from 03:00 to 04:00: a date
+    /// whose 03:mm never happened there.
+    static func springForward(_ year: Int) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let last = calendar.date(from: DateComponents(year: year, month: 3, day: 31))!
+        let weekday = calendar.component(.weekday, from: last)  // 1 = Sunday
+        let day = 31 - (weekday - 1)
+        return String(format: "%04d-03-%02d", year, day)
+    }
+
+    /// Inputs the gateway or a worker refuses, and a job whose LLM call fails: each carries
+    /// values of its own, returned as needles for the log search. Each refusal is checked to
+    /// have happened (its code), so that the search looks at the logs of real failures.
+    static func sendInvalidAndFailingInputs(
+        _ client: GatewayJourney.Client,
+        token: String,
+        name: String,
+        marker: String,
+        llm: OpenAIFake
+    ) async throws -> [(String, String)] {
+        var needles: [(String, String)] = []
+        func profile(_ fields: [String: JSONValue]) async throws -> Answer {
+            var profile: [String: JSONValue] = [
+                "name": .string("Taras \(marker)"), "birthDate": "1987-06-15", "birthTime": "12:00",
+                "timezone": "Europe/Kyiv", "latitude": 49.1, "longitude": 24.1, "locationName": "Lviv",
+            ]
+            profile.merge(fields) { _, new in new }
+            return try await client.call("POST", "/v1/profiles", token: token, body: ["profile": .object(profile)])
+        }
+        // The job's error code once it ended, or the gateway's when it refused the request.
+        func outcome(_ answer: Answer) async throws -> String? {
+            guard answer.status == 202 else {
+                #expect(answer.status == 422, "\(answer.status) \(String(describing: answer.json))")
+                return answer.json?["code"]?.stringValue
+            }
+            let job = try GatewayResourcesTests.accepted(answer)
+            let done = try await GatewayResourcesTests.finished(client.base, job, token: token) {
+                client.processes.output
+            }
+            #expect(done["status"] != "succeeded", "\(done)")
+            return done["error"]?["code"]?.stringValue
+        }
+
+        // A local time that never happened (the clocks went forward past it).
+        let gapDate = springForward(Int.random(in: 1996...2021))
+        let gapTime = "03:\(Int.random(in: 10...59))"
+        let gapName = "Bohdan \(marker)"
+        let gapPlace = "Sokal \(marker)"
+        let gap = try await outcome(
+            try await profile([
+                "name": .string(gapName), "birthDate": .string(gapDate), "birthTime": .string(gapTime),
+                "locationName": .string(gapPlace),
+            ])
+        )
+        #expect(gap == "nonexistent-local-time", "\(String(describing: gap))")
+        needles += [
+            ("name (DST gap)", gapName), ("place (DST gap)", gapPlace), ("birth date (DST gap)", gapDate),
+            ("birth date and time (DST gap)", "\(gapDate) \(gapTime)"),
+        ]
+
+        // A second profile under the name the journey's profile has.
+        let duplicate = try await outcome(try await profile(["name": .string(name), "birthDate": "1988-02-03"]))
+        #expect(duplicate == "duplicate-profile-name", "\(String(describing: duplicate))")
+
+        // A zone no database knows.
+        let zone = "Europe/Atlantis" + String((0..<6).map { _ in "qwxzjk".randomElement()! })
+        let unknown = try await outcome(
+            try await profile(["name": .string("Mykola \(marker)"), "timezone": .string(zone)])
+        )
+        #expect(unknown == "unknown-timezone", "\(String(describing: unknown))")
+        needles += [("time zone", zone), ("name (unknown zone)", "Mykola \(marker)")]
+
+        // Story requests that cannot be written: an age group there is not, too many pages.
+        let storyChild = "Ostap \(marker)"
+        let storyHero = "Hedgehog \(marker)"
+        for bad: [String: JSONValue] in [["ageGroup": 7], ["pageCount": 99]] {
+            var body: [String: JSONValue] = [
+                "childName": .string(storyChild), "ageGroup": 1, "theme": "courage",
+                "mainCharacter": .string(storyHero), "language": "en", "pageCount": 3,
+            ]
+            body.merge(bad) { _, new in new }
+            let code = try await outcome(
+                try await client.call("POST", "/v1/stories", token: token, body: .object(body))
+            )
+            #expect(code != nil, "\(bad)")
+        }
+        needles += [("child's name (bad story)", storyChild), ("main character (bad story)", storyHero)]
+
+        // An LLM that refuses the request and quotes it (providers' 400s do), as a story is written.
+        let failingChild = "Marichka \(marker)"
+        llm.enqueue(
+            .badRequest(message: "Invalid 'messages[1].content': the story for \(failingChild) is not allowed")
+        )
+        let failed = try await outcome(
+            try await client.call(
+                "POST",
+                "/v1/stories",
+                token: token,
+                body: [
+                    "childName": .string(failingChild), "ageGroup": 1, "theme": "courage",
+                    "mainCharacter": "Felix the Fox", "language": "en", "pageCount": 3,
+                ]
+            )
+        )
+        #expect(failed == "llm-bad-request", "\(String(describing: failed))")
+        #expect(llm.pendingScripted.isEmpty, "the failing LLM answer was not used")
+        needles.append(("child's name (LLM failure)", failingChild))
+        return needles
     }
 }

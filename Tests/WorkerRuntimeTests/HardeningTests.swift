@@ -555,6 +555,30 @@ import Glibc
         #expect("astro.jobs".wholeMatch(of: try Regex(client.write)) == nil)
         #expect("astro.requests".wholeMatch(of: try Regex(client.write)) != nil)
         #expect(Set(WorkerTopology.requestBindings.map(\.routingKey)) == Set(JobType.requestable.map(\.rawValue)))
+        // Issue 29, F4: a request exchange is bound to queues only (a CC/BCC header's keys are
+        // routed again at an exchange-to-exchange hop), and only to those every user that may
+        // publish there may name: a header reaches every queue bound to the exchange.
+        #expect(
+            WorkerTopology.contract(
+                retry: RetryPolicy(maxAttempts: 3, initialDelay: .seconds(1), maxDelay: .seconds(4))
+            ).exchangeBindings.isEmpty
+        )
+        for binding in WorkerTopology.requestBindings {
+            #expect(binding.queue == binding.routingKey)
+            for service in BrokerAccess.services
+            where binding.exchange.wholeMatch(of: try Regex(BrokerAccess.permissions(service).write)) != nil {
+                #expect(
+                    service.requests.map(\.rawValue).contains(binding.queue),
+                    "\(service.user) may publish to \(binding.exchange), bound to \(binding.queue) it may not name"
+                )
+            }
+        }
+        #expect(
+            !WorkerTopology.requestBindings.contains {
+                $0.exchange == BrokerNames.gatewayRequestsExchange && $0.queue == "billing.recover-notifications"
+            }
+        )
+        #expect(WorkerTopology.obsoleteRequestBindings.count == JobType.all.count)
         #expect(!JobType.requestable.contains(.reportGenerate) && !JobType.requestable.contains(.billingRefundCredit))
         // Every job type has exactly one consuming service.
         for type in JobType.all {
@@ -577,7 +601,10 @@ import Glibc
             if "astro.jobs".wholeMatch(of: write) != nil {
                 #expect(granted.configure == BrokerAccess.nothing, "\(service.user) writes astro.jobs and configures")
             }
-            for exchange in [BrokerNames.jobsExchange, BrokerNames.requestsExchange, BrokerNames.retryExchange] {
+            for exchange in [
+                BrokerNames.jobsExchange, BrokerNames.requestsExchange, BrokerNames.gatewayRequestsExchange,
+                BrokerNames.retryExchange,
+            ] {
                 #expect(exchange.wholeMatch(of: read) == nil, "\(service.user) may read \(exchange)")
             }
             #expect("astro.dlx".wholeMatch(of: write) == nil, "\(service.user) may publish to astro.dlx")
@@ -585,8 +612,8 @@ import Glibc
             #expect(
                 Set(BrokerAccess.topicPermissions(service).map(\.exchange))
                     == Set([
-                        BrokerNames.jobsExchange, BrokerNames.requestsExchange, BrokerNames.retryExchange,
-                        BrokerNames.eventsExchange,
+                        BrokerNames.jobsExchange, BrokerNames.requestsExchange, BrokerNames.gatewayRequestsExchange,
+                        BrokerNames.retryExchange, BrokerNames.eventsExchange,
                     ])
             )
         }

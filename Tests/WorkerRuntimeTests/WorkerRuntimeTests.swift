@@ -129,7 +129,7 @@ import FoundationNetworking
         let topology = WorkerTopology.topology(queues: ["chart.calculate"], retry: policy)
         #expect(
             Set(topology.exchanges.map(\.name)) == [
-                "astro.jobs", "astro.requests", "astro.events", "astro.dlx", "astro.retry",
+                "astro.jobs", "astro.requests", "astro.gateway-requests", "astro.events", "astro.dlx", "astro.retry",
             ]
         )
         #expect(topology.exchanges.first { $0.name == "astro.events" }?.kind == .topic)
@@ -143,12 +143,16 @@ import FoundationNetworking
         let contract = WorkerTopology.contract(retry: policy)
         #expect(!contract.exchanges.contains { $0.declareOnlyIfMissing })
         #expect(!contract.queues.contains { $0.declareOnlyIfMissing })
-        #expect(
-            contract.exchangeBindings.contains(
-                ExchangeBindingSpec(destination: "astro.jobs", source: "astro.requests", routingKey: "report.request")
+        // Clients' requests reach their queues directly, never through astro.jobs (issue 29, F4).
+        #expect(contract.exchangeBindings.isEmpty)
+        for exchange in ["astro.requests", "astro.gateway-requests"] {
+            #expect(
+                contract.bindings.contains(
+                    BindingSpec(queue: "report.request", exchange: exchange, routingKey: "report.request")
+                )
             )
-        )
-        #expect(!contract.exchangeBindings.contains { $0.routingKey == "billing.refund-credit" })
+            #expect(!contract.bindings.contains { $0.exchange == exchange && $0.routingKey == "billing.refund-credit" })
+        }
         // The worker's own dead letters arrive through astro.retry, the broker's through astro.dlx.
         #expect(
             topology.bindings.contains(

@@ -417,6 +417,24 @@ final class ConnectionHandle {
         try check(amqp_get_rpc_reply(state), "deleting exchange '\(exchange)'")
     }
 
+    /// Removes an exchange-to-exchange binding (exchange.unbind; RabbitMQ answers ok when there
+    /// is no such binding).
+    func unbindExchange(_ binding: ExchangeBindingSpec) throws(AMQPError) {
+        defer { scratch.recycle() }
+        _ = amqp_exchange_unbind(
+            state,
+            channel,
+            scratch.bytes(binding.destination),
+            scratch.bytes(binding.source),
+            scratch.bytes(binding.routingKey),
+            scratch.table(binding.arguments)
+        )
+        try check(
+            amqp_get_rpc_reply(state),
+            "unbinding exchange '\(binding.destination)' from exchange '\(binding.source)'"
+        )
+    }
+
     /// basic.qos with a per-consumer prefetch count.
     func qos(prefetch: UInt16) throws(AMQPError) {
         _ = amqp_basic_qos(state, channel, 0, prefetch, 0)

@@ -343,6 +343,12 @@ final class PublisherLoop {
             }
             if case .success = result { topology = topology.removingExchange(exchange) }
             continuation.resume(returning: result)
+        case .unbindExchange(let binding, let continuation):
+            let result = withChannel { (connection: ConnectionHandle) throws(AMQPError) in
+                try connection.unbindExchange(binding)
+            }
+            if case .success = result { topology.exchangeBindings.removeAll { $0 == binding } }
+            continuation.resume(returning: result)
         case .close(let continuation):
             if let continuation { closeWaiters.append(continuation) }
             if closeDeadline == nil {
