@@ -54,7 +54,8 @@ let status = await WorkerMain.run(
             // worker's own pool.
             setup = .init(
                 writer: try LLMReportWriter(client: LLMClient(configuration: llm), model: llm.model, pricing: pricing),
-                pool: context.pool
+                pool: context.pool,
+                paidCalls: try context.paidCallLedger(environment)
             )
         } catch {
             throw ConfigurationError(variable: "(package resources)", problem: "\(error)")
