@@ -57,7 +57,7 @@ let status = await WorkerMain.run(
             requireAccountToken: billing.requireAccountToken
         ),
         ReportRequestHandler(),
-        RefundCreditHandler(),
+        try RefundCreditHandler.fromEnvironment(environment),
         StoreNotificationHandler(verifier: verifier, consumptionPolicy: consumption),
         SendConsumptionHandler(pool: context.pool, appStore: billing.appStore),
         RecoverNotificationsHandler(verifier: verifier, appStore: billing.appStore, consumptionPolicy: consumption),
