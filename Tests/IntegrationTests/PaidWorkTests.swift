@@ -2,12 +2,13 @@ import AMQP
 import AstroDomain
 import Billing
 import Foundation
-@testable import Gateway
 import LLMFake
 import Postgres
 import ReportService
 import Testing
 import WorkerRuntime
+
+@testable import Gateway
 
 /// Issue 29, F1 and F2 through the real workers, broker and database, with the LLM and images
 /// fakes: every paid call is metered when it is answered, whatever the job's outcome; a profile
@@ -148,13 +149,19 @@ struct PaidWorkTests {
                 let callsBefore = fake.requestCount
                 try await requestReport(user, profile, workers)
                 if cycle <= 2 {
-                    try await RuntimeTestEnvironment.eventually("cycle \(cycle): the LLM is writing", timeout: .seconds(30)) {
+                    try await RuntimeTestEnvironment.eventually(
+                        "cycle \(cycle): the LLM is writing",
+                        timeout: .seconds(30)
+                    ) {
                         fake.requestCount == callsBefore + 1
                     }
                     _ = try await pool.withConnection { database in
                         try database.execute("DELETE FROM user_profiles WHERE id = $1", [profile.uuid])
                     }
-                    try await RuntimeTestEnvironment.eventually("cycle \(cycle): the refund is decided", timeout: .seconds(30)) {
+                    try await RuntimeTestEnvironment.eventually(
+                        "cycle \(cycle): the refund is decided",
+                        timeout: .seconds(30)
+                    ) {
                         try await pool.withConnection { database in
                             try !database.query(
                                 """
@@ -269,11 +276,16 @@ extension GatewayStoriesTests {
             let posted = try await request("POST", "\(base)/v1/stories", token: token, body: storyBody)
             #expect(posted.status == 202, "\(String(describing: posted.json))")
             let job = try #require(posted.json?["jobId"]?.stringValue)
-            #expect(try await finished(base, job: job, token: token, processes: processes).json?["status"] == "succeeded")
+            #expect(
+                try await finished(base, job: job, token: token, processes: processes).json?["status"] == "succeeded"
+            )
             stories.append(try #require(posted.json?["storyId"]?.stringValue))
         }
         let third = try await request("POST", "\(base)/v1/stories", token: token, body: storyBody)
-        #expect(third.status == 429 && third.json?["code"] == "story-quota-exceeded", "\(String(describing: third.json))")
+        #expect(
+            third.status == 429 && third.json?["code"] == "story-quota-exceeded",
+            "\(String(describing: third.json))"
+        )
         #expect(Int(third.headers["retry-after"] ?? "") ?? 0 > 0)
 
         // Four forced redraws of 9 pages: the quota (18 pages) takes two; the worker's bound
@@ -282,16 +294,28 @@ extension GatewayStoriesTests {
         var accepted = 0
         var refused: [HTTPAnswer] = []
         for _ in 1...4 {
-            let answer = try await request("POST", "\(base)/v1/stories/\(stories[0])/illustrations", token: token, body: redraw)
+            let answer = try await request(
+                "POST",
+                "\(base)/v1/stories/\(stories[0])/illustrations",
+                token: token,
+                body: redraw
+            )
             if answer.status == 202 {
                 accepted += 1
-                _ = try await finished(base, job: try #require(answer.json?["jobId"]?.stringValue), token: token, processes: processes)
+                _ = try await finished(
+                    base,
+                    job: try #require(answer.json?["jobId"]?.stringValue),
+                    token: token,
+                    processes: processes
+                )
             } else {
                 refused.append(answer)
             }
         }
         #expect(accepted == 2)
-        #expect(refused.count == 2 && refused.allSatisfy { $0.status == 429 && $0.json?["code"] == "redraw-quota-exceeded" })
+        #expect(
+            refused.count == 2 && refused.allSatisfy { $0.status == 429 && $0.json?["code"] == "redraw-quota-exceeded" }
+        )
         #expect(images.requestCount == 12, "image calls: \(images.requestCount)")
 
         // Straight to the broker, past the gateway: the worker's bound still holds.
