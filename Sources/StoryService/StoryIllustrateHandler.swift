@@ -168,12 +168,24 @@ public struct StoryIllustrateHandler: JobHandler {
             )
             // A paid picture only within the day's budget and the user's daily pictures; past
             // them the built-in illustrator draws the page.
+            // Without a fallback a refused page fails (`paid-call-refused`) and may be asked for
+            // again another day.
             var drawer = illustrator
-            if let meter, let fallback, await meter.admit(.illustration) != .admitted { drawer = fallback }
+            var refused = false
+            if let meter, await meter.admit(.illustration) != .admitted {
+                if let fallback { drawer = fallback } else { refused = true }
+            }
             let outcome: Result<String, JobError>
             do {
                 let image: StoryImage
-                do {
+                do throws(IllustrationError) {
+                    if refused {
+                        throw IllustrationError(
+                            code: "paid-call-refused",
+                            message: "the images API's daily budget or this user's daily pictures are spent",
+                            isTransient: false
+                        )
+                    }
                     image = try await drawer.illustrate(illustration)
                     if drawer.isPaid { await recordPicture(meter) }
                 } catch {

@@ -2,9 +2,12 @@ import AMQP
 import AstroDomain
 import Billing
 import Foundation
+import LLMClient
 import LLMFake
 import Postgres
 import ReportService
+import StoryIllustration
+import StoryService
 import Testing
 import WorkerRuntime
 
@@ -232,6 +235,69 @@ struct PaidWorkTests {
             throw error
         }
         await workers.stop()
+    }
+}
+
+extension PaidWorkTests {
+    /// F2 in the handler: with the images budget spent, a paid picture is drawn by the fallback
+    /// (the built-in illustrator) and no call reaches the images API; a handler without a
+    /// fallback fails the page `paid-call-refused` instead of paying.
+    @Test func aRefusedPictureIsDrawnBuiltInOrNotAtAll() async throws {
+        let stories = try await StoryHandlerTests()
+        let images = try OpenAIImagesFake(apiKey: "sk-images-test")
+        defer { images.stop() }
+        let root = StoryHandlerTests.storageRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let paid = ImageAPIIllustrator(
+            client: ImageClient(
+                configuration: try ImageConfiguration(
+                    baseURL: images.baseURL,
+                    model: "fake-image-model",
+                    apiKey: "sk-images-test",
+                    size: "512x512"
+                )
+            )
+        )
+        let ledger = PaidCallLedger(
+            limits: PaidCallLimits(dailyBudgetUSD: [.llm: 50, .images: 0]),
+            pool: stories.pool,
+            metrics: WorkerMetrics(),
+            logger: RuntimeTestEnvironment.logger
+        )
+        for fallback in [try BuiltInIllustrator() as (any StoryIllustrator)?, nil] {
+            let (generated, _) = try await stories.story(pages: 3)
+            let handler = StoryIllustrateHandler(
+                pool: stories.pool,
+                illustrator: paid,
+                storage: try IllustrationStorage(root: root),
+                logger: RuntimeTestEnvironment.logger,
+                pricePerImageUSD: 0.04,
+                paidCalls: ledger,
+                fallback: fallback
+            )
+            let request = StoryIllustrateRequest(jobID: .random(), userID: generated.userID, storyID: generated.storyID)
+            let outcome = try await stories.run(handler, request, type: .storyIllustrate, jobID: request.jobID)
+            let states = try await stories.pool.withConnection { database in
+                try database.query(
+                    "SELECT illustration_status, illustrator FROM stories.pages WHERE story_id = $1 ORDER BY page_number",
+                    [generated.storyID.uuid]
+                ).map {
+                    try
+                        "\($0.decode(String.self, "illustration_status")):\($0.decode(String?.self, "illustrator") ?? "")"
+                }
+            }
+            if fallback != nil {
+                #expect(outcome.status == .succeeded)
+                #expect(states == Array(repeating: "generated:built-in", count: 3))
+            } else {
+                #expect(outcome.status != .succeeded)
+                #expect(
+                    outcome.result?["failedPages"]?.arrayValue?.allSatisfy { $0["code"] == "paid-call-refused" } == true
+                )
+                #expect(states.allSatisfy { $0.hasPrefix("failed") })
+            }
+        }
+        #expect(images.requestCount == 0)
     }
 }
 
