@@ -42,6 +42,11 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
     case llmCost = "astro_llm_cost_usd_total"
     /// Pictures from the images API at `IMAGE_PRICE_PER_IMAGE_USD` (its answers carry no usage).
     case imageCost = "astro_image_cost_usd_total"
+    // Paid calls (PaidCallLedger), counted when the provider answered, whatever the job's outcome.
+    case paidCalls = "astro_paid_calls_total"
+    case paidCallsRefused = "astro_paid_calls_refused_total"
+    case paidSpendToday = "astro_paid_spend_today_usd"
+    case paidDailyBudget = "astro_paid_daily_budget_usd"
 
     // The gateway (GatewayMetrics).
     case gatewayRequests = "gateway_requests_total"
@@ -85,7 +90,7 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         switch self {
         case .jobDuration, .gatewayRequestDuration: .histogram
         case .jobsInFlight, .outboxOldestUnsentAge, .probeLastSuccess, .workerReady, .ledgerUnbalancedUsers,
-            .gatewayEventStreamsOpen, .maintenanceLastSuccess:
+            .gatewayEventStreamsOpen, .maintenanceLastSuccess, .paidSpendToday, .paidDailyBudget:
             .gauge
         default: .counter
         }
@@ -120,6 +125,9 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         case .maintenanceRuns: ["outcome"]
         case .maintenanceLastSuccess: []
         case .chartResults: ["kind", "outcome"]
+        case .paidCalls: ["api", "purpose"]
+        case .paidCallsRefused: ["api", "reason"]
+        case .paidSpendToday, .paidDailyBudget: ["api"]
         }
     }
 
@@ -150,6 +158,11 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         case .maintenanceRuns: "Maintenance runs recorded, by outcome"
         case .maintenanceLastSuccess: "When the last maintenance run that did not fail finished (Unix time)"
         case .chartResults: "Chart results stored (computed) or already stored (cached), by kind"
+        case .paidCalls: "Paid API calls the provider answered, by API and purpose, whatever became of the job"
+        case .paidCallsRefused:
+            "Paid calls not made (the built-in writer or illustrator took over), by API and reason (budget, user-limit)"
+        case .paidSpendToday: "Spend in USD on the API today (UTC), as the database records it for the daily budget"
+        case .paidDailyBudget: "The API's daily budget in USD (its *_DAILY_BUDGET_USD)"
         default: ""
         }
     }
@@ -194,6 +207,11 @@ public enum MetricLabel {
     public static let chartResultOutcomes: [String] = ["computed", "cached"]
     /// What spent LLM tokens: `report` or `story`.
     public static let llmPurposes: [String] = ["report", "story"]
+    /// The paid APIs (`llm`, `images`) and what a paid call was for.
+    public static let paidAPIs: [String] = PaidAPI.allCases.map(\.rawValue)
+    public static let paidPurposes: [String] = PaidPurpose.allCases.map(\.rawValue)
+    /// Why a paid call was not made (`PaidCallAdmission.refusalReason`).
+    public static let paidRefusalReasons: [String] = ["budget", "user-limit"]
     /// The two kinds of tokens an LLM bills: `prompt` (input) and `completion` (output).
     public static let tokenKinds: [String] = ["prompt", "completion"]
 

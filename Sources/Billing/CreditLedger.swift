@@ -94,6 +94,9 @@ public enum RefundOutcome: Sendable, Hashable {
     case refunded(userID: UserID, revokedBecausePurchaseRefunded: Bool)
     /// This consumption was refunded before: nothing changed.
     case alreadyRefunded
+    /// The LLM was already paid for this report and the user's refunds of paid work today
+    /// reached their bound: the credit stays spent, and the ledger records `refund-withheld`.
+    case withheld(userID: UserID, refundsToday: Int)
 }
 
 /// One ledger movement.
@@ -505,9 +508,19 @@ public enum CreditLedger {
     /// Gives back the credit a `report.request` consumed, once. If Apple refunded the purchase
     /// meanwhile (a debt was recorded), the credit comes back revoked and the debt is cleared.
     ///
+    /// A refund of a report whose LLM calls were already paid (`paid_calls` names its
+    /// consumption) is bounded: past `paidRefundsPerUserDay` such refunds of the user today (UTC)
+    /// it is withheld — the credit stays spent and the ledger says `refund-withheld` with the
+    /// reason — so failing a paid report on purpose (F1: deleting its profile while it is
+    /// written) cannot buy unlimited LLM calls with one credit.
+    ///
     /// - Throws: `LedgerRejection` (`credit-not-found`, `credit-mismatch`,
     ///   `credit-not-consumed-by-request`, `report-already-delivered`); `PostgresError`.
-    public static func refund(_ request: RefundCreditRequest, database: PostgresConnection) throws -> RefundOutcome {
+    public static func refund(
+        _ request: RefundCreditRequest,
+        paidRefundsPerUserDay: Int = RefundCreditHandler.defaultPaidRefundsPerUserDay,
+        database: PostgresConnection
+    ) throws -> RefundOutcome {
         // Waits for a report-worker storing a report paid by this credit (it holds the lock shared),
         // so the report_purchases check below sees that report (migration 0004).
         try database.execute("SELECT pg_advisory_xact_lock(credit_lock_key($1))", [request.creditID.uuid])
@@ -570,6 +583,48 @@ public enum CreditLedger {
                 message: "credit \(request.creditID) paid for a report that was delivered; it is not refunded"
             )
         }
+        let userID = try credit.decode(UUID.self, "user_id")
+        let transactionID = try credit.decode(String.self, "transaction_id")
+        // Serialises this user's refunds, so two at once cannot both pass the bound.
+        try database.execute("SELECT pg_advisory_xact_lock(hashtext('paid-refunds'), hashtext($1::text))", [userID])
+        let paid = try database.query(
+            """
+            SELECT EXISTS (SELECT 1 FROM paid_calls WHERE consumption_job = $1) AS paid,
+                EXISTS (SELECT 1 FROM credit_ledger WHERE consumption_job = $1 AND entry = 'refund-withheld') AS withheld,
+                (SELECT count(*)::int FROM credit_ledger l
+                 WHERE l.user_id = $2 AND l.entry = 'refunded'
+                     AND l.created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+                     AND EXISTS (SELECT 1 FROM paid_calls p WHERE p.consumption_job = l.consumption_job)) AS today
+            """,
+            [requestJob, userID]
+        ).first
+        let refundsToday = try paid?.decode(Int.self, "today") ?? 0
+        // Once withheld, always withheld: a copy of the refund arriving on a later day does not
+        // pay the credit back after all.
+        if try paid?.decode(Bool.self, "withheld") == true {
+            return .withheld(userID: UserID(userID), refundsToday: refundsToday)
+        }
+        if try paid?.decode(Bool.self, "paid") == true, refundsToday >= paidRefundsPerUserDay {
+            try database.execute(
+                """
+                INSERT INTO credit_ledger (user_id, credit_id, transaction_id, entry, job_id, consumption_job,
+                    profile_id, report_area, report_language, reason, partner_profile_id)
+                VALUES ($1, $2, $3, 'refund-withheld', $4, $5, $6, $7, $8, $9, $10)
+                ON CONFLICT DO NOTHING
+                """,
+                [
+                    userID, request.creditID.uuid, transactionID, request.jobID.uuid, requestJob,
+                    try credit.decode(UUID?.self, "user_profile_id"), try credit.decode(String?.self, "consumed_area"),
+                    try credit.decode(String?.self, "consumed_language"),
+                    String(
+                        "\(request.reason): the LLM was already paid and \(refundsToday) refund(s) of paid work "
+                            + "were given today (limit \(paidRefundsPerUserDay))".prefix(500)
+                    ),
+                    try credit.decode(UUID?.self, "consumed_partner_profile_id"),
+                ]
+            )
+            return .withheld(userID: UserID(userID), refundsToday: refundsToday)
+        }
         let purchaseRevoked = try credit.decode(Bool.self, "purchase_revoked")
         try database.execute(
             """
@@ -581,8 +636,6 @@ public enum CreditLedger {
             """,
             [request.creditID.uuid, purchaseRevoked]
         )
-        let userID = try credit.decode(UUID.self, "user_id")
-        let transactionID = try credit.decode(String.self, "transaction_id")
         try database.execute(
             """
             INSERT INTO credit_ledger (user_id, credit_id, transaction_id, entry, job_id, consumption_job,

@@ -115,11 +115,34 @@ public struct ReportRequestHandler: JobHandler {
 }
 
 /// `billing.refund-credit`: the compensation when a paid report cannot be written. Idempotent:
-/// a consumption is refunded at most once, whatever copies of the message arrive.
+/// a consumption is refunded at most once, whatever copies of the message arrive. A refund of a
+/// report whose LLM calls were already paid is bounded per user and day (`CreditLedger.refund`).
 public struct RefundCreditHandler: JobHandler {
     public let jobType = JobType.billingRefundCredit
+    /// Refunds of already-paid reports a user gets per UTC day before they are withheld.
+    public let paidRefundsPerUserDay: Int
 
-    public init() {}
+    /// One a day: a report whose LLM answers were rejected twice is still refunded once; a
+    /// second failed paid report on the same day keeps its credit spent.
+    public static let defaultPaidRefundsPerUserDay = 1
+
+    public init(paidRefundsPerUserDay: Int = Self.defaultPaidRefundsPerUserDay) {
+        self.paidRefundsPerUserDay = paidRefundsPerUserDay
+    }
+
+    /// The handler with `PAID_REFUNDS_PER_USER_DAY` (0…100, default 1).
+    /// - Throws: `ConfigurationError` when the value is not a whole number in range.
+    public static func fromEnvironment(_ environment: [String: String]) throws(ConfigurationError) -> Self {
+        let name = "PAID_REFUNDS_PER_USER_DAY"
+        guard let text = environment[name]?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return Self() }
+        guard let limit = Int(text), (0...100).contains(limit) else {
+            throw ConfigurationError(
+                variable: name,
+                problem: "expected a whole number from 0 to 100, got \(text.debugDescription)"
+            )
+        }
+        return Self(paidRefundsPerUserDay: limit)
+    }
 
     public func prepare(_ job: JobEnvelope) async throws -> RefundCreditRequest {
         try job.decode(RefundCreditRequest.self)
@@ -132,7 +155,7 @@ public struct RefundCreditHandler: JobHandler {
     ) throws -> JobOutcome {
         let outcome: RefundOutcome
         do {
-            outcome = try CreditLedger.refund(request, database: database)
+            outcome = try CreditLedger.refund(request, paidRefundsPerUserDay: paidRefundsPerUserDay, database: database)
         } catch let rejection as LedgerRejection {
             throw JobRejection(code: rejection.code, message: rejection.message)
         }
@@ -144,6 +167,13 @@ public struct RefundCreditHandler: JobHandler {
         switch outcome {
         case .alreadyRefunded:
             fields["alreadyRefunded"] = .bool(true)
+            return JobOutcome(status: .succeeded, result: .object(fields))
+        case .withheld(let userID, let refundsToday):
+            // Not a failure of the job: the ledger records the decision, which an operator can
+            // see (astroctl billing timeline) and overrule by hand.
+            fields["userId"] = .string(userID.description)
+            fields["refundWithheld"] = .bool(true)
+            fields["paidRefundsToday"] = .number(Double(refundsToday))
             return JobOutcome(status: .succeeded, result: .object(fields))
         case .refunded(let userID, let revoked):
             fields["userId"] = .string(userID.description)

@@ -88,6 +88,9 @@ public struct UserDeleteHandler: JobHandler {
         // The answer sent to Apple about a transaction: ledger counts and Apple's status, nothing
         // personal; kept with the purchase it answers for.
         "consumption_answers",
+        // What each paid LLM or images call cost (ids, model, tokens, USD; migration 0033):
+        // money records, nothing personal; the day's budget and the paid-refund bound read them.
+        "paid_calls",
     ]
 
     /// Each statement deletes at most `$2` rows of the user `$1` and returns how many.

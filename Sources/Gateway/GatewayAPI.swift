@@ -128,7 +128,7 @@ public enum GatewayAPI {
             method: .delete,
             path: "/v1/profiles/{id}",
             operation: .deleteProfile,
-            statuses: [204, 401, 404, 500, 503]
+            statuses: [204, 401, 404, 409, 500, 503]
         ),
         GatewayRoute(
             method: .get,

@@ -34,6 +34,8 @@ public struct GatewayServices: Sendable {
     let appAttest: AppAttestService?
     /// The users whose deletion started within the access token lifetime (DeletedUsers.swift).
     let deletedUsers: DeletedUsers
+    /// Per-user daily quotas of paid work (DailyQuotas.swift).
+    let quotas: DailyQuotas
 
     /// - Parameters:
     ///   - configuration: Keys, lifetimes and limits.
@@ -59,6 +61,7 @@ public struct GatewayServices: Sendable {
             audience: configuration.audience
         )
         store = GatewayStore(pool: pool)
+        quotas = configuration.quotas
         resources = ResourceStore(pool: pool)
         self.pool = pool
         self.publisher = publisher

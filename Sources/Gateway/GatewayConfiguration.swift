@@ -48,6 +48,8 @@ public struct GatewayConfiguration: Sendable {
     public var rateLimits = RateLimitConfiguration()
     /// App Attest (`APP_ATTEST_*`); nil when `APP_ATTEST_APP_ID` is not set.
     public var appAttest: AppAttestSettings?
+    /// Per-user daily quotas of paid work (`DailyQuotas.variables`).
+    public var quotas = DailyQuotas()
 
     /// The gateway's own settings, with their defaults (the README's table mirrors them).
     public static let variables: [WorkerConfiguration.Variable] = [
@@ -210,6 +212,7 @@ public struct GatewayConfiguration: Sendable {
         }
         configuration.rateLimits = try RateLimitConfiguration.fromEnvironment(environment)
         configuration.appAttest = try AppAttestSettings.fromEnvironment(environment, mode: mode)
+        configuration.quotas = try DailyQuotas.fromEnvironment(environment)
         // A request's statements get its time, not the workers' 30 s, unless set explicitly.
         if value("DB_STATEMENT_TIMEOUT_MS") == nil, configuration.base.database.responseTimeout == nil {
             configuration.base.database.statementTimeout = configuration.requestTimeout

@@ -234,7 +234,8 @@ extension GatewayRoutes {
     /// The gateway deletes the row itself (migration 0015 grants it DELETE on `user_profiles`
     /// and nothing else): there is no computation to queue, the app expects the profile gone
     /// when the answer comes, and the schema's foreign keys already say what goes with it.
-    /// Credits spent on the profile stay spent, and the ledger keeps the profile's id.
+    /// Credits spent on the profile stay spent, and the ledger keeps the profile's id. While a
+    /// paid report is being written for it (or with it as the partner), 409 `report-in-progress`.
     static func deleteProfile(
         _ request: Request,
         context: BasicRequestContext,
@@ -242,8 +243,17 @@ extension GatewayRoutes {
     ) async throws -> Response {
         let user = try authenticate(request, context: context, services)
         let id = ProfileID(try pathID(context, "id"))
-        guard try await database(context, { try await services.resources.deleteProfile(id, user: user) }) else {
-            throw Problem.notFound()
+        switch try await database(context, { try await services.resources.deleteProfile(id, user: user) }) {
+        case .deleted: break
+        case .notFound: throw Problem.notFound()
+        case .reportInProgress:
+            throw Problem(
+                status: 409,
+                code: "report-in-progress",
+                title: "Conflict",
+                detail: "a report is being written for this profile: delete it once the report is done",
+                retryAfter: 30
+            )
         }
         context.logger.info("profile deleted", metadata: ["profile.id": "\(id)", "user.id": "\(user)"])
         return Response(status: .noContent)

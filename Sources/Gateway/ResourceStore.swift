@@ -143,19 +143,38 @@ struct ResourceStore: Sendable {
         }
     }
 
+    /// What `deleteProfile` did.
+    enum ProfileDeletion: Sendable, Equatable {
+        case deleted
+        /// No such profile of this user.
+        case notFound
+        /// A report paid for with a credit is being written for it (`report_in_progress`).
+        case reportInProgress
+    }
+
     /// Deletes the user's profile (its chart and reports go with it, by the schema's foreign
     /// keys), and remembers its id in `deleted_profiles`, in the same statement, so an update of
     /// it already queued (a PUT racing this DELETE) is refused by the chart-worker instead of
-    /// creating the profile again. Returns whether there was one.
-    func deleteProfile(_ id: ProfileID, user: UserID) async throws -> Bool {
-        try await pool.withConnection { database -> Bool in
-            try database.execute(
+    /// creating the profile again — unless a report paid for with a credit is being written for
+    /// it (as its profile or its partner): deleting it then made the report fail after its LLM
+    /// answer was paid, and refunded the credit (issue 29, F1).
+    func deleteProfile(_ id: ProfileID, user: UserID) async throws -> ProfileDeletion {
+        try await pool.withConnection { database -> ProfileDeletion in
+            let row = try database.query(
                 """
-                WITH gone AS (DELETE FROM user_profiles WHERE id = $1 AND user_id = $2 RETURNING id)
-                INSERT INTO deleted_profiles (id) SELECT id FROM gone ON CONFLICT DO NOTHING
+                WITH target AS (
+                    SELECT id, report_in_progress(id) AS busy FROM user_profiles WHERE id = $1 AND user_id = $2
+                ), gone AS (
+                    DELETE FROM user_profiles WHERE id IN (SELECT id FROM target WHERE NOT busy) RETURNING id
+                ), remembered AS (
+                    INSERT INTO deleted_profiles (id) SELECT id FROM gone ON CONFLICT DO NOTHING
+                )
+                SELECT (SELECT count(*) FROM target)::int AS found, (SELECT count(*) FROM gone)::int AS deleted
                 """,
                 [id.uuid, user.uuid]
-            ) == 1
+            ).first
+            guard try row?.decode(Int.self, "found") == 1 else { return .notFound }
+            return try row?.decode(Int.self, "deleted") == 1 ? .deleted : .reportInProgress
         }
     }
 

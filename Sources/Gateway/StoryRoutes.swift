@@ -143,7 +143,8 @@ extension GatewayRoutes {
             idempotencyKey: idempotencyKey,
             requestHash: requestHash(.storyGenerate, path: "/v1/stories", data),
             context: context,
-            services
+            services,
+            quota: services.quotas.storyGeneration
         ) { jobID in
             var body = job
             body.jobID = jobID
@@ -258,7 +259,10 @@ extension GatewayRoutes {
             idempotencyKey: idempotencyKey,
             requestHash: requestHash(.storyIllustrate, path: "/v1/stories/\(storyID)", data),
             context: context,
-            services
+            services,
+            // Only a forced redraw replaces pictures already drawn (and paid for): it counts
+            // its pages; drawing pages without a picture is bounded by the story's pages.
+            quota: force == true ? services.quotas.redraw(pages: pages?.count ?? 0) : nil
         ) { jobID in
             let job = StoryIllustrateRequest(
                 jobID: jobID,
@@ -416,15 +420,28 @@ extension GatewayRoutes {
         requestHash: String,
         context: BasicRequestContext,
         _ services: GatewayServices,
+        quota: DailyQuotas.Charge? = nil,
         body: (JobID) throws -> (Data, [String: JSONValue])
     ) async throws -> Response {
-        let recorded = try await database(context) {
-            try await services.store.record(
-                user: user,
-                kind: kind,
-                idempotencyKey: idempotencyKey,
-                requestHash: requestHash
+        let recorded: GatewayStore.RecordedJob
+        do {
+            recorded = try await database(context) {
+                try await services.store.record(
+                    user: user,
+                    kind: kind,
+                    idempotencyKey: idempotencyKey,
+                    requestHash: requestHash,
+                    quota: quota
+                )
+            }
+        } catch let exceeded as QuotaExceeded {
+            context.logger.info(
+                "daily quota reached",
+                metadata: [
+                    "job.type": "\(kind.rawValue)", "user.id": "\(user)", "quota.code": "\(exceeded.charge.code)",
+                ]
             )
+            throw exceeded.problem
         }
         guard recorded.requestHash == requestHash else {
             throw Problem(

@@ -129,19 +129,32 @@ struct GatewayStore: Sendable {
         user: UserID,
         kind: JobType,
         idempotencyKey: String?,
-        requestHash: String
+        requestHash: String,
+        quota: DailyQuotas.Charge? = nil
     ) async throws -> RecordedJob {
         let jobID = idempotencyKey.map { Self.jobID(user: user, kind: kind, idempotencyKey: $0) } ?? .random()
         return try await pool.withConnection { database -> RecordedJob in
-            // One statement, so one implicit transaction, whose commit reads the setting.
+            // One statement, so one implicit transaction, whose commit reads the setting. With a
+            // quota, the row is written only while the user's units of this kind today (UTC)
+            // leave room for this request's (concurrent requests may each see the other's room:
+            // the workers' own bound is the hard one).
             let inserted = try database.execute(
                 """
-                WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
-                INSERT INTO gateway_jobs (job_id, user_id, kind, idempotency_key, request_hash, published_at)
-                SELECT $1, $2, $3, $4, $5, CASE WHEN $4::text IS NULL THEN now() END FROM relaxed
+                WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)),
+                used AS (
+                    SELECT coalesce(sum(quota_units), 0) AS units FROM gateway_jobs
+                    WHERE $6::int > 0 AND user_id = $2 AND kind = $3
+                        AND created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+                )
+                INSERT INTO gateway_jobs (job_id, user_id, kind, idempotency_key, request_hash, published_at, quota_units)
+                SELECT $1, $2, $3, $4, $5, CASE WHEN $4::text IS NULL THEN now() END, $6 FROM relaxed, used
+                WHERE $6::int = 0 OR used.units + $6 <= $7
                 ON CONFLICT (user_id, idempotency_key) DO NOTHING
                 """,
-                [jobID.uuid, user.uuid, kind.rawValue, idempotencyKey, requestHash]
+                [
+                    jobID.uuid, user.uuid, kind.rawValue, idempotencyKey, requestHash, quota?.units ?? 0,
+                    quota?.limit ?? 0,
+                ]
             )
             if inserted == 1 {
                 return RecordedJob(
@@ -160,6 +173,7 @@ struct GatewayStore: Sendable {
                     [user.uuid, idempotencyKey]
                 ).first
             else {
+                if let quota { throw try Self.exceeded(quota, user: user, kind: kind, database: database) }
                 throw PostgresError(kind: .decoding, message: "the idempotency key's row vanished")
             }
             return RecordedJob(
@@ -168,6 +182,24 @@ struct GatewayStore: Sendable {
                 requestHash: try row.decode(String.self, "request_hash")
             )
         }
+    }
+
+    /// The refusal of a request past its quota, with what the user used today.
+    private static func exceeded(
+        _ quota: DailyQuotas.Charge,
+        user: UserID,
+        kind: JobType,
+        database: PostgresConnection
+    ) throws -> QuotaExceeded {
+        let used = try database.query(
+            """
+            SELECT coalesce(sum(quota_units), 0)::int AS units FROM gateway_jobs
+            WHERE user_id = $1 AND kind = $2
+                AND created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+            """,
+            [user.uuid, kind.rawValue]
+        ).first?.decode(Int.self, "units")
+        return QuotaExceeded(charge: quota, used: used ?? 0)
     }
 
     /// Marks a job published (the broker confirmed it).

@@ -19,13 +19,18 @@ public struct ReportGenerateHandler: JobHandler {
     private let pairWriter: PairReportWriter?
     private let llm: LLMSetup?
 
-    /// The LLM writer and the pool it reads charts through (in `prepare`, outside any transaction).
+    /// The LLM writer, the pool it reads charts through (in `prepare`, outside any transaction),
+    /// and the meter of its paid calls.
     public struct LLMSetup: Sendable {
         public var writer: LLMReportWriter
         public var pool: PostgresPool
-        public init(writer: LLMReportWriter, pool: PostgresPool) {
+        /// Meters every LLM call at once and bounds them (the daily budget, the user's calls);
+        /// past a bound the built-in writers write the report. Nil: unmetered (tools, tests).
+        public var paidCalls: PaidCallLedger?
+        public init(writer: LLMReportWriter, pool: PostgresPool, paidCalls: PaidCallLedger? = nil) {
             self.writer = writer
             self.pool = pool
+            self.paidCalls = paidCalls
         }
     }
 
@@ -75,6 +80,7 @@ public struct ReportGenerateHandler: JobHandler {
         // checks again under the credit's lock and fails the job `credit-not-held` before any
         // writer runs, so no tokens are spent on it either.
         if written || !held { return .builtIn(request) }
+        let meter = llm.paidCalls?.meter(user: request.userID, job: job.jobID, consumptionJob: request.requestJobID)
         if let subjects {
             let pair: PairSubjects
             switch subjects {
@@ -88,10 +94,13 @@ public struct ReportGenerateHandler: JobHandler {
                     synastry: pair.synastry,
                     score: pair.score,
                     couple: pair.couple,
-                    language: request.language
+                    language: request.language,
+                    meter: meter
                 )
                 return .written(request, report, usage)
             } catch {
+                // Past the budget or the user's bound the built-in writer writes it (in commit).
+                if error.refusal != nil { return .builtIn(request) }
                 guard error.isPermanent else { throw error }
                 return .failed(request, JobError(code: error.code, message: error.message))
             }
@@ -115,10 +124,12 @@ public struct ReportGenerateHandler: JobHandler {
             let (report, usage) = try await llm.writer.write(
                 chart: chart,
                 area: request.area,
-                language: request.language
+                language: request.language,
+                meter: meter
             )
             return .written(request, report, usage)
         } catch {
+            if error.refusal != nil { return .builtIn(request) }
             // Rate limits, outages and timeouts: retried by the runtime; out of retries, refunded.
             guard error.isPermanent else { throw error }
             return .failed(request, JobError(code: error.code, message: error.message))
@@ -250,6 +261,22 @@ public struct ReportGenerateHandler: JobHandler {
             }
             report = writer.write(chart: chart, area: request.area, language: request.language)
         }
+        // A profile deleted while the report was written (the gateway refuses that while a
+        // report is being written, but an erasure or a race may still do it): a clear failure
+        // instead of the foreign key's; the refund it asks for is bounded by the billing-worker
+        // when the LLM was already paid.
+        let present = try database.query(
+            "SELECT count(*)::int AS n FROM user_profiles WHERE id IN ($1, $2)",
+            [request.profileID.uuid, request.partnerProfileID?.uuid]
+        ).first?.decode(Int.self, "n")
+        if present != (request.partnerProfileID == nil ? 1 : 2) {
+            return try Self.failure(
+                request,
+                job: job,
+                fields: fields,
+                JobError(code: "profile-deleted", message: "a profile of this report was deleted while it was written")
+            )
+        }
         let reportID = ReportID.random()
         // The price of one credit of the purchase, as the catalog priced it when it was bought.
         try database.execute(
@@ -280,7 +307,7 @@ public struct ReportGenerateHandler: JobHandler {
                     JobEvent(jobID: request.jobID, userID: request.userID, type: .reportCompleted, fields: fields)
                 )
             ],
-            measurements: ReportMeasurements.written(request, writer: report.writer, usage: usage)
+            measurements: ReportMeasurements.written(request, writer: report.writer)
         )
     }
 

@@ -5,11 +5,11 @@ import WorkerRuntime
 
 /// The report-worker's business measurements, counted once the report's transaction committed.
 enum ReportMeasurements {
-    /// A report stored: by area, language and writer (`built-in` or `llm`), and what its LLM
-    /// answer cost when an LLM wrote it.
-    static func written(_ request: ReportGenerateRequest, writer: String, usage: ReportUsage?) -> [BusinessMeasurement]
-    {
-        var measurements = [
+    /// A report stored: by area, language and writer (`built-in` or `llm`). What its LLM answers
+    /// cost is counted when they were answered (`PaidCallLedger`), not here: a report that is
+    /// never stored still paid for them.
+    static func written(_ request: ReportGenerateRequest, writer: String) -> [BusinessMeasurement] {
+        [
             BusinessMeasurement(
                 .reports,
                 [
@@ -19,14 +19,5 @@ enum ReportMeasurements {
                 ]
             )
         ]
-        if let usage {
-            measurements += BusinessMeasurement.llmUsage(
-                purpose: "report",
-                promptTokens: usage.promptTokens,
-                completionTokens: usage.completionTokens,
-                costUSD: NSDecimalNumber(decimal: usage.costUSD).doubleValue
-            )
-        }
-        return measurements
     }
 }

@@ -25,7 +25,27 @@ public struct ReportWriterError: Error, Sendable, Hashable, CustomStringConverti
     public var code: String
     public var message: String
     public var isPermanent: Bool
+    /// Set when no call was made because the meter refused it (the daily budget or the user's
+    /// bound): the caller's built-in writer takes over.
+    public var refusal: PaidCallAdmission?
     public var description: String { "\(code): \(message)" }
+
+    init(code: String, message: String, isPermanent: Bool, refusal: PaidCallAdmission? = nil) {
+        self.code = code
+        self.message = message
+        self.isPermanent = isPermanent
+        self.refusal = refusal
+    }
+
+    /// The error of a call `meter` did not admit (`paid-call-refused`, permanent).
+    static func refused(_ admission: PaidCallAdmission) -> ReportWriterError {
+        ReportWriterError(
+            code: "paid-call-refused",
+            message: "the LLM call was not made (\(admission.refusalReason ?? "refused"))",
+            isPermanent: true,
+            refusal: admission
+        )
+    }
 }
 
 /// Token prices of the configured model, for the cost stored with each report.
@@ -86,12 +106,16 @@ public struct LLMReportWriter: Sendable {
 
     /// Writes the report of `area` for `chart` in `language`.
     ///
+    /// - Parameter meter: asked before each LLM call and told of each answer at once (nil: no
+    ///   metering, as in tools and tests).
     /// - Throws: `ReportWriterError`; permanent for a rejected key or request and for an answer
-    ///   that fails the checks twice, transient for rate limits, outages and timeouts.
+    ///   that fails the checks twice, transient for rate limits, outages and timeouts;
+    ///   `paid-call-refused` (with `refusal`) when the meter refused a call.
     public func write(
         chart: NatalChart,
         area: ReportArea,
-        language: ReportLanguage
+        language: ReportLanguage,
+        meter: (any PaidCallMeter)? = nil
     ) async throws(ReportWriterError) -> (WrittenReport, ReportUsage) {
         let prompt = ReportPrompt.build(
             chart: chart,
@@ -104,21 +128,23 @@ public struct LLMReportWriter: Sendable {
         return try await complete(
             prompt,
             language: language,
-            title: phrases[language]!.titles[area.rawValue] ?? area.rawValue
+            title: phrases[language]!.titles[area.rawValue] ?? area.rawValue,
+            meter: meter
         )
     }
 
     /// Writes the relationships report of two people (A = the report's profile) from both charts,
     /// their synastry and compatibility score, with the pair prompt of `language`.
     ///
-    /// - Throws: `ReportWriterError`, as `write(chart:area:language:)`.
+    /// - Throws: `ReportWriterError`, as `write(chart:area:language:meter:)`.
     public func writePair(
         chartA: NatalChart,
         chartB: NatalChart,
         synastry: Synastry,
         score: CompatibilityScore,
         couple: ReportCouple,
-        language: ReportLanguage
+        language: ReportLanguage,
+        meter: (any PaidCallMeter)? = nil
     ) async throws(ReportWriterError) -> (WrittenReport, ReportUsage) {
         let words = pairPhrases[language]!
         let prompt = ReportPrompt.buildPair(
@@ -135,7 +161,8 @@ public struct LLMReportWriter: Sendable {
         return try await complete(
             prompt,
             language: language,
-            title: words.fill(words.title, ["a": couple.nameA, "b": couple.nameB])
+            title: words.fill(words.title, ["a": couple.nameA, "b": couple.nameB]),
+            meter: meter
         )
     }
 
@@ -143,7 +170,8 @@ public struct LLMReportWriter: Sendable {
     private func complete(
         _ prompt: ReportPrompt,
         language: ReportLanguage,
-        title: String
+        title: String,
+        meter: (any PaidCallMeter)?
     ) async throws(ReportWriterError) -> (WrittenReport, ReportUsage) {
         let request = ChatCompletionRequest(
             messages: [.system(prompt.system), .user(prompt.user)],
@@ -154,6 +182,10 @@ public struct LLMReportWriter: Sendable {
         var completionTokens = 0
         var problem = ""
         for _ in 0..<2 {
+            if let meter {
+                let admission = await meter.admit(.report)
+                guard admission == .admitted else { throw .refused(admission) }
+            }
             let completion: ChatCompletion
             do {
                 completion = try await client.complete(request)
@@ -164,8 +196,20 @@ public struct LLMReportWriter: Sendable {
                     isPermanent: !error.isTransient
                 )
             }
-            promptTokens += completion.promptTokens ?? prompt.estimatedTokens
-            completionTokens += completion.completionTokens ?? ReportPrompt.estimateTokens(completion.content)
+            let callPrompt = completion.promptTokens ?? prompt.estimatedTokens
+            let callCompletion = completion.completionTokens ?? ReportPrompt.estimateTokens(completion.content)
+            // Paid whatever is done with the answer: metered before it is checked.
+            await meter?.record(
+                PaidCallUsage(
+                    purpose: .report,
+                    model: completion.model ?? model,
+                    promptTokens: callPrompt,
+                    completionTokens: callCompletion,
+                    costUSD: pricing.cost(prompt: callPrompt, completion: callCompletion)
+                )
+            )
+            promptTokens += callPrompt
+            completionTokens += callCompletion
             let text = completion.content.trimmingCharacters(in: .whitespacesAndNewlines)
             let words = BuiltInReportWriter.countWords(text)
             if completion.finishReason != "stop" {

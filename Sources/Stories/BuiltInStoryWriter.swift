@@ -63,6 +63,10 @@ public struct StoryWriterError: Error, Sendable, Hashable, CustomStringConvertib
         self.isPermanent = isPermanent
     }
     public var description: String { "\(code): \(message)" }
+
+    /// The code of an LLM call the meter refused (the daily budget or the user's bound): the
+    /// built-in writer takes over.
+    public static let paidCallRefused = "paid-call-refused"
 }
 
 /// The embedded story writer: composes a story from the knowledge base's beats — an opening, a

@@ -165,8 +165,13 @@ public struct LLMStoryWriter: Sendable {
     ///   is sent); `llm-<client code>` (permanent) for a refused key or request;
     ///   `llm-rejected-answer` (permanent) when two answers fail the checks; the client's code
     ///   (`rate-limited`, `server-error`, `timeout`, …, not permanent) when the API stays
-    ///   unavailable after the client's retries.
-    public func write(_ details: StoryRequestDetails) async throws(StoryWriterError) -> (WrittenStory, ReportUsage) {
+    ///   unavailable after the client's retries; `paid-call-refused` when `meter` refused a call
+    ///   (`StoryWriterError.paidCallRefused`: the built-in writer takes over).
+    /// - Parameter meter: asked before each call and told of each answer at once (nil: none).
+    public func write(
+        _ details: StoryRequestDetails,
+        meter: (any PaidCallMeter)? = nil
+    ) async throws(StoryWriterError) -> (WrittenStory, ReportUsage) {
         let base = bases[details.language]!
         let checked = try details.checked(against: base)
         let prompt = self.prompt(details, checked)
@@ -189,6 +194,15 @@ public struct LLMStoryWriter: Sendable {
                     .user(StoryPrompt.fill(templates[details.language]!.retry, ["problem": problem]))
                 )
             }
+            if let meter {
+                let admission = await meter.admit(.story)
+                guard admission == .admitted else {
+                    throw StoryWriterError(
+                        code: StoryWriterError.paidCallRefused,
+                        message: "the LLM call was not made (\(admission.refusalReason ?? "refused"))"
+                    )
+                }
+            }
             let completion: ChatCompletion
             do {
                 completion = try await client.complete(request)
@@ -199,10 +213,22 @@ public struct LLMStoryWriter: Sendable {
                     isPermanent: !error.isTransient
                 )
             }
-            promptTokens +=
+            let callPrompt =
                 completion.promptTokens
                 ?? request.messages.reduce(0) { $0 + ReportPrompt.estimateTokens($1.content) }
-            completionTokens += completion.completionTokens ?? ReportPrompt.estimateTokens(completion.content)
+            let callCompletion = completion.completionTokens ?? ReportPrompt.estimateTokens(completion.content)
+            // Paid whatever is done with the answer: metered before it is checked.
+            await meter?.record(
+                PaidCallUsage(
+                    purpose: .story,
+                    model: completion.model ?? model,
+                    promptTokens: callPrompt,
+                    completionTokens: callCompletion,
+                    costUSD: pricing.cost(prompt: callPrompt, completion: callCompletion)
+                )
+            )
+            promptTokens += callPrompt
+            completionTokens += callCompletion
             switch Self.check(completion, details: details, checked: checked, base: base) {
             case .failure(let rejection):
                 problem = rejection.reason

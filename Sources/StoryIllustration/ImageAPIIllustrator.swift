@@ -13,6 +13,8 @@ import Stories
 public struct ImageAPIIllustrator: StoryIllustrator {
     public let name: String
     private let client: ImageClient
+    /// Every picture is billed by the images API.
+    public var isPaid: Bool { true }
 
     /// - Parameter client: the configured images client (its model names the illustrator).
     public init(client: ImageClient) {

@@ -97,4 +97,17 @@ public protocol StoryIllustrator: Sendable {
     /// - Returns: the image to store for the page.
     /// - Throws: `IllustrationError`; `isTransient` says whether to try the page again later.
     func illustrate(_ request: IllustrationRequest) async throws(IllustrationError) -> StoryImage
+
+    /// Whether each picture is a paid call (metered and bounded by the worker).
+    var isPaid: Bool { get }
+}
+
+extension StoryIllustrator {
+    public var isPaid: Bool { false }
+}
+
+extension IllustrationError {
+    /// Whether the API answered (and so charged for) the call that failed this way: an answer
+    /// that is not a picture was still drawn and billed.
+    public var wasAnswered: Bool { code == "image-invalid-answer" }
 }

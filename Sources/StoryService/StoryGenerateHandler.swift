@@ -19,15 +19,24 @@ public struct StoryGenerateHandler: JobHandler {
     private let writer: BuiltInStoryWriter
     private let llm: LLMStoryWriter?
     private let pool: PostgresPool
+    private let paidCalls: PaidCallLedger?
 
     /// - Parameters:
-    ///   - writer: the built-in writer; also supplies the age groups' content rules.
+    ///   - writer: the built-in writer; also supplies the age groups' content rules, and writes
+    ///     the story when the LLM's daily budget or the user's daily LLM calls are spent.
     ///   - llm: when given, stories are written by the LLM.
     ///   - pool: reads a named child profile in `prepare`, outside the commit transaction.
-    public init(writer: BuiltInStoryWriter, llm: LLMStoryWriter? = nil, pool: PostgresPool) {
+    ///   - paidCalls: meters and bounds the LLM's calls (nil: unmetered, as in tests and tools).
+    public init(
+        writer: BuiltInStoryWriter,
+        llm: LLMStoryWriter? = nil,
+        pool: PostgresPool,
+        paidCalls: PaidCallLedger? = nil
+    ) {
         self.writer = writer
         self.llm = llm
         self.pool = pool
+        self.paidCalls = paidCalls
     }
 
     public struct Prepared: Sendable {
@@ -80,7 +89,15 @@ public struct StoryGenerateHandler: JobHandler {
         let story: WrittenStory
         do {
             if let llm {
-                (story, usage) = try await llm.write(details)
+                do {
+                    (story, usage) = try await llm.write(
+                        details,
+                        meter: paidCalls?.meter(user: request.userID, job: job.jobID)
+                    )
+                } catch  where error.code == StoryWriterError.paidCallRefused {
+                    // Past the budget or the user's daily calls: the built-in writer writes it.
+                    story = try writer.write(details)
+                }
             } else {
                 story = try writer.write(details)
             }
@@ -220,7 +237,7 @@ public struct StoryGenerateHandler: JobHandler {
                     JobEvent(jobID: request.jobID, userID: request.userID, type: .storyGenerated, fields: fields)
                 )
             ],
-            measurements: StoryMeasurements.written(story, language: request.language, usage: prepared.usage)
+            measurements: StoryMeasurements.written(story, language: request.language)
         )
     }
 

@@ -27,26 +27,37 @@ public struct StoryIllustrateHandler: JobHandler {
     private let storage: IllustrationStorage
     private let claimLease: Duration
     private let logger: Logger
-    private let pricePerImageUSD: Double
+    private let pricePerImageUSD: Decimal
+    private let paidCalls: PaidCallLedger?
+    private let fallback: (any StoryIllustrator)?
 
     /// - Parameters:
     ///   - pool: page state is written through it as each page moves, outside the job's transaction.
     ///   - claimLease: how old another job's `generating` claim must be before this job takes the page.
-    ///   - pricePerImageUSD: what one picture from the images API costs (`astro_image_cost_usd_total`).
+    ///   - pricePerImageUSD: what one picture from the images API costs (`astro_image_cost_usd_total`
+    ///     and the daily budget).
+    ///   - paidCalls: meters each picture of a paid illustrator when it is drawn, and bounds them
+    ///     (the daily budget, the user's daily pictures); nil: unmetered (tests, tools).
+    ///   - fallback: draws a page when `paidCalls` refuses a paid picture (the built-in illustrator).
     public init(
         pool: PostgresPool,
         illustrator: any StoryIllustrator,
         storage: IllustrationStorage,
         claimLease: Duration = .seconds(600),
         logger: Logger,
-        pricePerImageUSD: Double = 0
+        pricePerImageUSD: Double = 0,
+        paidCalls: PaidCallLedger? = nil,
+        fallback: (any StoryIllustrator)? = nil
     ) {
-        self.pricePerImageUSD = pricePerImageUSD
+        // Through its shortest text: Decimal(Double) would carry binary digits into the ledger.
+        self.pricePerImageUSD = Decimal(string: "\(pricePerImageUSD)") ?? 0
         self.pool = pool
         self.illustrator = illustrator
         self.storage = storage
         self.claimLease = claimLease
         self.logger = logger
+        self.paidCalls = paidCalls
+        self.fallback = fallback
     }
 
     public struct PageFailure: Sendable, Hashable {
@@ -62,6 +73,8 @@ public struct StoryIllustrateHandler: JobHandler {
         var skipped: [Int]
         /// Pages asked for explicitly that already had a picture (left alone without `force`).
         var unchanged: [Int] = []
+        /// Pages drawn by each illustrator (the built-in one takes over past a paid bound).
+        var drawnBy: [String: Int] = [:]
     }
 
     private struct StoredPage: Sendable {
@@ -117,6 +130,8 @@ public struct StoryIllustrateHandler: JobHandler {
         var generated: [Int] = []
         var failed: [PageFailure] = []
         var skipped: [Int] = []
+        var drawnBy: [String: Int] = [:]
+        let meter = illustrator.isPaid ? paidCalls?.meter(user: request.userID, job: job.jobID) : nil
         // Pictures as this job knows them: those stored when it started, then those it draws.
         // (Another job drawing a page at the same moment is not waited for: the reference is a
         // help for consistency, not a requirement.)
@@ -151,9 +166,32 @@ public struct StoryIllustrateHandler: JobHandler {
                     storage.load($0.value)
                 }
             )
+            // A paid picture only within the day's budget and the user's daily pictures; past
+            // them the built-in illustrator draws the page.
+            // Without a fallback a refused page fails (`paid-call-refused`) and may be asked for
+            // again another day.
+            var drawer = illustrator
+            var refused = false
+            if let meter, await meter.admit(.illustration) != .admitted {
+                if let fallback { drawer = fallback } else { refused = true }
+            }
             let outcome: Result<String, JobError>
             do {
-                let image = try await illustrator.illustrate(illustration)
+                let image: StoryImage
+                do throws(IllustrationError) {
+                    if refused {
+                        throw IllustrationError(
+                            code: "paid-call-refused",
+                            message: "the images API's daily budget or this user's daily pictures are spent",
+                            isTransient: false
+                        )
+                    }
+                    image = try await drawer.illustrate(illustration)
+                    if drawer.isPaid { await recordPicture(meter) }
+                } catch {
+                    if drawer.isPaid, error.wasAnswered { await recordPicture(meter) }
+                    throw error
+                }
                 outcome = .success(try storage.store(image, storyID: request.storyID.uuid, page: number))
             } catch let error as IllustrationError {
                 outcome = .failure(JobError(code: error.code, message: error.message))
@@ -162,7 +200,10 @@ public struct StoryIllustrateHandler: JobHandler {
             }
             switch outcome {
             case .success(let path):
-                if try await finish(request, page: number, status: "generated", path: path, error: nil) == 0 {
+                drawnBy[drawer.name, default: 0] += 1
+                if try await finish(request, page: number, status: "generated", path: path, error: nil, by: drawer.name)
+                    == 0
+                {
                     // The story may have been erased (user.delete) while the picture was drawn,
                     // after its files were removed: this one must not stay behind.
                     try await removeFilesIfStoryIsGone(request.storyID.uuid)
@@ -180,12 +221,26 @@ public struct StoryIllustrateHandler: JobHandler {
                     extra: ["story_id": "\(request.storyID.uuid)", "page": "\(number)"],
                     logger: logger
                 )
-                try await finish(request, page: number, status: "failed", path: nil, error: error)
+                try await finish(request, page: number, status: "failed", path: nil, error: error, by: drawer.name)
                 failed.append(PageFailure(page: number, error: error))
                 paths[number] = nil
             }
         }
-        return Prepared(request: request, generated: generated, failed: failed, skipped: skipped, unchanged: unchanged)
+        return Prepared(
+            request: request,
+            generated: generated,
+            failed: failed,
+            skipped: skipped,
+            unchanged: unchanged,
+            drawnBy: drawnBy
+        )
+    }
+
+    /// Meters one picture the images API drew (billed whatever is done with it).
+    private func recordPicture(_ meter: (any PaidCallMeter)?) async {
+        await meter?.record(
+            PaidCallUsage(purpose: .illustration, model: illustrator.name, images: 1, costUSD: pricePerImageUSD)
+        )
     }
 
     public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
@@ -193,6 +248,8 @@ public struct StoryIllustrateHandler: JobHandler {
         let fields: [String: JSONValue] = [
             "storyId": .string(request.storyID.description),
             "illustrator": .string(illustrator.name),
+            // Who drew the pages: the built-in illustrator past the images API's daily bounds.
+            "drawnBy": .object(prepared.drawnBy.mapValues { .number(Double($0)) }),
             "generatedPages": .array(prepared.generated.map { .number(Double($0)) }),
             "failedPages": .array(
                 prepared.failed.map {
@@ -225,11 +282,9 @@ public struct StoryIllustrateHandler: JobHandler {
             status: error.map { .failed($0) } ?? .succeeded,
             result: .object(fields),
             messages: [try .event(event)],
-            measurements: StoryMeasurements.illustrated(
-                pages: prepared.generated.count,
-                illustrator: illustrator.name,
-                pricePerImageUSD: pricePerImageUSD
-            )
+            measurements: prepared.drawnBy.sorted { $0.key < $1.key }.flatMap {
+                StoryMeasurements.illustrated(pages: $0.value, illustrator: $0.key)
+            }
         )
     }
 
@@ -323,10 +378,10 @@ public struct StoryIllustrateHandler: JobHandler {
         page: Int,
         status: String,
         path: String?,
-        error: JobError?
+        error: JobError?,
+        by name: String
     ) async throws -> Int {
-        let name = illustrator.name
-        return try await pool.withConnection { database in
+        try await pool.withConnection { database in
             try database.execute(
                 """
                 UPDATE stories.pages SET illustration_status = $4, illustration_path = $5, illustration_error = $6,

@@ -86,10 +86,13 @@ public final class Worker: Sendable {
         self.name = name
         self.configuration = configuration
         self.queues = queues.map(\.rawValue)
-        self.handlers = try makeHandlers(WorkerContext(configuration: configuration, pool: pool, logger: logger))
-            .map { AnyJobHandler($0) }
+        let metrics = WorkerMetrics()
+        self.handlers = try makeHandlers(
+            WorkerContext(configuration: configuration, pool: pool, logger: logger, metrics: metrics)
+        )
+        .map { AnyJobHandler($0) }
         self.logger = logger
-        self.metrics = WorkerMetrics()
+        self.metrics = metrics
     }
 
     /// Adds a periodic metrics probe (before `run()`; the outbox lag probe is always there).
@@ -391,6 +394,19 @@ public struct WorkerContext: Sendable {
     public let pool: PostgresPool
     /// The worker's logger.
     public let logger: Logger
+    /// The worker's metrics: what handlers count as it happens rather than on commit (paid calls).
+    public let metrics: WorkerMetrics
+
+    /// The one metering path of the worker's paid calls, with the limits of `environment`.
+    /// - Throws: `ConfigurationError` naming a limit variable that is out of range.
+    public func paidCallLedger(_ environment: [String: String]) throws(ConfigurationError) -> PaidCallLedger {
+        PaidCallLedger(
+            limits: try PaidCallLimits.fromEnvironment(environment),
+            pool: pool,
+            metrics: metrics,
+            logger: logger
+        )
+    }
 }
 
 /// Work a worker does on its database once at start-up, after migrations.

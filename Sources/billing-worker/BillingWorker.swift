@@ -80,7 +80,7 @@ enum BillingWorker {
                 requireAccountToken: billing.requireAccountToken
             ),
             ReportRequestHandler(),
-            RefundCreditHandler(),
+            try RefundCreditHandler.fromEnvironment(environment),
             StoreNotificationHandler(verifier: verifier, consumptionPolicy: consumption),
             SendConsumptionHandler(pool: context.pool, appStore: billing.appStore),
             RecoverNotificationsHandler(verifier: verifier, appStore: billing.appStore, consumptionPolicy: consumption),

@@ -74,7 +74,8 @@ enum ReportWorker {
                         model: llm.model,
                         pricing: pricing
                     ),
-                    pool: context.pool
+                    pool: context.pool,
+                    paidCalls: try context.paidCallLedger(environment)
                 )
             } catch {
                 throw ConfigurationError(variable: "(package resources)", problem: "\(error)")

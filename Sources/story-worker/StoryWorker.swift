@@ -93,6 +93,8 @@ enum StoryWorker {
         // Child profiles (story.generate) and page states (story.illustrate) are read and written in
         // the jobs' prepare step, outside the commit transactions, on the worker's own pool.
         let pool = context.pool
+        // Every LLM call and picture metered at once and bounded (daily budgets, per-user bounds).
+        let paidCalls = try context.paidCallLedger(environment)
         logger.info(
             "story worker ready",
             metadata: [
@@ -104,14 +106,16 @@ enum StoryWorker {
             ]
         )
         return [
-            StoryGenerateHandler(writer: writer, llm: llmWriter, pool: pool),
+            StoryGenerateHandler(writer: writer, llm: llmWriter, pool: pool, paidCalls: paidCalls),
             StoryIllustrateHandler(
                 pool: pool,
                 illustrator: illustrator,
                 storage: storage,
                 claimLease: lease,
                 logger: logger,
-                pricePerImageUSD: pricePerImage
+                pricePerImageUSD: pricePerImage,
+                paidCalls: paidCalls,
+                fallback: try setting("(package resources)") { try BuiltInIllustrator() }
             ),
             StoryReadHandler(rules: rules),
             EraseIllustrationsHandler(pool: pool, storage: storage),

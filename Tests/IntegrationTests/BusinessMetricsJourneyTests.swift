@@ -213,19 +213,26 @@ struct BusinessMetricsJourneyTests {
         await publisher.close()
     }
 
-    /// Pictures are priced per picture, and only the images API's (no server needed).
+    /// Pictures are priced per picture when they are drawn (`PaidCallLedger`), and only the
+    /// images API's; the job's own measurements count pages and pictures (no server needed).
     @Test func storiesCountTheirPagesAndPicturesAndPriceOnlyTheImagesAPI() {
         let story = WrittenStory(title: "t", pages: ["a", "b", "c"], writer: "llm:m", version: "1")
-        let written = StoryMeasurements.written(story, language: .uk, usage: nil)
+        let written = StoryMeasurements.written(story, language: .uk)
         #expect(written.map(\.metric) == [.stories, .storyPages])
         #expect(written[0].labelValues == ["uk", "llm"] && written[1].amount == 3)
-        let drawn = StoryMeasurements.illustrated(pages: 2, illustrator: "images:gpt-image-1", pricePerImageUSD: 0.04)
-        #expect(drawn.map(\.metric) == [.storyIllustrations, .imageCost])
-        #expect(drawn[0].labelValues == ["images-api"] && abs(drawn[1].amount - 0.08) < 1e-12)
-        #expect(
-            StoryMeasurements.illustrated(pages: 2, illustrator: "built-in", pricePerImageUSD: 0.04).map(\.metric)
-                == [.storyIllustrations]
+        let drawn = StoryMeasurements.illustrated(pages: 2, illustrator: "images:gpt-image-1")
+        #expect(drawn.map(\.metric) == [.storyIllustrations])
+        #expect(drawn[0].labelValues == ["images-api"] && drawn[0].amount == 2)
+        let picture = PaidCallLedger.measurements(
+            PaidCallUsage(
+                purpose: .illustration,
+                model: "images:gpt-image-1",
+                images: 1,
+                costUSD: Decimal(string: "0.04")!
+            )
         )
+        #expect(picture.map(\.metric) == [.paidCalls, .imageCost])
+        #expect(picture[0].labelValues == ["images", "illustration"] && abs(picture[1].amount - 0.04) < 1e-12)
         #expect(StoryMeasurements.illustrated(pages: 0, illustrator: "built-in").isEmpty)
     }
 }

@@ -80,7 +80,11 @@ struct GatewayStoriesTests {
     }
 
     /// A story-worker process drawing through `images`, storing under `storage`.
-    func startStoryWorker(images: OpenAIImagesFake, storage: URL) async throws -> (Process, URL, AMQPPublisher) {
+    func startStoryWorker(
+        images: OpenAIImagesFake,
+        storage: URL,
+        environment: [String: String] = [:]
+    ) async throws -> (Process, URL, AMQPPublisher) {
         let publisher = try await RuntimeTestEnvironment.contractPublisher(
             purging: [.storyGenerate, .storyIllustrate, .storyRead]
         )
@@ -93,7 +97,7 @@ struct GatewayStoriesTests {
                 "STORY_STORAGE_ROOT": storage.path,
                 "IMAGE_BASE_URL": images.baseURL.absoluteString, "IMAGE_MODEL": "fake-image-model",
                 "IMAGE_API_KEY": images.apiKey,
-            ],
+            ].merging(environment) { _, new in new },
             label: "gateway-story-worker"
         )
         do {
