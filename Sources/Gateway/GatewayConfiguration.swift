@@ -48,6 +48,8 @@ public struct GatewayConfiguration: Sendable {
     public var rateLimits = RateLimitConfiguration()
     /// App Attest (`APP_ATTEST_*`); nil when `APP_ATTEST_APP_ID` is not set.
     public var appAttest: AppAttestSettings?
+    /// The bounds of the live event streams (`EVENT_STREAMS_PER_ADDRESS`; the rest are fixed).
+    public var eventStreams = EventStreamLimits()
 
     /// The gateway's own settings, with their defaults (the README's table mirrors them).
     public static let variables: [WorkerConfiguration.Variable] = [
@@ -101,6 +103,11 @@ public struct GatewayConfiguration: Sendable {
             name: "APP_ATTEST_REQUIRE_ASSERTIONS",
             defaultValue: "false",
             meaning: "true: authenticated POST/PUT/PATCH/DELETE requests must carry X-App-Attest-Assertion"
+        ),
+        .init(
+            name: "EVENT_STREAMS_PER_ADDRESS",
+            defaultValue: "64",
+            meaning: "open GET /v1/events streams per client address (IPv6: per /64) on a replica (1…100000)"
         ),
         .init(
             name: "APP_ATTEST_CHALLENGE_TTL_SECONDS",
@@ -209,6 +216,7 @@ public struct GatewayConfiguration: Sendable {
             configuration.storyStorageRoot = root
         }
         configuration.rateLimits = try RateLimitConfiguration.fromEnvironment(environment)
+        configuration.eventStreams.streamsPerAddress = try int("EVENT_STREAMS_PER_ADDRESS", 64, 1...100_000)
         configuration.appAttest = try AppAttestSettings.fromEnvironment(environment, mode: mode)
         // A request's statements get its time, not the workers' 30 s, unless set explicitly.
         if value("DB_STATEMENT_TIMEOUT_MS") == nil, configuration.base.database.responseTimeout == nil {
