@@ -33,6 +33,8 @@ public struct GatewayServices: Sendable {
     let appAttest: AppAttestService?
     /// The users whose deletion started within the access token lifetime (DeletedUsers.swift).
     let deletedUsers: DeletedUsers
+    /// Chart results one user may have computed within 24 hours (ChartJobRoutes.swift).
+    let chartResultQuota: ChartResultQuota
 
     /// - Parameters:
     ///   - configuration: Keys, lifetimes and limits.
@@ -71,6 +73,7 @@ public struct GatewayServices: Sendable {
         illustrations = IllustrationFiles(root: configuration.storyStorageRoot)
         rateLimiter = RateLimiter(configuration: configuration.rateLimits, metrics: metrics)
         appAttest = configuration.appAttest.map(AppAttestService.init)
+        chartResultQuota = configuration.chartResultQuota
         // Five minutes beyond the token lifetime: a deletion's erasure sweeps refresh tokens in
         // its last step, and a token minted just before that lives one lifetime more.
         // Every deletion this replica learns of (its own or, within a second, another's) ends the
