@@ -46,15 +46,19 @@ struct GatewayEventsTests {
             process.standardOutput = pipe
             process.standardError = FileHandle.nullDevice
             let buffer = self.buffer
-            pipe.fileHandleForReading.readabilityHandler = { handle in
-                let data = handle.availableData
-                if data.isEmpty {
-                    handle.readabilityHandler = nil
-                } else {
+            let handle = pipe.fileHandleForReading
+            try process.run()
+            // A thread of its own reads until curl's output ends. Not a readabilityHandler: its
+            // dispatch source, cancelled from its own handler at the end of a stream the server
+            // closed, crashed the test process once in libdispatch
+            // (_dispatch_source_refs_finalize_unregistration).
+            Thread {
+                while true {
+                    let data = handle.availableData
+                    if data.isEmpty { break }
                     buffer.data.withLock { $0.append(data) }
                 }
-            }
-            try process.run()
+            }.start()
         }
 
         var text: String { buffer.data.withLock { String(decoding: $0, as: UTF8.self) } }
