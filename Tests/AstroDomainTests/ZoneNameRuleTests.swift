@@ -63,7 +63,9 @@ import Testing
         for index in 0..<3000 {
             #expect(throws: ChartInputError.self) { try BirthData.timeZone(named: "Europe/Kyiv\u{0}\(index)") }
         }
-        #expect(BirthData.foundationZoneCacheCount == before)
+        // Other tests, running alongside, may look a few real zones up meanwhile: the cache is
+        // the process's one. Before the rule, each of the 3000 names was kept.
+        #expect(BirthData.foundationZoneCacheCount - before < 50)
         for index in 0..<3000 {
             _ = try? BirthData.timeZone(named: "Mars/Crater\(index)")
         }
