@@ -193,23 +193,57 @@ public struct BirthData: Sendable, Hashable, Codable {
         "EST5EDT", "CST6CDT", "MST7MDT", "PST8PDT", "CET", "EET", "MET", "WET",
     ]
 
-    /// Zones already looked up, by identifier. Only identifiers Foundation knows are stored, so
-    /// the cache holds at most the time zone database's few hundred zones.
-    private static let zoneCache = Mutex<[String: TimeZone]>([:])
+    /// The longest zone identifier accepted, in bytes. The database's longest name has 32
+    /// (`America/Argentina/ComodRivadavia`).
+    public static let maximumZoneIdentifierBytes = 64
 
-    /// Whether an identifier has the form of an IANA one: `Area/Location` (not starting with
-    /// `/`) or one of `slashlessZoneIdentifiers`.
-    static func isWellFormedZoneIdentifier(_ identifier: String) -> Bool {
-        if identifier.utf8.contains(UInt8(ascii: "/")) { return identifier.utf8.first != UInt8(ascii: "/") }
-        return slashlessZoneIdentifiers.contains(identifier)
+    /// Whether `identifier` has the form of an IANA time zone name: the one rule the gateway,
+    /// `astroctl` and the workers apply before any zone database is asked (and before anything
+    /// is cached), so all of them accept and refuse the same names.
+    ///
+    /// Accepted: 1–64 bytes; one of `slashlessZoneIdentifiers`, or `/`-separated components
+    /// (`Area/Location`, `America/Argentina/Buenos_Aires`, `Etc/GMT+5`) each starting with an
+    /// ASCII letter and made of ASCII letters, digits, `_`, `-` and `+`; not below `right/` or
+    /// `posix/` (the database's copies on other time scales, not zone names). So no NUL or other
+    /// control character, no space, no `.`/`..`, no empty component: nothing that a C string,
+    /// a file path or ICU could read as another name.
+    /// - Parameter identifier: the text to check, case-sensitive.
+    /// - Returns: whether a zone database may be asked for it.
+    public static func isIANAZoneName(_ identifier: String) -> Bool {
+        let bytes = identifier.utf8
+        guard (1...maximumZoneIdentifierBytes).contains(bytes.count) else { return false }
+        guard bytes.contains(UInt8(ascii: "/")) else { return slashlessZoneIdentifiers.contains(identifier) }
+        var componentLength = 0
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "/"):
+                guard componentLength > 0 else { return false }
+                componentLength = 0
+                continue
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"):
+                break
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "+"):
+                guard componentLength > 0 else { return false }
+            default:
+                return false
+            }
+            componentLength += 1
+        }
+        guard componentLength > 0 else { return false }
+        return !identifier.hasPrefix("right/") && !identifier.hasPrefix("posix/")
     }
 
-    /// Foundation's zone for an identifier, cached; no check of the identifier's form.
+    /// Foundation's zones already looked up, by identifier (found and unknown), bounded.
+    private static let zoneCache = ZoneLookupCache<TimeZone>()
+
+    /// How many identifiers Foundation's zone cache holds (found and unknown; for tests).
+    public static var foundationZoneCacheCount: Int { zoneCache.count }
+
+    /// Foundation's zone for an identifier, cached; `nil` for an identifier that is not an IANA
+    /// name (`isIANAZoneName`) or that Foundation does not know.
     static func foundationTimeZone(_ identifier: String) -> TimeZone? {
-        if let zone = zoneCache.withLock({ $0[identifier] }) { return zone }
-        guard let zone = TimeZone(identifier: identifier) else { return nil }
-        zoneCache.withLock { $0[identifier] = zone }
-        return zone
+        guard isIANAZoneName(identifier) else { return nil }
+        return zoneCache.value(for: identifier) { TimeZone(identifier: $0) }
     }
 
     private static func unknownTimeZone(_ identifier: String) -> ChartInputError {
@@ -224,7 +258,7 @@ public struct BirthData: Sendable, Hashable, Codable {
     /// Foundation's time zone for an IANA identifier (case-sensitive, as in the database).
     /// - Throws: `unknown-timezone` on `profile.timezone`.
     public static func timeZone(named identifier: String) throws(ChartInputError) -> TimeZone {
-        guard isWellFormedZoneIdentifier(identifier), let zone = foundationTimeZone(identifier) else {
+        guard let zone = foundationTimeZone(identifier) else {
             throw unknownTimeZone(identifier)
         }
         return zone
@@ -232,8 +266,9 @@ public struct BirthData: Sendable, Hashable, Codable {
 
     /// The rules of the time zone an IANA identifier names, from a provider.
     /// - Parameters:
-    ///   - identifier: the identifier (case-sensitive; abbreviations such as `PST` and custom
-    ///     offsets such as `GMT+5` are refused before the provider is asked).
+    ///   - identifier: the identifier (case-sensitive; anything `isIANAZoneName` refuses, such
+    ///     as abbreviations (`PST`), custom offsets (`GMT+5`) or a NUL byte, is refused before the
+    ///     provider is asked).
     ///   - timeZones: where zones come from.
     /// - Returns: the zone's rules.
     /// - Throws: `unknown-timezone` on `profile.timezone`.
@@ -241,7 +276,7 @@ public struct BirthData: Sendable, Hashable, Codable {
         named identifier: String,
         in timeZones: some TimeZoneRulesProvider
     ) throws(ChartInputError) -> any TimeZoneRules {
-        guard isWellFormedZoneIdentifier(identifier), let rules = timeZones.rules(forIdentifier: identifier) else {
+        guard isIANAZoneName(identifier), let rules = timeZones.rules(forIdentifier: identifier) else {
             throw unknownTimeZone(identifier)
         }
         return rules

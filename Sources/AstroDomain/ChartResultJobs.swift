@@ -121,6 +121,9 @@ public struct ChartJobError: Error, Sendable, Hashable, CustomStringConvertible 
         case unsupportedChart = "unsupported-chart"
         /// The rendered SVG is larger than `ChartResultLimits.maxSVGBytes`.
         case svgTooLarge = "svg-too-large"
+        /// The user's computed results within the last 24 hours reached `ChartResultQuota`
+        /// (results already stored are still served).
+        case quotaExceeded = "chart-quota-exceeded"
     }
 
     public var code: Code

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A time zone's offsets from UTC over history: what `LocalTimeConverter` reads local times with.
 ///
@@ -55,4 +56,63 @@ public struct FoundationTimeZones: TimeZoneRulesProvider {
 extension TimeZoneRulesProvider where Self == FoundationTimeZones {
     /// Zones from Foundation's `TimeZone`.
     public static var foundation: FoundationTimeZones { FoundationTimeZones() }
+}
+
+/// Zone look-ups by identifier, found or not, in bounded memory: what `FoundationTimeZones` and
+/// the `ZoneInfo` module's `SystemTimeZones` keep so that a chart does not read its zone again.
+///
+/// Identifiers come from clients, so the cache must not grow with what they send: callers cache
+/// only names `BirthData.isIANAZoneName` accepts, zones found are kept up to `capacity` (the
+/// database has about 600 names, so they all fit), and unknown names up to `unknownCapacity`,
+/// an arbitrary one making room for the next. Past `capacity`, a zone found is returned and not
+/// kept. A look-up runs outside the lock; two threads may both load the same zone once.
+public final class ZoneLookupCache<Value: Sendable>: Sendable {
+    /// The most zones found that are kept.
+    public let capacity: Int
+    /// The most unknown names that are kept.
+    public let unknownCapacity: Int
+
+    private struct State {
+        var found: [String: Value] = [:]
+        var unknown: Set<String> = []
+    }
+
+    private let state = Mutex(State())
+
+    /// An empty cache.
+    /// - Parameters:
+    ///   - capacity: the most zones found kept (at least 1).
+    ///   - unknownCapacity: the most unknown names kept (0: none).
+    public init(capacity: Int = 2048, unknownCapacity: Int = 1024) {
+        self.capacity = max(1, capacity)
+        self.unknownCapacity = max(0, unknownCapacity)
+    }
+
+    /// The cached value of `identifier`, or what `load` gives (then cached within the bounds).
+    /// - Parameters:
+    ///   - identifier: a name `BirthData.isIANAZoneName` accepted.
+    ///   - load: reads the zone; `nil` when it is unknown.
+    /// - Returns: the zone, or `nil` when it is unknown.
+    public func value(for identifier: String, load: (String) -> Value?) -> Value? {
+        let cached: Value?? = state.withLock { state in
+            if let value = state.found[identifier] { return .some(value) }
+            return state.unknown.contains(identifier) ? .some(nil) : nil
+        }
+        if let cached { return cached }
+        let value = load(identifier)
+        let capacity = self.capacity
+        let unknownCapacity = self.unknownCapacity
+        state.withLock { state in
+            if let value {
+                if state.found.count < capacity { state.found[identifier] = value }
+            } else if unknownCapacity > 0 {
+                if state.unknown.count >= unknownCapacity { state.unknown.remove(at: state.unknown.startIndex) }
+                state.unknown.insert(identifier)
+            }
+        }
+        return value
+    }
+
+    /// Entries held, found and unknown together.
+    public var count: Int { state.withLock { $0.found.count + $0.unknown.count } }
 }

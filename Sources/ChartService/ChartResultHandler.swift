@@ -11,25 +11,44 @@ import WorkerRuntime
 ///
 /// `prepare` reads the input charts (the job's user's profiles only), derives the result's id
 /// from everything the result depends on (`ChartResultID`), and computes only when no row has
-/// that id yet; the ephemeris work runs on the engine's own threads. `commit` then stores the row
-/// (or, for a cached result, only touches `last_used_at`) and emits `chart.computed`, in the
-/// job's transaction.
+/// that id yet and the user's `ChartResultQuota` allows another; the ephemeris work runs on the
+/// engine's own threads. `commit` then stores the row (checking the quota again, in the job's
+/// transaction; or, for a cached result, only touches `last_used_at`) and emits `chart.computed`.
+/// Transit results are stored in their compact form (`TransitReport.compactJSON`).
 public struct ChartResultHandler: JobHandler {
     public let jobType: JobType
     private let engine: ChartEngine
     private let pool: PostgresPool
+    private let quota: ChartResultQuota
 
-    /// - Parameter jobType: one of `JobType.chartResultJobs`.
-    public init(jobType: JobType, engine: ChartEngine, pool: PostgresPool) {
+    /// - Parameters:
+    ///   - jobType: one of `JobType.chartResultJobs`.
+    ///   - quota: the most results one user may have computed within 24 hours.
+    public init(jobType: JobType, engine: ChartEngine, pool: PostgresPool, quota: ChartResultQuota = .init()) {
         precondition(JobType.chartResultJobs.contains(jobType), "not a chart result job: \(jobType)")
         self.jobType = jobType
         self.engine = engine
         self.pool = pool
+        self.quota = quota
     }
 
     /// One handler per chart result job type.
-    public static func all(engine: ChartEngine, pool: PostgresPool) -> [ChartResultHandler] {
-        JobType.chartResultJobs.map { ChartResultHandler(jobType: $0, engine: engine, pool: pool) }
+    public static func all(
+        engine: ChartEngine,
+        pool: PostgresPool,
+        quota: ChartResultQuota = .init()
+    ) -> [ChartResultHandler] {
+        JobType.chartResultJobs.map { ChartResultHandler(jobType: $0, engine: engine, pool: pool, quota: quota) }
+    }
+
+    /// The quota from the chart-worker's environment (`CHART_RESULT_DAILY_QUOTA`).
+    /// - Throws: `ConfigurationError` naming the variable.
+    public static func quota(from environment: [String: String]) throws(ConfigurationError) -> ChartResultQuota {
+        do {
+            return try ChartResultQuota(setting: environment[ChartResultQuota.variable])
+        } catch {
+            throw ConfigurationError(variable: ChartResultQuota.variable, problem: error.problem)
+        }
     }
 
     /// What a job stores: a new row, or the id of a row already stored.
@@ -65,6 +84,9 @@ public struct ChartResultHandler: JobHandler {
     public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
         var cached = prepared.row == nil
         if let row = prepared.row {
+            // Jobs prepared side by side all passed the quota before computing; the count of
+            // those committed since is read again here (in this job's transaction).
+            try Self.checkQuota(quota, user: prepared.userID, database: database)
             do {
                 // A job of the same inputs may have stored it meanwhile: that row stands.
                 let inserted = try row.insert(database: database)
@@ -121,6 +143,7 @@ public struct ChartResultHandler: JobHandler {
         )
         var prepared = Prepared(userID: request.userID, resultID: id, kind: .synastry, row: nil)
         if try await isStored(id) { return prepared }
+        try await checkQuota(user: request.userID)
         let document = try await Self.synastryDocument(
             a.chart,
             b.chart,
@@ -185,6 +208,7 @@ public struct ChartResultHandler: JobHandler {
         )
         var prepared = Prepared(userID: request.userID, resultID: id, kind: .transits, row: nil)
         if try await isStored(id) { return prepared }
+        try await checkQuota(user: request.userID)
         let report: TransitReport
         do {
             report = try await engine.transits(for: natal.chart, from: request.from, to: request.to)
@@ -196,7 +220,7 @@ public struct ChartResultHandler: JobHandler {
             request: (request.userID, request.profileID, nil),
             kind: .transits,
             parameters: request.parameters,
-            result: Self.jsonValue(report)
+            result: try Self.compact(report)
         )
         return prepared
     }
@@ -213,6 +237,7 @@ public struct ChartResultHandler: JobHandler {
         )
         var prepared = Prepared(userID: request.userID, resultID: id, kind: kind, row: nil)
         if try await isStored(id) { return prepared }
+        try await checkQuota(user: request.userID)
         let birth = Self.birthData(of: natal.chart, name: natal.name)
         let result: JSONValue
         switch request.kind {
@@ -271,6 +296,7 @@ public struct ChartResultHandler: JobHandler {
         )
         var prepared = Prepared(userID: request.userID, resultID: id, kind: .wheel, row: nil)
         if try await isStored(id) { return prepared }
+        try await checkQuota(user: request.userID)
         let theme: WheelTheme = request.theme == .dark ? .dark : .light
         let input: WheelInput
         switch request.wheel {
@@ -439,6 +465,31 @@ public struct ChartResultHandler: JobHandler {
         )
     }
 
+    /// Refuses a computation beyond the user's quota, before any ephemeris work.
+    /// - Throws: `ChartJobError` `chart-quota-exceeded`; `PostgresError`.
+    private func checkQuota(user: UserID) async throws {
+        guard quota.limit != nil else { return }
+        let quota = self.quota
+        try await pool.withConnection { database in try Self.checkQuota(quota, user: user, database: database) }
+    }
+
+    /// The user's results computed within the window (`chart_results_computed`, migration 0034:
+    /// the query the gateway runs too) against the quota.
+    /// - Throws: `ChartJobError` `chart-quota-exceeded` (as `JobRejection` from `commit`, which
+    ///   `prepare`'s caller converts); `PostgresError`.
+    static func checkQuota(_ quota: ChartResultQuota, user: UserID, database: PostgresConnection) throws {
+        guard quota.limit != nil else { return }
+        let row = try database.query(
+            "SELECT computed, oldest FROM chart_results_computed($1, $2)",
+            [user.uuid, Double(ChartResultQuota.windowSeconds)]
+        ).first
+        let computed = try row?.decode(Int.self, "computed") ?? 0
+        guard !quota.allowsAnother(computed: computed) else { return }
+        let oldest = try row?.decode(Date?.self, "oldest")
+        let error = quota.refusal(retryAfter: ChartResultQuota.retryAfter(oldest: oldest, now: Date()))
+        throw JobRejection(code: error.code.rawValue, message: error.message)
+    }
+
     private func isStored(_ id: UUID) async throws -> Bool {
         try await pool.withConnection { database in
             !(try database.query("SELECT 1 FROM chart_results WHERE id = $1", [id]).isEmpty)
@@ -462,6 +513,21 @@ public struct ChartResultHandler: JobHandler {
             points: chart.points?.map(\.name) ?? [],
             zodiac: chart.zodiac
         )
+    }
+
+    /// A transit report's stored (compact) form.
+    /// - Throws: `JobRejection` `unsupported-chart` for a report the form cannot hold (the
+    ///   engine gives none).
+    static func compact(_ report: TransitReport) throws -> JSONValue {
+        do {
+            return try report.compactJSON()
+        } catch {
+            throw ChartJobError(
+                .unsupportedChart,
+                field: "profileId",
+                message: "the transits cannot be stored: \(error)"
+            )
+        }
     }
 
     static func jsonValue(_ value: some Encodable) throws -> JSONValue {

@@ -120,6 +120,7 @@ extension GatewayRoutes {
             throw chartJobProblem(error)
         }
         try await checkProfiles(profile, partner: partner, user: user, context: context, services)
+        try await checkQuota(user: user, context: context, services)
         return try await accept(
             kind,
             user: user,
@@ -130,6 +131,28 @@ extension GatewayRoutes {
         ) { jobID in
             (jobBody(jobID).jsonData(), [:])
         }
+    }
+
+    /// The caller's chart results computed within 24 hours against `ChartResultQuota` (the
+    /// chart-worker checks again: this only spares the queue).
+    /// - Throws: `Problem` 429 `chart-quota-exceeded` with `Retry-After` (when the oldest counted
+    ///   result leaves the window).
+    static func checkQuota(user: UserID, context: BasicRequestContext, _ services: GatewayServices) async throws {
+        let quota = services.chartResultQuota
+        guard quota.limit != nil else { return }
+        let (computed, oldest) = try await database(context) {
+            try await services.resources.chartResultsComputed(user: user)
+        }
+        guard !quota.allowsAnother(computed: computed) else { return }
+        let seconds = ChartResultQuota.retryAfter(oldest: oldest, now: Date())
+        services.metrics.recordRateLimited(limit: "chart-results")
+        throw Problem(
+            status: 429,
+            code: ChartResultQuota.code.rawValue,
+            title: "Too many chart results",
+            detail: quota.refusal(retryAfter: seconds).message,
+            retryAfter: seconds
+        )
     }
 
     /// A refused body as the API answers it: 400 `invalid-json` for a body that is not an
@@ -215,8 +238,24 @@ extension GatewayRoutes {
             else { throw Problem.notFound() }
             return Response(status: .notModified, headers: headers)
         }
-        guard let result = try await database(context, { try await services.resources.chartResult(id, user: user) })
+        guard var result = try await database(context, { try await services.resources.chartResult(id, user: user) })
         else { throw Problem.notFound() }
+        if let stored = result.transitsText {
+            // Transits are stored compact (TransitReport+Compact.swift); the API serves them whole.
+            let full: String
+            do {
+                full = try TransitReport.expandedJSON(stored: stored)
+            } catch {
+                context.logger.error("stored transit result unreadable", metadata: ["chart.result": "\(id)"])
+                throw Problem(
+                    status: 500,
+                    code: "internal-error",
+                    title: "Internal error",
+                    detail: "the stored result cannot be read"
+                )
+            }
+            result.jsonText = String(result.jsonText.dropLast()) + ",\"result\":" + full + "}"
+        }
         if result.kind == ChartResultKind.wheel.rawValue, format != "json", let svg = result.svg {
             headers[.contentType] = "image/svg+xml; charset=utf-8"
             headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
@@ -324,10 +363,14 @@ extension ResourceStore {
         var jsonText: String
         /// A wheel's SVG.
         var svg: String?
+        /// A transit result's stored document (compact, or full for rows stored before the
+        /// compact form), which `jsonText` still lacks as its `result`.
+        var transitsText: String?
     }
 
     /// The caller's result `id` (touching its `last_used_at`, at most once an hour, for the
-    /// retention of unused results); `nil` when there is no such result of the caller.
+    /// retention of unused results, and setting `read_at` the first time, for the retention of
+    /// unread ones); `nil` when there is no such result of the caller.
     /// - Throws: `PostgresError`.
     func chartResult(_ id: UUID, user: UserID) async throws -> ChartResultView? {
         try await pool.withConnection { database -> ChartResultView? in
@@ -335,16 +378,20 @@ extension ResourceStore {
                 let row = try database.query(
                     """
                     WITH touched AS (
-                        UPDATE chart_results SET last_used_at = now()
-                        WHERE id = $1 AND user_id = $2 AND last_used_at < now() - interval '1 hour'
+                        UPDATE chart_results SET last_used_at = CASE
+                                WHEN last_used_at < now() - interval '1 hour' THEN now() ELSE last_used_at END,
+                            read_at = coalesce(read_at, now())
+                        WHERE id = $1 AND user_id = $2
+                            AND (last_used_at < now() - interval '1 hour' OR read_at IS NULL)
                         RETURNING id
                     )
-                    SELECT kind, svg,
+                    SELECT kind, svg, CASE WHEN kind = 'transits' THEN result::text END AS transits,
                         jsonb_build_object('id', id, 'kind', kind, 'profileId', profile_id,
                             'partnerProfileId', partner_profile_id, 'parameters', parameters,
                             'createdAt', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
                             'engineVersion', engine_version, 'bytes', bytes)
-                        || CASE WHEN svg IS NULL THEN jsonb_build_object('result', result)
+                        || CASE WHEN kind = 'transits' THEN '{}'::jsonb
+                            WHEN svg IS NULL THEN jsonb_build_object('result', result)
                             ELSE jsonb_build_object('svg', svg) END AS document
                     FROM chart_results WHERE id = $1 AND user_id = $2
                     """,
@@ -354,8 +401,22 @@ extension ResourceStore {
             return ChartResultView(
                 kind: try row.decode(String.self, "kind"),
                 jsonText: row.rawText("document") ?? "{}",
-                svg: try row.decode(String?.self, "svg")
+                svg: try row.decode(String?.self, "svg"),
+                transitsText: row.rawText("transits")
             )
+        }
+    }
+
+    /// The user's chart results computed within `ChartResultQuota.windowSeconds`, and when the
+    /// oldest of them was (`chart_results_computed`, migration 0034: the chart-worker's query too).
+    /// - Throws: `PostgresError`.
+    func chartResultsComputed(user: UserID) async throws -> (computed: Int, oldest: Date?) {
+        try await pool.withConnection { database -> (computed: Int, oldest: Date?) in
+            let row = try database.query(
+                "SELECT computed, oldest FROM chart_results_computed($1, $2)",
+                [user.uuid, Double(ChartResultQuota.windowSeconds)]
+            ).first
+            return (try row?.decode(Int.self, "computed") ?? 0, try row?.decode(Date?.self, "oldest"))
         }
     }
 
@@ -366,8 +427,11 @@ extension ResourceStore {
             try !database.query(
                 """
                 WITH touched AS (
-                    UPDATE chart_results SET last_used_at = now()
-                    WHERE id = $1 AND user_id = $2 AND last_used_at < now() - interval '1 hour'
+                    UPDATE chart_results SET last_used_at = CASE
+                            WHEN last_used_at < now() - interval '1 hour' THEN now() ELSE last_used_at END,
+                        read_at = coalesce(read_at, now())
+                    WHERE id = $1 AND user_id = $2
+                        AND (last_used_at < now() - interval '1 hour' OR read_at IS NULL)
                     RETURNING id
                 )
                 SELECT 1 FROM chart_results WHERE id = $1 AND user_id = $2

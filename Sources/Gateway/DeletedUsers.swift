@@ -26,9 +26,17 @@ final class DeletedUsers: Sendable {
     private let state = Mutex(State())
     /// How long a deletion is remembered: the access token lifetime plus a margin.
     let window: Duration
+    /// Told of each user this replica learns is being deleted (once per user, outside the lock):
+    /// the event hub ends the user's open streams.
+    private let onDeleted: @Sendable ([UserID]) -> Void
 
-    init(window: Duration) {
+    /// - Parameters:
+    ///   - window: how long a deletion is remembered.
+    ///   - onDeleted: told of users newly known to be deleted, after they are recorded (so that
+    ///     `contains` is already true for them).
+    init(window: Duration, onDeleted: @escaping @Sendable ([UserID]) -> Void = { _ in }) {
         self.window = window
+        self.onDeleted = onDeleted
     }
 
     /// Whether the user's deletion has started (as of the last refresh, or accepted here).
@@ -39,17 +47,25 @@ final class DeletedUsers: Sendable {
     /// Remembers a deletion this replica accepted, so the user is refused at once.
     func accepted(_ user: UserID) {
         let now = ContinuousClock.now
-        state.withLock { $0.accepted[user.uuid] = now }
+        let isNew = state.withLock { state -> Bool in
+            let known = state.recorded.contains(user.uuid) || state.accepted[user.uuid] != nil
+            state.accepted[user.uuid] = now
+            return !known
+        }
+        if isNew { onDeleted([user]) }
     }
 
     /// Replaces the recorded set with a fresh read and forgets accepted deletions the read lists
     /// or that are older than the window.
     func replace(recorded users: Set<UUID>) {
         let now = ContinuousClock.now
-        state.withLock { state in
+        let added = state.withLock { state -> [UUID] in
+            let added = Array(users.filter { !state.recorded.contains($0) && state.accepted[$0] == nil })
             state.recorded = users
             state.accepted = state.accepted.filter { !users.contains($0.key) && now - $0.value < window }
+            return added
         }
+        if !added.isEmpty { onDeleted(added.map(UserID.init)) }
     }
 
     /// How many users are remembered (for the log and tests).

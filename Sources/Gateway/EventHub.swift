@@ -10,6 +10,11 @@ public struct EventStreamLimits: Sendable, Hashable {
     public var streamsPerUser = 4
     /// Open streams on this replica; one more is answered 503.
     public var streamsPerReplica = 2_000
+    /// Open streams on this replica from one client address (an IPv4 address, an IPv6 /64: the
+    /// rate limits' keying, `BucketKey.addressBucket`), whatever their users; one more is
+    /// answered 429 (`EVENT_STREAMS_PER_ADDRESS`). Without it, anonymous users registered from one
+    /// address fill the replica (500 users × 4 streams = 2,000) and everyone else gets 503.
+    public var streamsPerAddress = 64
     /// Events kept per user for resuming with `Last-Event-ID` (the newest ones).
     public var replayEventsPerUser = 100
     /// Events kept for resuming, all users together (the oldest go first).
@@ -49,6 +54,17 @@ enum StreamItem: Sendable, Hashable {
     /// The stream cannot say what happened since the client's last event: refetch with GETs.
     case reset(code: String, detail: String)
     case heartbeat
+    /// The last item of a stream its caller may no longer read: why (`token-expired`,
+    /// `user-deleted`); the body ends after it.
+    case end(code: String, detail: String)
+}
+
+extension StreamItem {
+    /// Whether this is the `end` item.
+    var isEnd: Bool {
+        if case .end = self { return true }
+        return false
+    }
 }
 
 /// Why a stream ended.
@@ -59,12 +75,34 @@ enum StreamEnd: Sendable, Hashable {
     case slowClient
     /// The client went away (a write failed).
     case clientGone
+    /// The access token the stream was opened with expired.
+    case tokenExpired
+    /// The user's deletion started (on this replica or, read from the database, on another).
+    case userDeleted
+
+    /// Whether the caller lost the right to its events: nothing queued is written any more, only
+    /// the `end` item that says why.
+    var withholdsEvents: Bool { self == .tokenExpired || self == .userDeleted }
+
+    /// The `end` item written for a stream ended this way, if any.
+    var endItem: StreamItem? {
+        switch self {
+        case .tokenExpired:
+            .end(code: "token-expired", detail: "the access token expired; reconnect with a new one and Last-Event-ID")
+        case .userDeleted:
+            .end(code: "user-deleted", detail: "this account is being deleted")
+        case .shutdown, .slowClient, .clientGone:
+            nil
+        }
+    }
 }
 
 /// One open event stream: the items waiting to be written (bounded) and how it ends.
 final class EventStream: Sendable {
     let id: UInt64
     let user: UserID
+    /// The client's address bucket (`BucketKey.addressBucket`) the stream counts against.
+    let address: BucketKey
     let items: AsyncStream<StreamItem>
     private let continuation: AsyncStream<StreamItem>.Continuation
     /// Yields once when the stream must stop now (a slow client), cutting a write short.
@@ -72,9 +110,10 @@ final class EventStream: Sendable {
     private let stopContinuation: AsyncStream<Void>.Continuation
     private let state = Mutex<(writeStartedAt: ContinuousClock.Instant?, end: StreamEnd?)>((nil, nil))
 
-    init(id: UInt64, user: UserID, pendingLimit: Int) {
+    init(id: UInt64, user: UserID, address: BucketKey = BucketKey(high: 0, low: 0), pendingLimit: Int) {
         self.id = id
         self.user = user
+        self.address = address
         (items, continuation) = AsyncStream.makeStream(
             of: StreamItem.self,
             bufferingPolicy: .bufferingOldest(pendingLimit)
@@ -95,7 +134,9 @@ final class EventStream: Sendable {
         }
     }
 
-    /// Ends the stream: a slow client is cut off at once; otherwise what is queued is written first.
+    /// Ends the stream: a slow client is cut off at once; a caller who lost the right to its events
+    /// (`withholdsEvents`) gets only the `end` item that says why (unless the queue is full);
+    /// otherwise what is queued is written first.
     func end(_ reason: StreamEnd) {
         let first = state.withLock { state -> Bool in
             guard state.end == nil else { return false }
@@ -103,12 +144,19 @@ final class EventStream: Sendable {
             return true
         }
         guard first else { return }
+        if let item = reason.endItem { continuation.yield(item) }
         continuation.finish()
         if reason == .slowClient { stopContinuation.yield(()) }
     }
 
     /// Why the stream ended, if it did.
     var endReason: StreamEnd? { state.withLock { $0.end } }
+
+    /// Whether a queued item is still written: a caller who lost the right to its events
+    /// (`StreamEnd.withholdsEvents`) gets none of those still queued, only the `end` item.
+    func isWritable(_ item: StreamItem) -> Bool {
+        endReason?.withholdsEvents != true || item.isEnd
+    }
 
     func writeStarted(at instant: ContinuousClock.Instant) { state.withLock { $0.writeStartedAt = instant } }
     func writeFinished() { state.withLock { $0.writeStartedAt = nil } }
@@ -206,6 +254,7 @@ public final class EventHub: Sendable {
     /// Why a stream could not be opened.
     enum Refusal: Error, Equatable {
         case tooManyForUser
+        case tooManyForAddress
         case replicaFull
         case unsubscribed
     }
@@ -229,6 +278,8 @@ public final class EventHub: Sendable {
         var nextSequence: UInt64 = 1
         var nextID: UInt64 = 1
         var streamCount = 0
+        /// Open streams by client address bucket (entries at 0 are removed).
+        var streamsByAddress: [BucketKey: Int] = [:]
         var waiters: [JobID: [UInt64: JobWaiter]] = [:]
         var waitsByUser: [UserID: Int] = [:]
         var waitCount = 0
@@ -254,9 +305,17 @@ public final class EventHub: Sendable {
     /// Opens a stream for `user`: queues what the client missed since `lastEventID` (or a
     /// `reset` when that id is not among the user's kept events), then registers the stream for
     /// live events.
-    /// - Throws: `Refusal` when the user or the replica has its maximum of streams, or when the
-    ///   subscription is down.
-    func open(user: UserID, lastEventID: String?) throws(Refusal) -> EventStream {
+    /// - Parameters:
+    ///   - user: The caller.
+    ///   - address: The client's address bucket (`RateLimiter.clientBucket(of:)`).
+    ///   - lastEventID: The client's `Last-Event-ID`, if any.
+    /// - Throws: `Refusal` when the user, the client address or the replica has its maximum of
+    ///   streams, or when the subscription is down.
+    func open(
+        user: UserID,
+        address: BucketKey = BucketKey(high: 0, low: 0),
+        lastEventID: String?
+    ) throws(Refusal) -> EventStream {
         let limits = self.limits
         var probed: [EventStream] = []
         let result: Result<EventStream, Refusal> = state.withLock { state in
@@ -267,7 +326,17 @@ public final class EventHub: Sendable {
                 probed = Array(userState.streams.values)
                 return .failure(.tooManyForUser)
             }
-            let stream = EventStream(id: state.nextID, user: user, pendingLimit: limits.pendingItemsPerStream)
+            guard state.streamsByAddress[address, default: 0] < limits.streamsPerAddress else {
+                // As for the user's places: dead streams from this address are found by a write.
+                probed = state.users.values.flatMap { $0.streams.values.filter { $0.address == address } }
+                return .failure(.tooManyForAddress)
+            }
+            let stream = EventStream(
+                id: state.nextID,
+                user: user,
+                address: address,
+                pendingLimit: limits.pendingItemsPerStream
+            )
             state.nextID += 1
             if let lastEventID {
                 if let index = userState.replay.lastIndex(where: { $0.id == lastEventID }) {
@@ -284,6 +353,7 @@ public final class EventHub: Sendable {
             userState.streams[stream.id] = stream
             state.users[user] = userState
             state.streamCount += 1
+            state.streamsByAddress[address, default: 0] += 1
             return .success(stream)
         }
         // A client that went away is noticed only when a write to it fails: a heartbeat now
@@ -300,6 +370,8 @@ public final class EventHub: Sendable {
             guard var userState = state.users[stream.user], userState.streams.removeValue(forKey: stream.id) != nil
             else { return false }
             state.streamCount -= 1
+            let left = state.streamsByAddress[stream.address, default: 1] - 1
+            state.streamsByAddress[stream.address] = left > 0 ? left : nil
             state.users[stream.user] = userState.isEmpty ? nil : userState
             return true
         }
@@ -400,6 +472,26 @@ public final class EventHub: Sendable {
                 )
             )
         }
+    }
+
+    /// Ends the open streams of users whose deletion started (`DeletedUsers` calls this for each
+    /// deletion it learns of, on every replica) and forgets the events kept for them.
+    /// - Returns: how many streams were ended.
+    @discardableResult
+    func endStreams(ofDeleted users: some Sequence<UserID>) -> Int {
+        let streams: [EventStream] = state.withLock { state in
+            var streams: [EventStream] = []
+            for user in users {
+                guard var userState = state.users[user] else { continue }
+                streams.append(contentsOf: userState.streams.values)
+                for event in userState.replay { state.replayBytes -= event.json.utf8.count }
+                userState.replay = []
+                state.users[user] = userState.isEmpty ? nil : userState
+            }
+            return streams
+        }
+        for stream in streams { stream.end(.userDeleted) }
+        return streams.count
     }
 
     /// The subscription lost its connection: new streams are refused until it is back.

@@ -24,6 +24,8 @@ extension GatewayMetrics {
         switch reason {
         case .shutdown: label = "shutdown"
         case .slowClient: label = "slow-client"
+        case .tokenExpired: label = "token-expired"
+        case .userDeleted: label = "user-deleted"
         case .clientGone, nil: label = "client"
         }
         registry.makeCounter(

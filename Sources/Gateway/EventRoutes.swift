@@ -18,15 +18,17 @@ extension GatewayRoutes {
     /// The caller's events as `text/event-stream`: each event's `id:` (its stable broker message
     /// id), `event:` (its type) and `data:` (its JSON, one line); comment heartbeats; with
     /// `Last-Event-ID`, first the caller's kept events after that one, or a `reset` event when
-    /// that id is not kept.
-    /// - Throws: `Problem` 401 (token), 429 (the caller's maximum of streams), 503 (this
-    ///   replica's maximum of streams, or its event subscription is down).
+    /// that id is not kept. The stream ends with an `end` event when the access token expires
+    /// (`token-expired`) or the user's deletion starts (`user-deleted`).
+    /// - Throws: `Problem` 401 (token), 429 (the caller's or the client address's maximum of
+    ///   streams), 503 (this replica's maximum of streams, or its event subscription is down).
     static func events(
         _ request: Request,
         context: BasicRequestContext,
         _ services: GatewayServices
     ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
+        let claims = try authenticatedClaims(request, context: context, services)
+        let user = claims.subject
         // An id this gateway never gives (too long, odd characters) can only be unknown: it gets
         // a reset, as an expired one does. An empty header is no header.
         var lastEventID: String?
@@ -34,8 +36,23 @@ extension GatewayRoutes {
             lastEventID = EventHub.isUsableID(header) ? header : "\u{0}"
         }
         let stream: EventStream
+        let address = services.rateLimiter.clientBucket(of: request)
         do {
-            stream = try services.events.open(user: user, lastEventID: lastEventID)
+            stream = try services.events.open(user: user, address: address, lastEventID: lastEventID)
+        } catch .tooManyForAddress {
+            services.metrics.recordRateLimited(limit: "streams-ip")
+            context.logger.notice(
+                "event stream refused: address at its maximum",
+                metadata: ["client.key": "\(address)"]
+            )
+            throw Problem(
+                status: 429,
+                code: "too-many-address-streams",
+                title: "Too many event streams",
+                detail: "at most \(services.events.limits.streamsPerAddress) open event streams per client address; "
+                    + "close one first",
+                retryAfter: 5
+            )
         } catch .tooManyForUser {
             throw Problem(
                 status: 429,
@@ -58,6 +75,15 @@ extension GatewayRoutes {
         )
         let hub = services.events
         let logger = context.logger
+        // A deletion read between the token check and the registration would have found no
+        // stream to end (`DeletedUsers` records the user before it ends the user's streams).
+        if services.deletedUsers.contains(user) { stream.end(.userDeleted) }
+        // The stream lives as long as the token that opened it would be accepted (its `exp` and
+        // the verifier's leeway for clock skew), kept by `Deadlines`, the one timer.
+        let expiresIn = Double(claims.expiresAt + services.verifier.leeway) - Date().timeIntervalSince1970
+        let expiry = services.deadlines.schedule(after: .milliseconds(Int64(max(0, expiresIn) * 1000))) {
+            stream.end(.tokenExpired)
+        }
         // A client that closes its connection has gone: an event stream takes no request body,
         // and a client still reading keeps its side open. Without this, an idle stream would
         // learn of it only when a heartbeat write failed (the second after the close).
@@ -68,7 +94,9 @@ extension GatewayRoutes {
             watch: watch,
             registration: watch.onInputClosed(header: request.headers[ConnectionWatch.header]) {
                 stream.end(.clientGone)
-            }
+            },
+            deadlines: services.deadlines,
+            expiry: expiry
         )
         return Response(
             status: .ok,
@@ -94,15 +122,27 @@ extension GatewayRoutes {
         private let hub: EventHub
         private let watch: ConnectionWatch
         private let registration: ConnectionWatch.Registration?
+        private let deadlines: Deadlines
+        private let expiry: Deadlines.Token
 
-        init(stream: EventStream, hub: EventHub, watch: ConnectionWatch, registration: ConnectionWatch.Registration?) {
+        init(
+            stream: EventStream,
+            hub: EventHub,
+            watch: ConnectionWatch,
+            registration: ConnectionWatch.Registration?,
+            deadlines: Deadlines,
+            expiry: Deadlines.Token
+        ) {
             self.stream = stream
             self.hub = hub
             self.watch = watch
             self.registration = registration
+            self.deadlines = deadlines
+            self.expiry = expiry
         }
 
         deinit {
+            deadlines.cancel(expiry)
             watch.cancel(registration)
             stream.end(.clientGone)
             hub.close(stream)
@@ -151,7 +191,7 @@ extension GatewayRoutes {
         let reason = end ?? stream.endReason ?? .clientGone
         logger.info("event stream ended", metadata: ["stream.end": "\(reason)"])
         switch reason {
-        case .shutdown:
+        case .shutdown, .tokenExpired, .userDeleted:
             writer = box.writer
             try await writer.finish(nil)
         case .slowClient, .clientGone:
@@ -165,6 +205,7 @@ extension GatewayRoutes {
             // The client's reconnection delay, and a first line so that the headers go out now.
             try await box.writer.write(ByteBuffer(string: ": live events\nretry: 3000\n\n"))
             for await item in stream.items {
+                guard stream.isWritable(item) else { continue }
                 stream.writeStarted(at: .now)
                 try await box.writer.write(ByteBuffer(string: sseText(item)))
                 stream.writeFinished()
@@ -188,6 +229,10 @@ extension GatewayRoutes {
             return "id:\nevent: reset\ndata: \(String(decoding: data, as: UTF8.self))\n\n"
         case .heartbeat:
             return ": heartbeat\n\n"
+        case .end(let code, let detail):
+            // No `id:`: the client keeps its last event id, to resume with it.
+            let data = JSONValue.object(["code": .string(code), "detail": .string(detail)]).jsonData()
+            return "event: end\ndata: \(String(decoding: data, as: UTF8.self))\n\n"
         }
     }
 

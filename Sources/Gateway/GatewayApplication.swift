@@ -36,6 +36,8 @@ public struct GatewayServices: Sendable {
     let deletedUsers: DeletedUsers
     /// Per-user daily quotas of paid work (DailyQuotas.swift).
     let quotas: DailyQuotas
+    /// Chart results one user may have computed within 24 hours (ChartJobRoutes.swift).
+    let chartResultQuota: ChartResultQuota
 
     /// - Parameters:
     ///   - configuration: Keys, lifetimes and limits.
@@ -66,7 +68,8 @@ public struct GatewayServices: Sendable {
         self.pool = pool
         self.publisher = publisher
         self.metrics = metrics
-        events = EventHub(metrics: metrics)
+        let events = EventHub(limits: configuration.eventStreams, metrics: metrics)
+        self.events = events
         refreshTokenLifetime = configuration.refreshTokenLifetime
         maxBodyBytes = configuration.maxBodyBytes
         requestTimeout = configuration.requestTimeout
@@ -74,9 +77,14 @@ public struct GatewayServices: Sendable {
         illustrations = IllustrationFiles(root: configuration.storyStorageRoot)
         rateLimiter = RateLimiter(configuration: configuration.rateLimits, metrics: metrics)
         appAttest = configuration.appAttest.map(AppAttestService.init)
+        chartResultQuota = configuration.chartResultQuota
         // Five minutes beyond the token lifetime: a deletion's erasure sweeps refresh tokens in
         // its last step, and a token minted just before that lives one lifetime more.
-        deletedUsers = DeletedUsers(window: configuration.accessTokenLifetime + .seconds(300))
+        // Every deletion this replica learns of (its own or, within a second, another's) ends the
+        // user's open event streams here.
+        deletedUsers = DeletedUsers(window: configuration.accessTokenLifetime + .seconds(300)) { users in
+            events.endStreams(ofDeleted: users)
+        }
     }
 }
 
@@ -327,25 +335,45 @@ public enum GatewayRoutes {
     ) throws
         -> UserID
     {
+        try authenticatedClaims(
+            request,
+            context: context,
+            services,
+            chargeRateLimit: chargeRateLimit,
+            allowDeleted: allowDeleted
+        ).subject
+    }
+
+    /// The caller's verified token claims (who, and until when), checked as `authenticate` checks.
+    /// - Throws: as `authenticate`.
+    static func authenticatedClaims(
+        _ request: Request,
+        context: BasicRequestContext,
+        _ services: GatewayServices,
+        chargeRateLimit: Bool = true,
+        allowDeleted: Bool = false
+    ) throws
+        -> AccessTokenClaims
+    {
         guard let header = request.headers[.authorization] else {
             throw Problem.unauthorized("missing-token", "an Authorization: Bearer access token is required")
         }
         guard header.utf8.count <= AccessTokenVerifier.maxTokenBytes + 7, header.hasPrefix("Bearer ") else {
             throw Problem.unauthorized("invalid-token", "expected Authorization: Bearer <access token>")
         }
-        let user: UserID
+        let claims: AccessTokenClaims
         do {
-            user = try services.verifier.verify(String(header.dropFirst(7))).subject
+            claims = try services.verifier.verify(String(header.dropFirst(7)))
         } catch {
             context.logger.notice("access token refused", metadata: ["token.error": "\(error.code)"])
             throw Problem.unauthorized(error.code, error.description)
         }
         // The per-user limit is spent here, once the token is verified: a forged token cannot
         // spend another user's requests, and the token is verified once per request.
-        if chargeRateLimit { try services.rateLimiter.check(user: user) }
+        if chargeRateLimit { try services.rateLimiter.check(user: claims.subject) }
         // A deleted user's token is refused on every route but `DELETE /v1/me` (DeletedUsers.swift).
-        if !allowDeleted, services.deletedUsers.contains(user) { throw userDeleted }
-        return user
+        if !allowDeleted, services.deletedUsers.contains(claims.subject) { throw userDeleted }
+        return claims
     }
 
     // MARK: Jobs

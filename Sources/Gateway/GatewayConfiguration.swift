@@ -1,4 +1,5 @@
 import AMQP
+import AstroDomain
 import Crypto
 import Foundation
 import Logging
@@ -50,6 +51,10 @@ public struct GatewayConfiguration: Sendable {
     public var appAttest: AppAttestSettings?
     /// Per-user daily quotas of paid work (`DailyQuotas.variables`).
     public var quotas = DailyQuotas()
+    /// The bounds of the live event streams (`EVENT_STREAMS_PER_ADDRESS`; the rest are fixed).
+    public var eventStreams = EventStreamLimits()
+    /// Chart results one user may have computed within 24 hours (`CHART_RESULT_DAILY_QUOTA`).
+    public var chartResultQuota = ChartResultQuota()
 
     /// The gateway's own settings, with their defaults (the README's table mirrors them).
     public static let variables: [WorkerConfiguration.Variable] = [
@@ -103,6 +108,16 @@ public struct GatewayConfiguration: Sendable {
             name: "APP_ATTEST_REQUIRE_ASSERTIONS",
             defaultValue: "false",
             meaning: "true: authenticated POST/PUT/PATCH/DELETE requests must carry X-App-Attest-Assertion"
+        ),
+        .init(
+            name: ChartResultQuota.variable,
+            defaultValue: "\(ChartResultQuota.defaultLimit)",
+            meaning: "chart results computed (not cached) per user per 24 hours (1…100000, or off); more: 429"
+        ),
+        .init(
+            name: "EVENT_STREAMS_PER_ADDRESS",
+            defaultValue: "64",
+            meaning: "open GET /v1/events streams per client address (IPv6: per /64) on a replica (1…100000)"
         ),
         .init(
             name: "APP_ATTEST_CHALLENGE_TTL_SECONDS",
@@ -211,6 +226,12 @@ public struct GatewayConfiguration: Sendable {
             configuration.storyStorageRoot = root
         }
         configuration.rateLimits = try RateLimitConfiguration.fromEnvironment(environment)
+        configuration.eventStreams.streamsPerAddress = try int("EVENT_STREAMS_PER_ADDRESS", 64, 1...100_000)
+        do {
+            configuration.chartResultQuota = try ChartResultQuota(setting: value(ChartResultQuota.variable))
+        } catch {
+            throw ConfigurationError(variable: ChartResultQuota.variable, problem: error.problem)
+        }
         configuration.appAttest = try AppAttestSettings.fromEnvironment(environment, mode: mode)
         configuration.quotas = try DailyQuotas.fromEnvironment(environment)
         // A request's statements get its time, not the workers' 30 s, unless set explicitly.

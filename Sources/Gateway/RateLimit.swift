@@ -500,7 +500,7 @@ public final class RateLimiter: Sendable {
     /// - Parameter address: the client (nil: unknown, all such clients share one bucket).
     /// - Throws: `Problem` 429 `rate-limited` with `Retry-After`.
     public func check(address: BucketKey?, registration: Bool) throws(Problem) {
-        let key = address?.addressBucket ?? BucketKey(high: 0, low: 0)
+        let key = Self.bucket(of: address)
         let now = self.now
         if let addresses, case .limited(let seconds) = addresses.take(key, now: now) {
             throw refusal("ip", seconds, "this address's")
@@ -509,6 +509,23 @@ public final class RateLimiter: Sendable {
             throw refusal("register", seconds, "this address's registration")
         }
     }
+
+    /// The client's address (`X-Gateway-Peer-Address`, and `X-Forwarded-For` from a trusted
+    /// proxy): what every per-address limit is keyed by.
+    func client(of request: Request) -> BucketKey? {
+        let peer = request.headers[PeerAddressHandler.header].flatMap { BucketKey(address: $0) }
+        return resolver.client(peer: peer, forwardedFor: request.headers[values: RateLimitMiddleware.forwardedFor])
+    }
+
+    /// The key a client address is limited under: the address (IPv4) or its /64 (IPv6); every
+    /// unknown client shares one key.
+    static func bucket(of address: BucketKey?) -> BucketKey {
+        address?.addressBucket ?? BucketKey(high: 0, low: 0)
+    }
+
+    /// The bucket of a request's client (`client(of:)`, `bucket(of:)`), as the event streams'
+    /// per-address limit counts it.
+    func clientBucket(of request: Request) -> BucketKey { Self.bucket(of: client(of: request)) }
 
     private func refusal(_ limit: String, _ seconds: Int, _ whose: String) -> Problem {
         metrics.recordRateLimited(limit: limit)
@@ -523,14 +540,15 @@ public final class RateLimiter: Sendable {
 }
 
 extension GatewayMetrics {
-    /// Counts one request refused by a rate limit (`user`, `ip`, `register`).
+    /// Counts one request refused by a rate limit (`user`, `ip`, `register`; `streams-ip` for an
+    /// event stream over its address's maximum).
     public func recordRateLimited(limit: String) {
         registry.makeCounter(
             descriptor: MetricNameDescriptor(
                 namespace: "gateway",
                 metricName: "rate_limited",
                 unitName: "total",
-                helpText: "Requests refused with 429, by limit (user, ip, register)"
+                helpText: "Requests refused with 429, by limit (user, ip, register, streams-ip)"
             ),
             labels: [("limit", limit)]
         ).increment()
@@ -558,8 +576,7 @@ struct RateLimitMiddleware: RouterMiddleware {
         // A request no route matched is limited too.
         let route = context.endpointPath
         if let route, Self.unlimited.contains(route) { return try await next(request, context) }
-        let peer = request.headers[PeerAddressHandler.header].flatMap { BucketKey(address: $0) }
-        let client = limiter.resolver.client(peer: peer, forwardedFor: request.headers[values: Self.forwardedFor])
+        let client = limiter.client(of: request)
         do {
             try limiter.check(
                 address: client,

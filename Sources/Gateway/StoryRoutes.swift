@@ -121,7 +121,7 @@ extension GatewayRoutes {
             job.childProfileID = ChildID(child)
         }
         if let zone = members["timeZone"], zone != .null {
-            guard case .string(let text) = zone, text.utf8.count <= 64, TimeZone(identifier: text) != nil else {
+            guard case .string(let text) = zone, (try? BirthData.timeZone(named: text)) != nil else {
                 throw unprocessable("invalid-time-zone", "timeZone: expected an IANA time zone", field: "timeZone")
             }
             job.timeZone = text

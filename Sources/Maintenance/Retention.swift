@@ -27,7 +27,8 @@ public enum RetentionTable: String, Sendable, CaseIterable, Hashable {
     case childProfiles = "stories.child_profiles"
     /// Users' exports (their zips) past their `expires_at` (USER_EXPORT_TTL_SECONDS).
     case userExports = "user_exports"
-    /// Stored chart results not used for `CHART_RESULT_RETENTION`.
+    /// Stored chart results not used for `CHART_RESULT_RETENTION`, or never read for
+    /// `CHART_RESULT_UNREAD_RETENTION`.
     case chartResults = "chart_results"
 }
 
@@ -242,6 +243,21 @@ public struct Retention: Sendable {
                 cutoff: now.addingTimeInterval(-seconds(retention))
             )
         }
+        if let retention = configuration.chartResultUnreadRetention {
+            // Results computed and never read (`read_at`, migration 0034): requested, perhaps
+            // by a script, and not wanted; asked again, they are computed again.
+            try await simplePass(
+                .chartResults,
+                into: &report,
+                deadline: deadline,
+                sql: """
+                    DELETE FROM chart_results WHERE id = ANY(ARRAY(
+                        SELECT id FROM chart_results WHERE read_at IS NULL AND created_at < $1 LIMIT $2
+                    ))
+                    """,
+                cutoff: now.addingTimeInterval(-seconds(retention))
+            )
+        }
         if let retention = configuration.childDataRetention {
             try await expireChildrensData(
                 cutoff: now.addingTimeInterval(-seconds(retention)),
@@ -386,6 +402,9 @@ public struct Retention: Sendable {
         let chartResultCutoff =
             configuration.chartResultRetention.map { now.addingTimeInterval(-seconds($0)) }
             ?? Date(timeIntervalSince1970: 0)
+        let unreadChartResultCutoff =
+            configuration.chartResultUnreadRetention.map { now.addingTimeInterval(-seconds($0)) }
+            ?? Date(timeIntervalSince1970: 0)
         let row = try await pool.withTransaction { database in
             try database.execute("SELECT set_config('statement_timeout', $1, true)", ["300s"])
             return try database.query(
@@ -415,10 +434,13 @@ public struct Retention: Sendable {
                           AND t.last_opened_at >= $7) LIMIT $3) AS s) AS "stories.child_profiles",
                   (SELECT count(*) FROM (SELECT 1 FROM user_exports WHERE expires_at < $5 LIMIT $3) AS s)
                       AS user_exports,
-                  (SELECT count(*) FROM (SELECT 1 FROM chart_results WHERE last_used_at < $8 LIMIT $3) AS s)
-                      AS chart_results
+                  (SELECT count(*) FROM (SELECT 1 FROM chart_results WHERE last_used_at < $8
+                      OR (read_at IS NULL AND created_at < $9) LIMIT $3) AS s) AS chart_results
                 """,
-                [jobCutoff, outboxCutoff, cap, countCutoff, now, historyCutoff, childCutoff, chartResultCutoff]
+                [
+                    jobCutoff, outboxCutoff, cap, countCutoff, now, historyCutoff, childCutoff, chartResultCutoff,
+                    unreadChartResultCutoff,
+                ]
             ).first
         }
         report.batches += 1

@@ -30,6 +30,10 @@ public struct RetentionConfiguration: Sendable, Equatable {
     /// request computes it again (`CHART_RESULT_RETENTION`, default 180 days, 1 … 3650 days;
     /// `off` keeps them until their profile goes). nil is `off`.
     public var chartResultRetention: Duration? = .seconds(180 * 86_400)
+    /// A stored chart result that nobody has read (`GET /v1/chart-results/{id}`, which sets
+    /// `read_at`) this long after it was computed is deleted (`CHART_RESULT_UNREAD_RETENTION`,
+    /// default 2 days, 1 hour … 3650 days; `off`: only `chartResultRetention` applies). nil is `off`.
+    public var chartResultUnreadRetention: Duration? = .seconds(2 * 86_400)
 
     /// The documented defaults.
     public static let defaults = RetentionConfiguration(
@@ -70,10 +74,12 @@ public struct RetentionConfiguration: Sendable, Equatable {
     // The lower bound is also enforced by the database (stories.expire_unopened, migration 0029).
     static let childDataRetentionBounds: ClosedRange<Int64> = (30 * 86_400)...(3650 * 86_400)
     static let chartResultRetentionBounds: ClosedRange<Int64> = 86_400...(3650 * 86_400)
+    static let chartResultUnreadRetentionBounds: ClosedRange<Int64> = 3600...(3650 * 86_400)
 
     /// Reads `JOB_RETENTION`, `OUTBOX_RETENTION`, `RETENTION_BATCH_SIZE`,
     /// `RETENTION_MAX_DURATION`, `DEAD_LETTER_MAX_AGE`, `DEAD_LETTER_MAX_LENGTH` and
-    /// `CHILD_DATA_RETENTION` and `CHART_RESULT_RETENTION` (each a duration or `off`); an unset or
+    /// `CHILD_DATA_RETENTION`, `CHART_RESULT_RETENTION` and `CHART_RESULT_UNREAD_RETENTION` (each
+    /// a duration or `off`); an unset or
     /// empty variable takes its default. Durations are a whole number with a unit: `s`, `m`,
     /// `h` or `d` (`7d`, `36h`, `90m`).
     ///
@@ -122,6 +128,12 @@ public struct RetentionConfiguration: Sendable, Equatable {
                 text == "off"
                 ? nil : try duration("CHART_RESULT_RETENTION", text, within: chartResultRetentionBounds)
         }
+        if let text = value("CHART_RESULT_UNREAD_RETENTION") {
+            configuration.chartResultUnreadRetention =
+                text == "off"
+                ? nil
+                : try duration("CHART_RESULT_UNREAD_RETENTION", text, within: chartResultUnreadRetentionBounds)
+        }
         try configuration.validated()
         return configuration
     }
@@ -150,6 +162,13 @@ public struct RetentionConfiguration: Sendable, Equatable {
         }
         if let chartResultRetention {
             try check("CHART_RESULT_RETENTION", chartResultRetention, Self.chartResultRetentionBounds)
+        }
+        if let chartResultUnreadRetention {
+            try check(
+                "CHART_RESULT_UNREAD_RETENTION",
+                chartResultUnreadRetention,
+                Self.chartResultUnreadRetentionBounds
+            )
         }
         guard Self.batchSizeBounds.contains(batchSize) else {
             throw RetentionConfigurationError(

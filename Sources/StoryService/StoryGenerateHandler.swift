@@ -56,7 +56,7 @@ public struct StoryGenerateHandler: JobHandler {
                     "ageGroup must be 0 (preschool 3–5), 1 (elementary 6–8) or 2 (preteen 9–10), got \(request.ageGroup)"
             )
         }
-        if let zone = request.timeZone, TimeZone(identifier: zone) == nil {
+        if let zone = request.timeZone, (try? BirthData.timeZone(named: zone)) == nil {
             throw JobRejection(
                 code: "invalid-time-zone",
                 message: "timeZone \(InputQuote.short(zone)) is not an IANA zone"

@@ -11,9 +11,10 @@ import Synchronization
 /// have fewer zones; minimal containers often have no `tzdata` at all) Foundation's zone is used,
 /// so a missing database degrades to the old behaviour instead of refusing every chart.
 ///
-/// A file that exists but is not valid TZif data is an unknown zone (no fallback), as are
-/// identifiers below `right/` (leap-second time scale) and `posix/` (duplicates), which are not
-/// IANA zone names. Only zones found are cached, so the cache stays at the database's size.
+/// A file that exists but is not valid TZif data is an unknown zone (no fallback). Only names
+/// `BirthData.isIANAZoneName` accepts are looked up at all (so not `right/` (leap-second time
+/// scale) or `posix/` (duplicates), nor a NUL byte); look-ups, found or unknown, are cached in a
+/// bounded `ZoneLookupCache`, so no stream of distinct names grows it.
 public final class SystemTimeZones: TimeZoneRulesProvider {
     /// The shared provider for the system directory: one cache for the whole process.
     public static let shared = SystemTimeZones()
@@ -21,22 +22,29 @@ public final class SystemTimeZones: TimeZoneRulesProvider {
     /// The database directory zones are read from.
     public let directory: String
 
-    private let cache = Mutex<[String: any TimeZoneRules]>([:])
+    private let cache: ZoneLookupCache<any TimeZoneRules>
 
     /// A provider reading one directory.
-    /// - Parameter directory: the database directory (default `/usr/share/zoneinfo`).
-    public init(directory: String = ZoneInfoRules.systemDirectory) {
+    /// - Parameters:
+    ///   - directory: the database directory (default `/usr/share/zoneinfo`).
+    ///   - cache: the look-ups kept (bounded).
+    public init(
+        directory: String = ZoneInfoRules.systemDirectory,
+        cache: ZoneLookupCache<any TimeZoneRules> = ZoneLookupCache()
+    ) {
         self.directory = directory
+        self.cache = cache
     }
+
+    /// How many identifiers the cache holds (found and unknown).
+    public var cachedCount: Int { cache.count }
 
     /// The zone's rules: from its TZif file, or from Foundation when there is no file.
     /// - Parameter identifier: the IANA identifier.
     /// - Returns: the rules, or `nil` when neither the database nor Foundation knows the zone.
     public func rules(forIdentifier identifier: String) -> (any TimeZoneRules)? {
-        if let rules = cache.withLock({ $0[identifier] }) { return rules }
-        guard let rules = load(identifier) else { return nil }
-        cache.withLock { $0[identifier] = rules }
-        return rules
+        guard BirthData.isIANAZoneName(identifier) else { return nil }
+        return cache.value(for: identifier) { self.load($0) }
     }
 
     /// Where `rules(forIdentifier:)` found a zone: the database, Foundation, or nowhere.
@@ -47,7 +55,6 @@ public final class SystemTimeZones: TimeZoneRulesProvider {
     }
 
     private func load(_ identifier: String) -> (any TimeZoneRules)? {
-        guard !identifier.hasPrefix("right/"), !identifier.hasPrefix("posix/") else { return nil }
         do {
             let rules = try ZoneInfoRules.load(identifier: identifier, directory: directory)
             return rules.leapSecondCount == 0 ? rules : nil

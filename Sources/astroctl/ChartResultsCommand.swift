@@ -90,7 +90,12 @@ struct ChartResultsCommand: AsyncParsableCommand {
             }
             if json {
                 guard let result = row.result else { throw CommandFailure("result \(id) is a wheel: use --svg FILE") }
-                print(Self.pretty(result))
+                // Transits are stored compact; shown whole, as the API serves them.
+                print(
+                    Self.pretty(
+                        row.kind == "transits" ? (try? TransitReport.expandedJSON(stored: result)) ?? result : result
+                    )
+                )
                 return
             }
             print(Terminal.safe(row.summary(id: uuid.uuidString.lowercased())))

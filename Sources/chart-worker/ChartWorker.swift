@@ -55,7 +55,11 @@ enum ChartWorker {
             throw ConfigurationError(variable: "SE_EPHE_PATH", problem: error.message)
         }
         let engine = ChartEngine(ephemeris: ephemeris)
-        let results: [any JobHandler] = ChartResultHandler.all(engine: engine, pool: context.pool)
+        let results: [any JobHandler] = ChartResultHandler.all(
+            engine: engine,
+            pool: context.pool,
+            quota: try ChartResultHandler.quota(from: environment)
+        )
         return [ChartCalculateHandler(engine: engine)] + results
     }
 }

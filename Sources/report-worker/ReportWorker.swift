@@ -65,6 +65,8 @@ enum ReportWorker {
             } catch {
                 throw ConfigurationError(variable: "LLM_PRICE_*", problem: "\(error)")
             }
+            // Every call metered at once and bounded (daily budget, per-user bound).
+            let paidCalls = try context.paidCallLedger(environment)
             do {
                 // Charts are read in the jobs' prepare step, outside the commit transactions, on the
                 // worker's own pool.
@@ -75,7 +77,7 @@ enum ReportWorker {
                         pricing: pricing
                     ),
                     pool: context.pool,
-                    paidCalls: try context.paidCallLedger(environment)
+                    paidCalls: paidCalls
                 )
             } catch {
                 throw ConfigurationError(variable: "(package resources)", problem: "\(error)")

@@ -41,7 +41,7 @@ struct ChartResultJobsTests {
 
     /// Starts the chart-worker on a random metrics port, again on another one when that port was
     /// taken (the worker then exits at once), and waits until it is ready.
-    static func start(label: String) async throws -> Stack {
+    static func start(label: String, environment: [String: String] = [:]) async throws -> Stack {
         let publisher = try await RuntimeTestEnvironment.contractPublisher(
             purging: [.chartCalculate] + JobType.chartResultJobs
         )
@@ -54,7 +54,7 @@ struct ChartResultJobsTests {
                     "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
                     "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning",
                     "MIGRATE_ON_START": "false",
-                ],
+                ].merging(environment) { _, new in new },
                 label: label
             )
             let worker = GatewayHarness.Processes(processes: [process], logs: [log])
@@ -459,8 +459,12 @@ struct ChartResultJobsTests {
             to: ChartJobInstant.date(year: 2026, month: 3, day: 31)
         )
         #expect(stored.kind == "transits")
-        #expect(stored.result?["transits"] == (try Self.json(expected.transits)))
-        #expect(stored.result?["ingresses"] == (try Self.json(expected.ingresses)))
+        // Stored in the compact form, which holds the engine's report exactly.
+        let compact = try #require(stored.result)
+        #expect(TransitReport.isCompact(compact))
+        let storedReport = try TransitReport(compactJSON: compact)
+        #expect(try Self.json(storedReport.transits) == (try Self.json(expected.transits)))
+        #expect(try Self.json(storedReport.ingresses) == (try Self.json(expected.ingresses)))
         #expect(!expected.transits.isEmpty)
 
         // 400 days, a reversed range, a range past 2101: refused before any work.
@@ -499,6 +503,111 @@ struct ChartResultJobsTests {
         #expect(try await Self.bodyTitles(skySVG).filter { $0.contains("in inner house") }.count == 10)
         let again = try await run(.chartRender, ["wheel": "transits", "at": "2026-03-01T12:00:30Z"])
         #expect(again.result?["resultId"]?.stringValue == skyID && again.result?["cached"] == .bool(true))
+    }
+
+    /// Issue 29, F7: a user's computed results are bounded per 24 hours in the worker itself
+    /// (what astroctl or a direct publish sends too): the third distinct transit range of a user
+    /// with a quota of two is dead-lettered with `chart-quota-exceeded` and stores nothing, while
+    /// a repeat of a stored one is still served from the cache; transits are stored compact.
+    @Test func theQuotaStopsTheNextComputationAndTransitsAreStoredCompact() async throws {
+        let stack = try await Self.start(label: "chart-results-quota", environment: [ChartResultQuota.variable: "2"])
+        defer { stack.close() }
+        let user = UUID()
+        let me = try await profile(
+            stack,
+            user: user,
+            name: "Me",
+            date: "1990-10-07",
+            time: "15:00",
+            timezone: "Europe/Kyiv",
+            latitude: 50.45,
+            longitude: 30.52
+        )
+        func transits(_ from: String, _ to: String) async throws -> (status: String, result: JSONValue?, code: String?)
+        {
+            let id = JobID.random()
+            try await publish(
+                stack,
+                .chartTransits,
+                [
+                    "jobId": .string(id.description), "userId": .string(user.uuidString.lowercased()),
+                    "profileId": .string(me.uuidString.lowercased()), "from": .string(from), "to": .string(to),
+                ]
+            )
+            return try await finished(id, stack)
+        }
+        func rows() async throws -> Int {
+            try await pool.withConnection { database in
+                try database.query("SELECT count(*)::int AS n FROM chart_results WHERE user_id = $1", [user]).first?
+                    .decode(Int.self, "n") ?? -1
+            }
+        }
+        // 30 and 366 days: computed, stored compact.
+        let month = try await transits("2026-03-01", "2026-03-31")
+        let year = try await transits("2026-01-01", "2027-01-02")
+        #expect(month.status == "succeeded" && year.status == "succeeded", "\(month) \(year)")
+        let natal = try await storedChart(me)
+        for (outcome, (from, to)) in zip([month, year], [((2026, 3, 1), (2026, 3, 31)), ((2026, 1, 1), (2027, 1, 2))]) {
+            let id = try #require(outcome.result?["resultId"]?.stringValue)
+            let report = try await Self.engine.transits(
+                for: natal,
+                from: ChartJobInstant.date(year: from.0, month: from.1, day: from.2),
+                to: ChartJobInstant.date(year: to.0, month: to.1, day: to.2)
+            )
+            // The full document (what was stored before) against the compact one now stored.
+            let full = try Self.json(report).jsonString()
+            let sizes = try await pool.withConnection { database in
+                try database.query(
+                    """
+                    SELECT bytes, pg_column_size(result) AS stored, pg_column_size($2::jsonb) AS full_stored
+                    FROM chart_results WHERE id = $1::uuid
+                    """,
+                    [id, full]
+                ).first.map {
+                    (
+                        bytes: try $0.decode(Int.self, "bytes"), stored: try $0.decode(Int.self, "stored"),
+                        fullStored: try $0.decode(Int.self, "full_stored")
+                    )
+                }
+            }
+            let measured = try #require(sizes)
+            print(
+                "F7 transits \(from)…\(to): JSON \(full.utf8.count) → \(measured.bytes) bytes; "
+                    + "on disk (jsonb, TOAST) \(measured.fullStored) → \(measured.stored) bytes"
+            )
+            #expect(measured.bytes * 4 < full.utf8.count, "compact \(measured.bytes) of \(full.utf8.count)")
+            #expect(measured.stored < measured.fullStored)
+            let stored = try #require(try await storedResult(id)?.result)
+            #expect(
+                try TransitReport.expandedJSON(stored: stored.jsonString())
+                    == String(
+                        decoding: try JSONCoding.encoder.encode(report),
+                        as: UTF8.self
+                    )
+            )
+        }
+        #expect(try await rows() == 2)
+
+        // The third distinct range: refused before computing, nothing stored.
+        let third = try await transits("2026-05-01", "2026-05-31")
+        #expect(third.status == "dead" && third.code == "chart-quota-exceeded", "\(third)")
+        #expect(try await rows() == 2)
+        // Another kind counts against the same quota.
+        let wheel = JobID.random()
+        try await publish(
+            stack,
+            .chartRender,
+            [
+                "jobId": .string(wheel.description), "userId": .string(user.uuidString.lowercased()),
+                "profileId": .string(me.uuidString.lowercased()), "wheel": "natal",
+            ]
+        )
+        #expect(try await finished(wheel, stack).code == "chart-quota-exceeded")
+        // A stored result costs nothing: served from the cache.
+        let again = try await transits("2026-03-01", "2026-03-31")
+        #expect(again.status == "succeeded" && again.result?["cached"] == .bool(true), "\(again)")
+        #expect(again.result?["resultId"] == month.result?["resultId"])
+        #expect(try await metric(stack, kind: "transits", outcome: "computed") == 2)
     }
 
     static func birth(of chart: NatalChart) -> BirthData {

@@ -1,5 +1,6 @@
 import AstroDomain
 import Foundation
+import Maintenance
 import Postgres
 import Testing
 import WorkerRuntime
@@ -364,6 +365,120 @@ struct GatewayChartJobsTests {
             }
             #expect(!document.isEmpty)
         }
+        #expect(!gateway.processes.output.contains("status not in the route table"))
+    }
+}
+
+/// Issue 29, F7 through the real gateway: at the user's quota of computed results a chart request
+/// is answered 429 `chart-quota-exceeded` with `Retry-After` and nothing is published; a transit
+/// result stored compact is served whole; results never read are deleted after
+/// `CHART_RESULT_UNREAD_RETENTION` while read ones stay.
+@Suite(.serialized, .timeLimit(.minutes(4)))
+struct GatewayChartResultBoundsTests {
+    @Test func theQuotaAnswers429AndTransitsAreServedWholeAndUnreadResultsGo() async throws {
+        let gateway = try await GatewayHarness.launch(
+            chartWorker: true,
+            environment: [ChartResultQuota.variable: "2"],
+            label: "chart-jobs-quota"
+        )
+        defer { gateway.processes.stop() }
+        let base = gateway.base
+        let logs = { gateway.processes.output }
+        let pool = try await GatewayChartJobsTests.adminPool()
+        defer { Task { await pool.close() } }
+        let (user, token) = try await GatewayHarness.register(base)
+        let userID = try #require(UserID(user))
+        let me = try await GatewayChartJobsTests.profile(base, token: token, name: "Me", logs: logs)
+        var resultIDs: [String] = []
+        for (from, to) in [("2026-03-01", "2026-03-31"), ("2026-04-01", "2026-04-30")] {
+            let answer = try await GatewayChartJobsTests.request(
+                "POST",
+                "\(base)/v1/profiles/\(me)/transits",
+                token: token,
+                body: ["from": .string(from), "to": .string(to)]
+            )
+            let job = try GatewayResourcesTests.accepted(answer)
+            let result = try await GatewayChartJobsTests.result(base, job, token: token, logs: logs)
+            #expect(result["cached"] == .bool(false))
+            resultIDs.append(try #require(result["resultId"]?.stringValue))
+        }
+        // The third: refused, and no job recorded or published.
+        let refused = try await GatewayChartJobsTests.request(
+            "POST",
+            "\(base)/v1/profiles/\(me)/transits",
+            token: token,
+            body: ["from": "2026-05-01", "to": "2026-05-31"]
+        )
+        #expect(refused.status == 429, "\(String(describing: refused.json))")
+        #expect(refused.json?["code"] == "chart-quota-exceeded")
+        let retryAfter = try #require(refused.headers["retry-after"].flatMap(Int.init))
+        #expect((1...86_400).contains(retryAfter))
+        #expect(try await GatewayChartJobsTests.recordedChartJobs(pool, user: userID) == 2)
+        let metrics = try await GatewayHarness.rawGet("\(base)/metrics")
+        #expect(metrics.contains(#"gateway_rate_limited_total{limit="chart-results"} 1"#), "\(metrics)")
+
+        let first = resultIDs[0]
+        // Served whole: the full TransitReport, though the row holds the compact form.
+        let served = try await GatewayChartJobsTests.request(
+            "GET",
+            "\(base)/v1/chart-results/\(resultIDs[0])",
+            token: token
+        )
+        #expect(served.status == 200)
+        let document = try #require(served.json)
+        #expect(document["kind"] == "transits" && document["id"]?.stringValue == resultIDs[0])
+        let transits = try #require(document["result"]?["transits"]?.arrayValue)
+        #expect(!transits.isEmpty)
+        #expect(transits.first?["transiting"]?.stringValue != nil && transits.first?["hits"]?.arrayValue != nil)
+        #expect(document["result"]?["format"] == nil)
+        let stored = try await pool.withConnection { database in
+            try database.query(
+                "SELECT result::text AS r, bytes, read_at IS NOT NULL AS read FROM chart_results WHERE id = $1::uuid",
+                [first]
+            ).first.map {
+                (
+                    text: try $0.decode(String.self, "r"), bytes: try $0.decode(Int.self, "bytes"),
+                    read: try $0.decode(Bool.self, "read")
+                )
+            }
+        }
+        let row = try #require(stored)
+        #expect(row.read, "serving a result marks it read")
+        let compact = try JSONValue.parse(Data(row.text.utf8))
+        #expect(TransitReport.isCompact(compact))
+        #expect(
+            document["result"] == (try JSONValue.parse(Data(try TransitReport.expandedJSON(stored: row.text).utf8)))
+        )
+        #expect(row.bytes * 4 < (document["result"]?.jsonString().utf8.count ?? 0))
+
+        // Both computed three days ago; only the first was read: the second goes.
+        _ = try await pool.withConnection { database in
+            try database.execute(
+                "UPDATE chart_results SET created_at = now() - interval '3 days' WHERE user_id = $1",
+                [userID.uuid]
+            )
+        }
+        let maintenance = PostgresPool(
+            configuration: try PostgresConfiguration(
+                url: try await RuntimeTestEnvironment.databaseURL(as: .maintenance)
+            ),
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        defer { Task { await maintenance.close() } }
+        let report = try await Retention(
+            pool: maintenance,
+            configuration: .defaults,
+            logger: RuntimeTestEnvironment.logger
+        )
+        .run(now: Date(), dryRun: false, deadline: .now + .seconds(60))
+        #expect((report.deleted[.chartResults] ?? 0) >= 1)
+        let left = try await pool.withConnection { database in
+            try database.query("SELECT id::text AS id FROM chart_results WHERE user_id = $1", [userID.uuid]).map {
+                try $0.decode(String.self, "id")
+            }
+        }
+        #expect(left == [resultIDs[0]])
         #expect(!gateway.processes.output.contains("status not in the route table"))
     }
 }

@@ -1,5 +1,7 @@
 import AstroDomain
+import Crypto
 import Foundation
+import Gateway
 import Synchronization
 import Testing
 import WorkerRuntime
@@ -32,24 +34,31 @@ struct GatewayEventsTests {
         private let process = Process()
         private let buffer = Buffer()
 
-        init(_ base: String, token: String, lastEventID: String? = nil) throws {
+        /// - Parameter interface: the local address to connect from (another loopback address is
+        ///   another client address to the gateway).
+        init(_ base: String, token: String, lastEventID: String? = nil, interface: String? = nil) throws {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
             var arguments = ["-sS", "-N", "-i", "-H", "Authorization: Bearer \(token)"]
             if let lastEventID { arguments += ["-H", "Last-Event-ID: \(lastEventID)"] }
+            if let interface { arguments += ["--interface", interface] }
             process.arguments = arguments + ["\(base)/v1/events"]
             let pipe = Pipe()
             process.standardOutput = pipe
             process.standardError = FileHandle.nullDevice
             let buffer = self.buffer
-            pipe.fileHandleForReading.readabilityHandler = { handle in
-                let data = handle.availableData
-                if data.isEmpty {
-                    handle.readabilityHandler = nil
-                } else {
+            let handle = pipe.fileHandleForReading
+            try process.run()
+            // A thread of its own reads until curl's output ends. Not a readabilityHandler: its
+            // dispatch source, cancelled from its own handler at the end of a stream the server
+            // closed, crashed the test process once in libdispatch
+            // (_dispatch_source_refs_finalize_unregistration).
+            Thread {
+                while true {
+                    let data = handle.availableData
+                    if data.isEmpty { break }
                     buffer.data.withLock { $0.append(data) }
                 }
-            }
-            try process.run()
+            }.start()
         }
 
         var text: String { buffer.data.withLock { String(decoding: $0, as: UTF8.self) } }
@@ -338,5 +347,117 @@ struct GatewayEventsTests {
         #expect(finished.json?["status"] == "succeeded", "\(workers.output)")
         #expect(elapsed < .seconds(15), "\(elapsed)")
         #expect(!running.processes.output.contains("status not in the route table"))
+    }
+}
+
+/// Issue 29, F11 on the real gateway: an open stream ends when the access token that opened it
+/// expires, and when its user's deletion starts — on the replica that accepted the deletion at
+/// once, and on another replica once it reads the deletion the billing-worker recorded.
+@Suite(.serialized, .timeLimit(.minutes(4)))
+struct GatewayEventStreamEndTests {
+    typealias SSEClient = GatewayEventsTests.SSEClient
+
+    /// A signing key the test and the gateways share, so that the test can sign a token that
+    /// expires within seconds (the configured lifetime is at least 60 s) and two replicas accept
+    /// each other's tokens.
+    static func sharedKey() throws -> (environment: [String: String], signer: AccessTokenSigner) {
+        let key = P256.Signing.PrivateKey()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("stream-end-key-\(UUID()).pem")
+        try Data(key.pemRepresentation.utf8).write(to: file)
+        let signer = AccessTokenSigner(
+            keyID: "stream-end-test",
+            key: key,
+            issuer: "astrosvitla-gateway",
+            audience: "astrosvitla-app",
+            lifetime: .seconds(60)
+        )
+        return (["GATEWAY_SIGNING_KEY_FILE": file.path, "GATEWAY_SIGNING_KEY_ID": "stream-end-test"], signer)
+    }
+
+    static func endEvent(_ stream: SSEClient, _ what: String) async throws -> GatewayEventsTests.SSEEvent {
+        try await stream.waitFor(what, timeout: .seconds(20)) { $0.type == "end" }
+    }
+
+    @Test func aStreamEndsWhenItsTokenExpires() async throws {
+        let (keyEnvironment, signer) = try Self.sharedKey()
+        let running = try await GatewayHarness.launch(environment: keyEnvironment, label: "gateway-stream-expiry")
+        defer { running.processes.stop() }
+        let base = running.base
+        let (user, _) = try await GatewayHarness.register(base)
+        // Issued 86 s ago with the 60 s lifetime: past its `exp`, and accepted for about 4 s more
+        // (the gateway's 30 s leeway for clock skew).
+        let userID = try #require(UserID(user))
+        let token = try signer.sign(user: userID, now: Date().addingTimeInterval(-86))
+        let stream = try SSEClient(base, token: token)
+        defer { stream.close() }
+        try await stream.waitUntilOpen()
+        let opened = ContinuousClock.now
+        let end = try await Self.endEvent(stream, "the end of the stream at the token's expiry")
+        #expect(end.data?["code"] == "token-expired")
+        #expect(end.id == nil, "the end event leaves the client's last event id as it was")
+        // The body ends after it: curl exits on its own.
+        try await RuntimeTestEnvironment.eventually("the stream's connection ends", timeout: .seconds(10)) {
+            !stream.isRunning
+        }
+        #expect(ContinuousClock.now - opened < .seconds(15))
+        // The same token can no longer open one.
+        #expect(try await GatewayHarness.request("GET", "\(base)/v1/events", token: token).status == 401)
+        let metrics = try await GatewayHarness.rawGet("\(base)/metrics")
+        #expect(metrics.contains(#"gateway_event_streams_closed_total{reason="token-expired"} 1"#), "\(metrics)")
+    }
+
+    @Test func aStreamEndsOnEveryReplicaWhenItsUserIsDeleted() async throws {
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: [.userDelete])
+        await publisher.close()
+        let (keyEnvironment, signer) = try Self.sharedKey()
+        let first = try await GatewayHarness.launch(environment: keyEnvironment, label: "gateway-stream-delete-a")
+        defer { first.processes.stop() }
+        let second = try await GatewayHarness.launch(environment: keyEnvironment, label: "gateway-stream-delete-b")
+        defer { second.processes.stop() }
+        // The billing-worker runs user.delete and records the deletion, which the other replica reads.
+        let (billing, _) = try GatewayHarness.start(
+            "billing-worker",
+            environment: [
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.billingWorker),
+                "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .billingWorker),
+                "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
+                "BILLING_ENVIRONMENT": "Sandbox",
+                "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path,
+            ],
+            label: "gateway-stream-delete-billing"
+        )
+        defer {
+            billing.terminate()
+            billing.waitUntilExit()
+        }
+        let (alice, aliceToken) = try await GatewayHarness.register(first.base)
+        let (_, bobToken) = try await GatewayHarness.register(first.base)
+        // Alice on both replicas (the first replica's token is good on the second: one key).
+        let onFirst = try SSEClient(first.base, token: aliceToken)
+        defer { onFirst.close() }
+        let onSecond = try SSEClient(second.base, token: try signer.sign(user: try #require(UserID(alice))))
+        defer { onSecond.close() }
+        let bobs = try SSEClient(first.base, token: bobToken)
+        defer { bobs.close() }
+        for stream in [onFirst, onSecond, bobs] { try await stream.waitUntilOpen() }
+
+        // Alice deletes her account through the second replica: its stream ends at once.
+        let deletion = try await GatewayHarness.request("DELETE", "\(second.base)/v1/me", token: aliceToken)
+        #expect(deletion.status == 202)
+        let local = try await Self.endEvent(onSecond, "the end on the replica that accepted the deletion")
+        #expect(local.data?["code"] == "user-deleted")
+        // The first replica learns of it from user_deletions (the billing-worker's mark).
+        let remote = try await Self.endEvent(onFirst, "the end on the other replica")
+        #expect(remote.data?["code"] == "user-deleted")
+        try await RuntimeTestEnvironment.eventually("both of alice's connections end", timeout: .seconds(10)) {
+            !onFirst.isRunning && !onSecond.isRunning
+        }
+        // Bob's stream on the same replica is untouched.
+        #expect(bobs.isRunning)
+        #expect(!bobs.events.contains { $0.type == "end" })
+        for running in [first, second] {
+            let metrics = try await GatewayHarness.rawGet("\(running.base)/metrics")
+            #expect(metrics.contains(#"gateway_event_streams_closed_total{reason="user-deleted"} 1"#), "\(metrics)")
+        }
     }
 }

@@ -123,3 +123,100 @@ struct GatewayLimitsTests {
         #expect(!proxied.processes.output.contains("status not in the route table"))
     }
 }
+
+/// Issue 29, F6 and F12 on the real gateway: streams from one client address are capped (429
+/// `too-many-address-streams`, `Retry-After`) while another address still opens one; a zone
+/// name with a NUL byte is refused with 422 and publishes nothing.
+@Suite(.serialized, .timeLimit(.minutes(3)))
+struct GatewayStreamAndZoneLimitsTests {
+    typealias SSEClient = GatewayEventsTests.SSEClient
+
+    @Test func streamsFromOneAddressAreCappedWhileAnotherAddressStillOpensOne() async throws {
+        let gateway = try await GatewayHarness.launch(
+            environment: ["EVENT_STREAMS_PER_ADDRESS": "6"],
+            label: "gateway-stream-address"
+        )
+        defer { gateway.processes.stop() }
+        let base = gateway.base
+        // Two anonymous users from 127.0.0.1, four streams each: six open, two refused.
+        var streams: [SSEClient] = []
+        defer { for stream in streams { stream.close() } }
+        var refusals: [GatewayHarness.HTTPAnswer] = []
+        for _ in 0..<2 {
+            let (_, token) = try await GatewayHarness.register(base)
+            for _ in 0..<4 {
+                if streams.count < 6 {
+                    let stream = try SSEClient(base, token: token, interface: "127.0.0.1")
+                    streams.append(stream)
+                    try await stream.waitUntilOpen()
+                } else {
+                    refusals.append(try await GatewayHarness.request("GET", "\(base)/v1/events", token: token))
+                }
+            }
+        }
+        #expect(refusals.count == 2)
+        for refused in refusals {
+            #expect(refused.status == 429)
+            #expect(refused.json?["code"] == "too-many-address-streams")
+            #expect(refused.headers["content-type"] == "application/problem+json")
+            #expect(refused.headers["retry-after"].flatMap(Int.init).map { $0 >= 1 } == true, "\(refused.headers)")
+        }
+        // A third user from the same address is refused too: the cap is the address's.
+        let (_, third) = try await GatewayHarness.register(base)
+        #expect(try await GatewayHarness.request("GET", "\(base)/v1/events", token: third).status == 429)
+        // Another client address still opens one, for the same user.
+        let other = try SSEClient(base, token: third, interface: "127.0.0.2")
+        defer { other.close() }
+        try await other.waitUntilOpen()
+        // A closed stream frees its address's place.
+        streams.removeFirst().close()
+        var reopened: SSEClient?
+        try await RuntimeTestEnvironment.eventually("a place is free again", timeout: .seconds(10)) {
+            let attempt = try SSEClient(base, token: third, interface: "127.0.0.1")
+            try await RuntimeTestEnvironment.eventually("an answer", timeout: .seconds(5)) { attempt.status != nil }
+            if attempt.status == 200 {
+                reopened = attempt
+                return true
+            }
+            attempt.close()
+            return false
+        }
+        if let reopened { streams.append(reopened) }
+        let metrics = try await GatewayHarness.rawGet("\(base)/metrics")
+        #expect(metrics.contains(#"gateway_rate_limited_total{limit="streams-ip"} 3"#), "\(metrics)")
+        #expect(!gateway.processes.output.contains("status not in the route table"))
+    }
+
+    @Test func aZoneWithANulByteIsRefusedAndPublishesNothing() async throws {
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: [.chartCalculate])
+        // No chart-worker: what the gateway publishes stays in the queue to be counted.
+        let gateway = try await GatewayHarness.launch(label: "gateway-nul-zone")
+        defer { gateway.processes.stop() }
+        let (_, token) = try await GatewayHarness.register(gateway.base)
+        guard case .object(var profile)? = GatewayHarness.profile["profile"] else { throw CancellationError() }
+        for zone in ["Europe/Kyiv\u{0}", "Europe/Kyiv\u{0}" + String(repeating: "x", count: 40), "\u{0}Europe/Kyiv"] {
+            profile["timezone"] = .string(zone)
+            let answer = try await GatewayHarness.request(
+                "POST",
+                "\(gateway.base)/v1/profiles",
+                token: token,
+                body: ["profile": .object(profile)]
+            )
+            #expect(answer.status == 422, "\(zone.debugDescription)")
+            #expect(answer.json?["code"] == "unknown-timezone")
+            #expect(answer.json?["field"] == "profile.timezone")
+        }
+        #expect(try await publisher.queueState(JobType.chartCalculate.rawValue).messageCount == 0)
+        // The same request with the zone as it should be is published: the count could be 1.
+        profile["timezone"] = "Europe/Kyiv"
+        let accepted = try await GatewayHarness.request(
+            "POST",
+            "\(gateway.base)/v1/profiles",
+            token: token,
+            body: ["profile": .object(profile)]
+        )
+        #expect(accepted.status == 202)
+        #expect(try await publisher.queueState(JobType.chartCalculate.rawValue).messageCount == 1)
+        await publisher.close()
+    }
+}

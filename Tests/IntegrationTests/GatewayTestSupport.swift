@@ -113,8 +113,6 @@ enum GatewayHarness {
         // The broker's topology, as `astroctl migrate` declares it before any service starts in a
         // deployment: the gateway's event queue binds to `astro.events`.
         await (try RuntimeTestEnvironment.contractPublisher(purging: [])).close()
-        let port = Int.random(in: 20_000..<40_000)
-        let base = "http://127.0.0.1:\(port)"
         var processes: [Process] = []
         var logs: [URL] = []
         if chartWorker {
@@ -130,15 +128,33 @@ enum GatewayHarness {
             processes.append(worker)
             logs.append(workerLog)
         }
-        let (gateway, gatewayLog) = try start(
-            "gateway",
-            environment: [
-                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.gateway),
-                "DATABASE_URL": try await gatewayDatabaseURL(),
-                "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
-            ].merging(Self.unlimited) { _, new in new }.merging(environment) { _, new in new },
-            label: label
-        )
+        // A random port, and another one when it was taken (other stacks share this machine):
+        // the gateway then exits at once with "Address already in use".
+        var port = 0
+        var gateway = Process()
+        var gatewayLog = URL(fileURLWithPath: "/dev/null")
+        for attempt in 1...5 {
+            port = Int.random(in: 20_000..<40_000)
+            (gateway, gatewayLog) = try start(
+                "gateway",
+                environment: [
+                    "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.gateway),
+                    "DATABASE_URL": try await gatewayDatabaseURL(),
+                    "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
+                ].merging(Self.unlimited) { _, new in new }.merging(environment) { _, new in new },
+                label: label
+            )
+            let started = gateway
+            let health = "http://127.0.0.1:\(port)/healthz"
+            try await RuntimeTestEnvironment.eventually("the gateway binds or exits", timeout: .seconds(30)) {
+                if !started.isRunning { return true }
+                return (try? await request("GET", health))?.status == 200
+            }
+            let output = (try? String(contentsOf: gatewayLog, encoding: .utf8)) ?? ""
+            if gateway.isRunning || attempt == 5 || !output.contains("Address already in use") { break }
+            gateway.waitUntilExit()
+        }
+        let base = "http://127.0.0.1:\(port)"
         processes.insert(gateway, at: 0)
         logs.insert(gatewayLog, at: 0)
         let running = Running(base: base, processes: Processes(processes: processes, logs: logs))

@@ -127,3 +127,21 @@ import Testing
         #expect(DeadLetterBound.jobID(Data([0xff, 0xfe])) == nil)
     }
 }
+
+/// Issue 29, F7: results nobody reads are kept a shorter time.
+@Suite struct ChartResultUnreadRetentionConfigurationTests {
+    @Test func theDefaultIsTwoDaysAndItCanBeSetOrTurnedOff() throws {
+        #expect(RetentionConfiguration.defaults.chartResultUnreadRetention == .seconds(2 * 86_400))
+        let set = try RetentionConfiguration.fromEnvironment(["CHART_RESULT_UNREAD_RETENTION": "6h"])
+        #expect(set.chartResultUnreadRetention == .seconds(6 * 3600))
+        #expect(
+            try RetentionConfiguration.fromEnvironment(["CHART_RESULT_UNREAD_RETENTION": "off"])
+                .chartResultUnreadRetention == nil
+        )
+        for bad in ["30m", "3651d", "2", "OFF"] {
+            #expect(throws: RetentionConfigurationError.self, "\(bad)") {
+                try RetentionConfiguration.fromEnvironment(["CHART_RESULT_UNREAD_RETENTION": bad])
+            }
+        }
+    }
+}

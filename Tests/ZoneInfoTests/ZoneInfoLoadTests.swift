@@ -151,3 +151,36 @@ import ZoneInfo
         #expect(secondOffset == -18000)
     }
 }
+
+/// Issue 29, F12: the system provider asks the one rule first and keeps its cache bounded.
+@Suite struct SystemTimeZonesBoundTests {
+    @Test func aNulByteIsRefusedBeforeTheDatabaseAndNotCached() {
+        let system = SystemTimeZones()
+        #expect(system.rules(forIdentifier: "Europe/Kyiv") != nil)
+        for index in 0..<2000 {
+            #expect(system.rules(forIdentifier: "Europe/Kyiv\u{0}\(index)") == nil)
+        }
+        #expect(system.cachedCount == 1)
+        #expect(throws: ChartInputError.self) { try BirthData.timeZoneRules(named: "Europe/Kyiv\u{0}", in: system) }
+    }
+
+    @Test func manyDistinctUnknownNamesStayWithinTheBound() {
+        let system = SystemTimeZones(cache: ZoneLookupCache(capacity: 64, unknownCapacity: 32))
+        #expect(system.rules(forIdentifier: "Europe/Kyiv") != nil)
+        for index in 0..<5000 {
+            #expect(system.rules(forIdentifier: "Mars/Crater\(index)") == nil)
+        }
+        #expect(system.cachedCount == 1 + 32)
+        #expect(system.rules(forIdentifier: "Europe/Kyiv") is ZoneInfoRules)
+    }
+
+    /// The rule refuses no zone of the database: every `Area/Location` TZif file is accepted.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: ZoneInfoRules.systemDirectory + "/UTC")))
+    func everyZoneFileNameIsAnIANAName() throws {
+        let names = ZoneInfoLoadTests.systemZoneFiles().filter {
+            $0.contains("/") && (try? ZoneInfoRules.load(identifier: $0)) != nil
+        }
+        #expect(names.count > 300)
+        for name in names { #expect(BirthData.isIANAZoneName(name), "\(name)") }
+    }
+}
