@@ -236,14 +236,15 @@ public struct BirthData: Sendable, Hashable, Codable {
     /// Foundation's zones already looked up, by identifier (found and unknown), bounded.
     private static let zoneCache = ZoneLookupCache<TimeZone>()
 
-    /// How many identifiers Foundation's zone cache holds (found and unknown; for tests).
-    public static var foundationZoneCacheCount: Int { zoneCache.count }
-
     /// Foundation's zone for an identifier, cached; `nil` for an identifier that is not an IANA
     /// name (`isIANAZoneName`) or that Foundation does not know.
-    static func foundationTimeZone(_ identifier: String) -> TimeZone? {
+    /// - Parameter cache: where look-ups are kept; the process's own unless a test gives one.
+    package static func foundationTimeZone(
+        _ identifier: String,
+        cache: ZoneLookupCache<TimeZone> = zoneCache
+    ) -> TimeZone? {
         guard isIANAZoneName(identifier) else { return nil }
-        return zoneCache.value(for: identifier) { TimeZone(identifier: $0) }
+        return cache.value(for: identifier) { TimeZone(identifier: $0) }
     }
 
     private static func unknownTimeZone(_ identifier: String) -> ChartInputError {

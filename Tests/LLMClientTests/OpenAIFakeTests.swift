@@ -88,14 +88,14 @@ struct OpenAIFakeTests {
     func stopEndsHang() async throws {
         let fixture = try Fixture()
         fixture.fake.enqueue(.hang)
-        let client = try fixture.client(requestTimeout: .seconds(10), retryPolicy: .none)
+        let client = try fixture.client(requestTimeout: .seconds(300), retryPolicy: .none)
         let start = ContinuousClock.now
         let call = Task { await completionError(client) }
         try await Task.sleep(for: .milliseconds(300))
         fixture.fake.stop()
         let error = await call.value
         #expect(error?.code == "network")
-        // Well before the 10 s request timeout (a loaded CI machine took 3.0 s for this once).
-        #expect(elapsed(since: start) < 8)
+        // Well before the 300 s request timeout, with room for a machine stalled by other work.
+        #expect(elapsed(since: start) < 60)
     }
 }

@@ -4,6 +4,10 @@ import Synchronization
 
 @testable import LLMClient
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -130,4 +134,40 @@ func fetch(
 /// The `error` object of an OpenAI error body.
 func errorObject(_ body: Data) -> [String: Any]? {
     (try? JSONSerialization.jsonObject(with: body) as? [String: Any])?["error"] as? [String: Any]
+}
+
+/// A loopback port that refuses every connection for as long as this value lives: its socket is
+/// bound and never listens. A stopped server's port would do only until another test binds it,
+/// and in a parallel run one does.
+final class RefusingPort: Sendable {
+    let port: UInt16
+    private let socket: Int32
+
+    init() throws {
+        let descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = in_addr_t(0x7F00_0001).bigEndian
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                Glibc.bind(descriptor, socketAddress, length) == 0
+                    && getsockname(descriptor, socketAddress, &length) == 0
+            }
+        }
+        guard bound else {
+            let code = errno
+            close(descriptor)
+            throw POSIXError(.init(rawValue: code) ?? .EIO)
+        }
+        socket = descriptor
+        port = UInt16(bigEndian: address.sin_port)
+    }
+
+    /// `http://127.0.0.1:<port>/v1`, where an OpenAI-compatible API would answer.
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)/v1")! }
+
+    deinit { close(socket) }
 }

@@ -75,7 +75,8 @@ struct ImageClientTests {
         let elapsed = ContinuousClock.now - start
         #expect(result.attempts == 2)
         #expect(elapsed >= .milliseconds(950), "waited only \(elapsed)")
-        #expect(elapsed < .seconds(5))
+        // Far below the client's longest backoff; only a machine stalled for half a minute fails it.
+        #expect(elapsed < .seconds(30))
         #expect(fixture.fake.requestCount == 2)
     }
 
@@ -164,7 +165,8 @@ struct ImageClientTests {
         #expect(error.code == "timeout")
         #expect(error.isTransient)
         #expect(elapsed >= .milliseconds(450))
-        #expect(elapsed < .seconds(4))
+        // Without the timeout the request would hang until the fake stops.
+        #expect(elapsed < .seconds(30))
 
         // With retries, the next attempt succeeds.
         fixture.fake.enqueue(.hang)
@@ -268,8 +270,7 @@ struct ImageClientTests {
         }
         let elapsed = ContinuousClock.now - start
         #expect(elapsed >= .milliseconds(950))
-        // One after another they would take 8 s; the bound leaves room for a busy machine.
-        #expect(elapsed < .seconds(6), "\(elapsed): the requests were not concurrent")
-        #expect(fixture.fake.maxConcurrentRequests >= 4)
+        // Concurrency is what the fake saw, not a duration: a loaded machine stretches durations.
+        #expect(fixture.fake.maxConcurrentRequests >= 4, "the requests were not concurrent")
     }
 }
