@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Postgres
+import StoreKitVerification
 import Synchronization
 
 /// The dependencies of the routes: how tokens are made and checked, where state is kept, where
@@ -33,6 +34,10 @@ public struct GatewayServices: Sendable {
     let appAttest: AppAttestService?
     /// The users whose deletion started within the access token lifetime (DeletedUsers.swift).
     let deletedUsers: DeletedUsers
+    /// Verifies App Store notifications before they are queued (the billing-worker's verifier,
+    /// under the same policy); nil when not configured (development only), and then the
+    /// endpoint answers 503.
+    let appStoreVerifier: SignedDataVerifier?
 
     /// - Parameters:
     ///   - configuration: Keys, lifetimes and limits.
@@ -55,7 +60,8 @@ public struct GatewayServices: Sendable {
         verifier = AccessTokenVerifier(
             keys: configuration.verificationKeys,
             issuer: configuration.issuer,
-            audience: configuration.audience
+            audience: configuration.audience,
+            maxLifetime: configuration.accessTokenLifetime
         )
         store = GatewayStore(pool: pool)
         resources = ResourceStore(pool: pool)
@@ -73,6 +79,7 @@ public struct GatewayServices: Sendable {
         // Five minutes beyond the token lifetime: a deletion's erasure sweeps refresh tokens in
         // its last step, and a token minted just before that lives one lifetime more.
         deletedUsers = DeletedUsers(window: configuration.accessTokenLifetime + .seconds(300))
+        appStoreVerifier = configuration.appStoreVerification.map { SignedDataVerifier(policy: $0.policy) }
     }
 }
 
@@ -82,8 +89,7 @@ public enum GatewayRoutes {
     static let requestIDHeader = HTTPFields.Element.Name("X-Request-Id")!
     static let idempotencyKeyHeader = HTTPFields.Element.Name("Idempotency-Key")!
 
-    /// Builds the router from `GatewayAPI.routes`: `/healthz`, `/readyz`, `/metrics`,
-    /// `/openapi.yaml`, `POST /v1/devices`, `POST /v1/token`, `POST /v1/profiles`,
+    /// Builds the router from `GatewayAPI.routes`: `/healthz`, `/readyz`, `/openapi.yaml`, `POST /v1/devices`, `POST /v1/token`, `POST /v1/profiles`,
     /// `GET /v1/jobs/{id}`.
     public static func router(_ services: GatewayServices) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
@@ -127,8 +133,6 @@ public enum GatewayRoutes {
                 )
             }
             return text("ready\n")
-        case .metrics:
-            return text(services.metrics.render(), contentType: "text/plain; version=0.0.4")
         case .openAPI:
             guard let document = GatewayAPI.document else {
                 throw Problem(
@@ -268,14 +272,22 @@ public enum GatewayRoutes {
             )
         }
         let next = RefreshToken.make()
-        let user = try await database(context) {
+        let rotation = try await database(context) {
             try await services.store.rotate(
                 refreshTokenHash: RefreshToken.hash(presented),
                 newHash: RefreshToken.hash(next),
                 lifetime: services.refreshTokenLifetime
             )
         }
-        guard let user else {
+        let user: UserID
+        switch rotation {
+        case .rotated(let owner):
+            user = owner
+        case .reused(let owner):
+            // A used token came back: a copy exists, so the family (the live token too) is gone.
+            context.logger.notice("refresh token reused; its family revoked", metadata: ["user.id": "\(owner)"])
+            throw Problem.unauthorized("invalid-refresh-token", "the refresh token is unknown, used or expired")
+        case .refused:
             throw Problem.unauthorized("invalid-refresh-token", "the refresh token is unknown, used or expired")
         }
         // A refresh is rare enough to ask the database: no new access token once a deletion
