@@ -44,9 +44,25 @@ enum GatewayHarness {
         try await RuntimeTestEnvironment.databaseURL(as: .gateway)
     }
 
+    /// Starts `product` with `environment` over the test's own; its output goes to a log file.
+    ///
+    /// A gateway also gets, unless `environment` says otherwise, the billing-worker's App Store
+    /// policy of the tests (Sandbox, trusting the development PKI's root, as
+    /// `BillingWorkerProcessTests` starts the worker: the gateway verifies notifications before
+    /// queuing them) and its metrics on `HTTP_PORT` + 1 (`metricsURL`), so that no two test
+    /// gateways want the default metrics port.
     static func start(_ product: String, environment: [String: String], label: String) throws -> (Process, URL) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath(product))
+        var environment = environment
+        if product == "gateway" {
+            let httpPort = Int(environment["HTTP_PORT"] ?? "") ?? 0
+            environment = [
+                "BILLING_ENVIRONMENT": "Sandbox",
+                "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path,
+                "GATEWAY_METRICS_PORT": httpPort == 0 ? "0" : "\(httpPort + 1)",
+            ].merging(environment) { _, given in given }
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID()).log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
@@ -83,6 +99,15 @@ enum GatewayHarness {
         return HTTPAnswer(status: http.statusCode, headers: fields, json: try? JSONValue.parse(data))
     }
 
+    /// The `/metrics` URL of a gateway `start` started at `base` (its metrics port is one above
+    /// its API's, which no longer serves `/metrics`).
+    static func metricsURL(_ base: String) -> String {
+        guard var components = URLComponents(string: base), let port = components.port else { return base + "/metrics" }
+        components.port = port + 1
+        components.path = "/metrics"
+        return components.string ?? base + "/metrics"
+    }
+
     static func rawGet(_ url: String) async throws -> String {
         let (data, _) = try await URLSession.shared.data(from: URL(string: url)!)
         return String(decoding: data, as: UTF8.self)
@@ -113,7 +138,8 @@ enum GatewayHarness {
         // The broker's topology, as `astroctl migrate` declares it before any service starts in a
         // deployment: the gateway's event queue binds to `astro.events`.
         await (try RuntimeTestEnvironment.contractPublisher(purging: [])).close()
-        let port = Int.random(in: 20_000..<40_000)
+        // Even, so that the metrics port (one above) is not another gateway's API port.
+        let port = Int.random(in: 10_000..<20_000) * 2
         let base = "http://127.0.0.1:\(port)"
         var processes: [Process] = []
         var logs: [URL] = []
@@ -160,6 +186,7 @@ enum GatewayHarness {
         "RATE_LIMIT_USER_PER_SECOND": "100000", "RATE_LIMIT_USER_BURST": "100000",
         "RATE_LIMIT_IP_PER_SECOND": "100000", "RATE_LIMIT_IP_BURST": "100000",
         "RATE_LIMIT_REGISTER_PER_MINUTE": "1000000", "RATE_LIMIT_REGISTER_BURST": "100000",
+        "RATE_LIMIT_APPSTORE_PER_MINUTE": "1000000", "RATE_LIMIT_APPSTORE_BURST": "100000",
     ]
 
     /// Registers a device; returns its user id and access token.
