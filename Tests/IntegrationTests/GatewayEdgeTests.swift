@@ -152,7 +152,8 @@ struct GatewayEdgeTests {
         )
         let allowedProcesses = GatewayHarness.Processes(processes: [allowed], logs: [allowedLog])
         defer { allowedProcesses.stop() }
-        try await RuntimeTestEnvironment.eventually("the unattested production gateway is ready", timeout: .seconds(30)) {
+        try await RuntimeTestEnvironment.eventually("the unattested production gateway is ready", timeout: .seconds(30))
+        {
             guard allowed.isRunning else { throw RuntimeTestError("exited: \(allowedProcesses.output)") }
             return (try? await GatewayHarness.request("GET", "http://127.0.0.1:\(port)/readyz"))?.status == 200
         }
@@ -295,7 +296,10 @@ struct GatewayEdgeTests {
         defer { for socket in sockets { Glibc.close(socket) } }
         for _ in 0..<200 { sockets.append(try Self.connect(port: port)) }
         var closed = 0
-        try await RuntimeTestEnvironment.eventually("the gateway closed the connections beyond 64", timeout: .seconds(20)) {
+        try await RuntimeTestEnvironment.eventually(
+            "the gateway closed the connections beyond 64",
+            timeout: .seconds(20)
+        ) {
             closed = sockets.filter(Self.isClosedByPeer).count
             return closed >= 136
         }
