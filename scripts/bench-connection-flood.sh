@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Gateway memory under connection floods (issue 29, F13): starts a gateway on the local stack
-# and floods it with scripts/gateway-connection-flood.py, once per configuration:
+# and floods it with scripts/gateway-connection-flood.py, once per configuration (VARIANTS, space
+# separated, picks some):
 #   limit        the defaults (GATEWAY_MAX_CONNECTIONS=4096)
 #   limit-1024   GATEWAY_MAX_CONNECTIONS=1024
 #   no-limit     GATEWAY_MAX_CONNECTIONS=100000 (what the gateway did before the limit)
@@ -26,7 +27,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 role_url() { echo "$DATABASE_URL" | sed -E "s#//[^@]*@#//$1:$2@#"; }
 export GATEWAY_DB_PASSWORD=bench-gateway
 "$BIN/astroctl" migrate >/dev/null
-for variant in limit limit-1024 no-limit limit+arena; do
+for variant in ${VARIANTS:-limit limit-1024 no-limit limit+arena}; do
     port=$(free_port)
     extra=()
     case $variant in

@@ -85,6 +85,7 @@ public enum GatewayMain {
                 BrokerConnector(publisher: publisher, logger: logger),
                 EventSubscription(hub: services.events, configuration: configuration.base.amqp, logger: logger),
                 DeletedUsersRefresher(deleted: services.deletedUsers, pool: pool, logger: logger),
+                MemoryTrimmer(connections: connectionLimit, logger: logger),
                 MetricsServer.application(
                     metrics: metrics,
                     host: configuration.base.httpHost,
