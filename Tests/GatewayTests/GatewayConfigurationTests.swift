@@ -245,11 +245,4 @@ struct GatewayConfigurationTests {
         #expect(limit.takePeak() == 2)
         #expect(limit.takePeak() == 0)
     }
-
-    @Test func theTrimmerReturnsAndTheMemoryItFreesIsGlibcs() async {
-        // malloc_trim is found (Linux, glibc) and a trim returns: nothing else to observe here;
-        // scripts/bench-connection-flood.sh measures what it gives back.
-        await MemoryTrimmer.trim()
-        #expect(MemoryTrimmer.threshold > 0)
-    }
 }
