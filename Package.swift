@@ -253,7 +253,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", "AppAttest", "TraceContext", "OTLPTracing",
-                "ChartWheel",
+                "ChartWheel", "StoreKitVerification",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -333,7 +333,7 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: [
-                "Gateway", "AstroDomain", "WorkerRuntime", "AppAttest",
+                "Gateway", "AstroDomain", "WorkerRuntime", "AppAttest", "StoreKitVerification",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
             ]
         ),

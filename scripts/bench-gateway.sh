@@ -59,8 +59,9 @@ for i in 1 2; do
     worker_pids+=($!)
 done
 port=$(free_port)
+metrics_port=$(free_port)
 DATABASE_URL=$(role_url astro_gateway "$GATEWAY_DB_PASSWORD") AMQP_URL=${GATEWAY_AMQP_URL:-$CLIENT_AMQP_URL} \
-    HTTP_HOST=127.0.0.1 HTTP_PORT=$port LOG_LEVEL=warning \
+    HTTP_HOST=127.0.0.1 HTTP_PORT=$port GATEWAY_METRICS_PORT=$metrics_port LOG_LEVEL=warning \
     RATE_LIMIT_USER_PER_SECOND=1000000 RATE_LIMIT_USER_BURST=1000000 \
     RATE_LIMIT_IP_PER_SECOND=1000000 RATE_LIMIT_IP_BURST=1000000 RATE_LIMIT_REGISTER_PER_MINUTE=1000000 \
     "$bin/gateway" >"$logs/gateway.log" 2>&1 &
@@ -109,4 +110,4 @@ done
 echo "==> 4. gateway memory (VmHWM: the peak)"
 rss
 echo "==> 5. the gateway's event-stream counters (a stream closed as too slow loses the events after it)"
-curl -fsS "$base/metrics" | grep -E '^gateway_(event|events)_' || true
+curl -fsS "http://127.0.0.1:$metrics_port/metrics" | grep -E '^gateway_(event|events)_' || true

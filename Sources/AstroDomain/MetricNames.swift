@@ -57,6 +57,9 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
     case gatewayEventStreamsClosed = "gateway_event_streams_closed_total"
     case gatewayEventsDelivered = "gateway_events_delivered_total"
     case gatewayEventsDropped = "gateway_events_dropped_total"
+    case gatewayAppStoreNotifications = "gateway_appstore_notifications_total"
+    case gatewayConnectionsOpen = "gateway_connections_open"
+    case gatewayConnectionsRefused = "gateway_connections_refused_total"
 
     // Traces (OTLPTracing), in every process that exports spans.
     case traceSpansExported = "astro_trace_spans_exported_total"
@@ -90,7 +93,8 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         switch self {
         case .jobDuration, .gatewayRequestDuration: .histogram
         case .jobsInFlight, .outboxOldestUnsentAge, .probeLastSuccess, .workerReady, .ledgerUnbalancedUsers,
-            .gatewayEventStreamsOpen, .maintenanceLastSuccess, .paidSpendToday, .paidDailyBudget:
+            .gatewayEventStreamsOpen, .maintenanceLastSuccess, .paidSpendToday, .paidDailyBudget,
+            .gatewayConnectionsOpen:
             .gauge
         default: .counter
         }
@@ -119,6 +123,8 @@ public enum MetricName: String, Sendable, CaseIterable, Hashable {
         case .traceSpansExported, .traceSpansDropped, .traceSpansFailed: []
         case .gatewayPublishes: ["outcome"]
         case .gatewayRateLimited: ["limit"]
+        case .gatewayAppStoreNotifications: ["outcome"]
+        case .gatewayConnectionsOpen, .gatewayConnectionsRefused: []
         case .gatewayEventStreamsClosed, .gatewayEventsDropped: ["reason"]
         case .retentionDeletedRows: ["table"]
         case .deadLettersDropped: ["queue", "reason"]

@@ -19,50 +19,33 @@ public struct BillingConfiguration: Sendable {
     public var requireAccountToken: Bool = true
 
     /// The variables, their defaults and meaning (README's table).
-    public static let variables: [WorkerConfiguration.Variable] = [
-        .init(
-            name: "BILLING_ENVIRONMENT",
-            defaultValue: "(required)",
-            meaning: "Production, Sandbox, Xcode or LocalTesting: transactions from any other are refused"
-        ),
-        .init(
-            name: "BILLING_BUNDLE_ID",
-            defaultValue: BillingDefaults.bundleID,
-            meaning: "the app whose purchases count"
-        ),
-        .init(
-            name: "BILLING_APP_APPLE_ID",
-            defaultValue: "(required for Production)",
-            meaning: "the app's Apple ID, checked in notifications"
-        ),
-        .init(
-            name: "BILLING_TRUSTED_ROOTS",
-            defaultValue: "Apple Root CA - G3 (shipped)",
-            meaning: "comma-separated DER/PEM files of the roots transactions must chain to"
-        ),
-        .init(
-            name: "BILLING_CATALOG_FILE",
-            defaultValue: "(built-in, = config/billing-catalog.json)",
-            meaning: "the product catalog (JSON)"
-        ),
-        .init(
-            name: "BILLING_REQUIRE_ACCOUNT_TOKEN",
-            defaultValue: "true",
-            meaning: "refuse signed transactions without an appAccountToken (verify-by-id always requires one)"
-        ),
-        .init(
-            name: "APPSTORE_API_KEY_ID",
-            defaultValue: "(unset: verify-by-id off)",
-            meaning: "In-App Purchase key id for the App Store Server API"
-        ),
-        .init(name: "APPSTORE_API_ISSUER_ID", defaultValue: "", meaning: "the key's issuer id"),
-        .init(name: "APPSTORE_API_PRIVATE_KEY_FILE", defaultValue: "", meaning: "the key's .p8 file"),
-        .init(
-            name: "APPSTORE_API_BASE_URL",
-            defaultValue: "by environment",
-            meaning: "api.storekit.itunes.apple.com (Production) or api.storekit-sandbox… (otherwise)"
-        ),
-    ]
+    public static let variables: [WorkerConfiguration.Variable] =
+        VerificationPolicyConfiguration.variables.map {
+            .init(name: $0.name, defaultValue: $0.defaultValue, meaning: $0.meaning)
+        } + [
+            .init(
+                name: "BILLING_CATALOG_FILE",
+                defaultValue: "(built-in, = config/billing-catalog.json)",
+                meaning: "the product catalog (JSON)"
+            ),
+            .init(
+                name: "BILLING_REQUIRE_ACCOUNT_TOKEN",
+                defaultValue: "true",
+                meaning: "refuse signed transactions without an appAccountToken (verify-by-id always requires one)"
+            ),
+            .init(
+                name: "APPSTORE_API_KEY_ID",
+                defaultValue: "(unset: verify-by-id off)",
+                meaning: "In-App Purchase key id for the App Store Server API"
+            ),
+            .init(name: "APPSTORE_API_ISSUER_ID", defaultValue: "", meaning: "the key's issuer id"),
+            .init(name: "APPSTORE_API_PRIVATE_KEY_FILE", defaultValue: "", meaning: "the key's .p8 file"),
+            .init(
+                name: "APPSTORE_API_BASE_URL",
+                defaultValue: "by environment",
+                meaning: "api.storekit.itunes.apple.com (Production) or api.storekit-sandbox… (otherwise)"
+            ),
+        ]
 
     /// Reads and validates the billing variables.
     ///
@@ -74,59 +57,18 @@ public struct BillingConfiguration: Sendable {
             guard let text = environment[name]?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return nil }
             return text
         }
-        guard let environmentName = value("BILLING_ENVIRONMENT") else {
-            throw ConfigurationError(
-                variable: "BILLING_ENVIRONMENT",
-                problem: "required (Production, Sandbox, Xcode or LocalTesting); there is no default so that a "
-                    + "production worker never accepts sandbox purchases by accident"
-            )
-        }
-        guard let storeEnvironment = StoreEnvironment(rawValue: environmentName) else {
-            throw ConfigurationError(
-                variable: "BILLING_ENVIRONMENT",
-                problem: "expected Production, Sandbox, Xcode or LocalTesting, got \(InputQuote.short(environmentName))"
-            )
-        }
-        var appAppleID: Int64?
-        if let text = value("BILLING_APP_APPLE_ID") {
-            guard let id = Int64(text), id > 0 else {
-                throw ConfigurationError(
-                    variable: "BILLING_APP_APPLE_ID",
-                    problem: "expected a number, got \(InputQuote.short(text))"
-                )
-            }
-            appAppleID = id
-        }
-        var roots: [Certificate] = [VerificationPolicy.appleRootCAG3]
-        var rootsDescription = "Apple Root CA - G3"
-        if let list = value("BILLING_TRUSTED_ROOTS") {
-            let paths = list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
-                !$0.isEmpty
-            }
-            roots = []
-            for path in paths {
-                do {
-                    roots += try VerificationPolicy.loadCertificates(fromFile: path)
-                } catch {
-                    throw ConfigurationError(variable: "BILLING_TRUSTED_ROOTS", problem: "\(path): \(error.message)")
-                }
-            }
-            rootsDescription = paths.joined(separator: ",")
-        }
-        let bundleID = value("BILLING_BUNDLE_ID") ?? BillingDefaults.bundleID
-        let policy: VerificationPolicy
+        // The policy is read by the one parser the gateway uses too (it verifies notifications
+        // before queuing them), so the two accept the same data.
+        let verification: VerificationPolicyConfiguration
         do {
-            policy = try VerificationPolicy(
-                trustedRoots: roots,
-                bundleID: bundleID,
-                environment: storeEnvironment,
-                appAppleID: appAppleID
-            )
+            verification = try VerificationPolicyConfiguration.fromEnvironment(environment)
         } catch {
-            let variable =
-                storeEnvironment == .production && appAppleID == nil ? "BILLING_APP_APPLE_ID" : "BILLING_ENVIRONMENT"
-            throw ConfigurationError(variable: variable, problem: error.message)
+            throw ConfigurationError(variable: error.variable ?? "BILLING_ENVIRONMENT", problem: error.message)
         }
+        let policy = verification.policy
+        let rootsDescription = verification.trustedRootsDescription
+        let storeEnvironment = policy.environment
+        let bundleID = policy.bundleID
         var catalog = ProductCatalog.defaults
         if let path = value("BILLING_CATALOG_FILE") {
             do {

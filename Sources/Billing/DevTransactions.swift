@@ -1,10 +1,11 @@
 import AstroDomain
 import Foundation
+import StoreKitVerification
 
 /// Values every billing component agrees on.
 public enum BillingDefaults {
     /// The iOS app's bundle id: the only one whose purchases count.
-    public static let bundleID = "com.astrosvitla.astroinsight"
+    public static let bundleID = VerificationPolicyConfiguration.defaultBundleID
 }
 
 /// DEVELOPMENT ONLY: payloads shaped like StoreKit 2's, for tests, the demo and

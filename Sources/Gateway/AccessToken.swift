@@ -52,6 +52,9 @@ public enum AccessTokenError: Error, Sendable, Hashable, CustomStringConvertible
     case expired
     /// `nbf` or `iat` is in the future.
     case notYetValid
+    /// `exp` lies further after `iat` than the configured lifetime: this gateway never signs
+    /// such a token, so whoever did holds a signing key, or a token of a longer-lived past.
+    case lifetimeExceeded
     /// `iss` or `aud` is not this gateway's.
     case wrongIssuerOrAudience
 
@@ -64,6 +67,7 @@ public enum AccessTokenError: Error, Sendable, Hashable, CustomStringConvertible
         case .badSignature: "invalid-token-signature"
         case .expired: "token-expired"
         case .notYetValid: "token-not-yet-valid"
+        case .lifetimeExceeded: "token-lifetime-exceeded"
         case .wrongIssuerOrAudience: "invalid-token-audience"
         }
     }
@@ -77,6 +81,7 @@ public enum AccessTokenError: Error, Sendable, Hashable, CustomStringConvertible
         case .badSignature: "the token's signature does not verify"
         case .expired: "the token has expired"
         case .notYetValid: "the token is not valid yet"
+        case .lifetimeExceeded: "the token's expiry is further from its issue than access tokens live"
         case .wrongIssuerOrAudience: "the token was not issued for this API"
         }
     }
@@ -169,6 +174,10 @@ public struct AccessTokenVerifier: Sendable {
     public let audience: String
     /// Clock difference tolerated on `exp`, `nbf` and `iat`.
     public let leeway: Int64
+    /// The longest `exp - iat` accepted, in seconds: the signer's lifetime
+    /// (`ACCESS_TOKEN_TTL_SECONDS`). A token claiming more is refused even with a valid
+    /// signature, so a leaked or mis-issued key cannot mint tokens that outlive every rotation.
+    public let maxLifetime: Int64
     /// Tokens already verified, so that a token presented again (an app sends the same one for
     /// its whole lifetime) costs a hash instead of an ECDSA verification; nil when disabled.
     private let cache: VerifiedTokenCache?
@@ -177,6 +186,8 @@ public struct AccessTokenVerifier: Sendable {
     /// - Parameters:
     ///   - keys: Verification keys by key id.
     ///   - leeway: Seconds of clock skew tolerated.
+    ///   - maxLifetime: The longest `exp - iat` accepted (the signer's lifetime); the default is
+    ///     the largest `ACCESS_TOKEN_TTL_SECONDS` allowed.
     ///   - cacheCapacity: How many verified tokens to remember (0: none). Only a token that passed
     ///     every check is remembered, by the SHA-256 of all its bytes, signature included, and its
     ///     times are checked again at every use.
@@ -185,12 +196,14 @@ public struct AccessTokenVerifier: Sendable {
         issuer: String,
         audience: String,
         leeway: Int64 = 30,
+        maxLifetime: Duration = .seconds(3600),
         cacheCapacity: Int = 10_000
     ) {
         self.keys = keys.mapValues(\.x963Representation)
         self.issuer = issuer
         self.audience = audience
         self.leeway = leeway
+        self.maxLifetime = maxLifetime.components.seconds
         cache = cacheCapacity > 0 ? VerifiedTokenCache(capacity: cacheCapacity) : nil
     }
 
@@ -242,6 +255,8 @@ public struct AccessTokenVerifier: Sendable {
             throw .malformed("iss or aud is missing")
         }
         guard tokenIssuer == issuer, tokenAudience == audience else { throw .wrongIssuerOrAudience }
+        // Checked once, before the token is remembered: the claims of a cached token do not change.
+        guard expiresAt - issuedAt <= maxLifetime else { throw .lifetimeExceeded }
         let claims = AccessTokenClaims(
             subject: subject,
             issuedAt: issuedAt,

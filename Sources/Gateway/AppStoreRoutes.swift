@@ -2,16 +2,19 @@ import AstroDomain
 import Crypto
 import Foundation
 import Hummingbird
+import StoreKitVerification
 
 /// The shape of an App Store Server Notification V2 request body, `{"signedPayload": "<JWS>"}`,
 /// checked before anything is published: one JSON object whose `signedPayload` is a compact JWS
 /// of three base64url parts, a header with `alg` ES256 and an `x5c` chain, a payload that is a
 /// JSON object, and a 64-byte ES256 signature.
 ///
-/// Shape only: the signature, the chain to Apple's root and the payload's fields are verified by
-/// the billing-worker (`StoreNotificationHandler`), which is what makes a notification authentic —
-/// this endpoint has no bearer token because Apple calls it. Members other than `signedPayload`
-/// are ignored, so a field Apple adds later is not refused (a refusal would be retried forever).
+/// Shape only, a cheap first filter: the route then verifies the signature, the chain to the
+/// trusted root and the payload's app and environment (`SignedDataVerifier`, the billing-worker's
+/// verifier under the same policy) before anything is queued — this endpoint has no bearer token
+/// because Apple calls it, so the signature is its only credential. Members other than
+/// `signedPayload` are ignored, so a field Apple adds later is not refused (a refusal would be
+/// retried).
 public struct AppStoreNotificationShape: Sendable, Hashable {
     /// The largest body read (64 KiB): a notification carries the signed transaction and renewal
     /// info, each a JWS with its own certificate chain, inside its own signed payload — about
@@ -102,24 +105,61 @@ public struct AppStoreNotificationShape: Sendable, Hashable {
 
 extension GatewayRoutes {
     /// `POST /v1/appstore/notifications`: App Store Server Notifications V2. Checks the body's
-    /// size and shape, publishes `billing.store-notification` and answers 200 only once the
-    /// broker confirmed it; otherwise 503, which Apple retries (so nothing is lost), and a
-    /// duplicate is harmless (the same job id, and billing deduplicates by `notificationUUID`).
-    /// No bearer token: the billing-worker verifies the JWS and its chain to Apple's root, and a
-    /// notification that does not verify is dead-lettered without effect.
-    /// - Throws: `Problem` 400, 408, 413 or 503.
+    /// size and shape, verifies the JWS (signature, x5c chain to a trusted root, bundle id,
+    /// environment and, in Production, the app's Apple ID, and the transaction inside) with the
+    /// billing-worker's verifier and policy, publishes `billing.store-notification` and answers 200
+    /// only once the broker confirmed it; a broker failure is 503, which Apple retries (so nothing
+    /// is lost), and a duplicate is harmless (the same job id, and billing deduplicates by
+    /// `notificationUUID`). The billing-worker verifies again before the ledger changes.
+    ///
+    /// A notification that does not verify is answered 403 `notification-unverified` and logged
+    /// with its reason and claimed type, never its body; nothing is queued or stored (issue 29:
+    /// forged notifications had become jobs rows and dead letters). Why 403 and not 200: Apple
+    /// retries any non-200 answer for about three days, so a genuine notification refused because
+    /// of our own setup (a wrong `BILLING_ENVIRONMENT`, a missing root) comes back after the fix
+    /// instead of being lost; a forger gains nothing from either answer. Why not 400 or 401: the
+    /// request is well-formed (400 is the shape check's answer), and there is no credential to
+    /// send instead (401 asks for one); the signature was understood and grants nothing.
+    /// - Throws: `Problem` 400, 403, 408, 413 or 503 (also when verification is not configured).
     static func appStoreNotification(
         _ request: Request,
         context: BasicRequestContext,
         _ services: GatewayServices
     ) async throws -> Response {
+        guard let verifier = services.appStoreVerifier else {
+            throw Problem.unavailable(
+                "appstore-notifications-off",
+                "this gateway has no App Store verification policy (BILLING_ENVIRONMENT is not set)"
+            )
+        }
         let data = try await body(request, services, limit: AppStoreNotificationShape.maxBodyBytes)
         let notification: AppStoreNotificationShape
         do {
             notification = try AppStoreNotificationShape(body: data)
         } catch {
+            services.metrics.recordAppStoreNotification(outcome: "malformed")
             context.logger.notice("app store notification refused", metadata: ["problem.code": "\(error.code)"])
             throw error
+        }
+        do {
+            _ = try await verifier.verifyNotification(notification.signedPayload)
+        } catch {
+            services.metrics.recordAppStoreNotification(outcome: "unverified")
+            context.logger.notice(
+                "app store notification refused",
+                metadata: [
+                    "problem.code": "notification-unverified",
+                    "verification.reason": "\(error.reason.rawValue)",
+                    // What the payload claims, unverified and shortened; never the body.
+                    "notification.claimed_type": "\(notification.claimedType ?? "")",
+                ]
+            )
+            throw Problem(
+                status: 403,
+                code: "notification-unverified",
+                title: "Notification not verified",
+                detail: "the signedPayload does not verify (\(error.reason.rawValue))"
+            )
         }
         let jobID = notification.jobID
         let job = StoreNotificationRequest(jobID: jobID, signedPayload: notification.signedPayload)
@@ -130,11 +170,11 @@ extension GatewayRoutes {
             context: context,
             services
         )
+        services.metrics.recordAppStoreNotification(outcome: "queued")
         context.logger.info(
             "app store notification queued",
             metadata: [
                 "job.id": "\(jobID)", "job.type": "billing.store-notification",
-                // What the payload claims; the billing-worker verifies it.
                 "notification.claimed_uuid": "\(notification.claimedUUID ?? "")",
                 "notification.claimed_type": "\(notification.claimedType ?? "")",
             ]

@@ -8,7 +8,6 @@ public struct GatewayRoute: Sendable, Hashable {
     public enum Operation: String, Sendable, CaseIterable {
         case healthz
         case readyz
-        case metrics
         case openAPI = "getOpenAPIDocument"
         case registerDevice
         case refreshToken
@@ -78,7 +77,6 @@ public enum GatewayAPI {
     public static let routes: [GatewayRoute] = [
         GatewayRoute(method: .get, path: "/healthz", operation: .healthz, statuses: [200]),
         GatewayRoute(method: .get, path: "/readyz", operation: .readyz, statuses: [200, 503]),
-        GatewayRoute(method: .get, path: "/metrics", operation: .metrics, statuses: [200]),
         GatewayRoute(method: .get, path: "/openapi.yaml", operation: .openAPI, statuses: [200, 500]),
         GatewayRoute(
             method: .post,
@@ -215,7 +213,7 @@ public enum GatewayAPI {
             method: .post,
             path: "/v1/appstore/notifications",
             operation: .receiveAppStoreNotification,
-            statuses: [200, 400, 408, 413, 500, 503]
+            statuses: [200, 400, 403, 408, 413, 500, 503]
         ),
         GatewayRoute(
             method: .post,

@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import Logging
 import Postgres
+import StoreKitVerification
 import Synchronization
 import WorkerRuntime
 
@@ -38,6 +39,10 @@ public struct GatewayServices: Sendable {
     let quotas: DailyQuotas
     /// Chart results one user may have computed within 24 hours (ChartJobRoutes.swift).
     let chartResultQuota: ChartResultQuota
+    /// Verifies App Store notifications before they are queued (the billing-worker's verifier,
+    /// under the same policy); nil when not configured (development only), and then the
+    /// endpoint answers 503.
+    let appStoreVerifier: SignedDataVerifier?
 
     /// - Parameters:
     ///   - configuration: Keys, lifetimes and limits.
@@ -60,7 +65,8 @@ public struct GatewayServices: Sendable {
         verifier = AccessTokenVerifier(
             keys: configuration.verificationKeys,
             issuer: configuration.issuer,
-            audience: configuration.audience
+            audience: configuration.audience,
+            maxLifetime: configuration.accessTokenLifetime
         )
         store = GatewayStore(pool: pool)
         quotas = configuration.quotas
@@ -85,6 +91,7 @@ public struct GatewayServices: Sendable {
         deletedUsers = DeletedUsers(window: configuration.accessTokenLifetime + .seconds(300)) { users in
             events.endStreams(ofDeleted: users)
         }
+        appStoreVerifier = configuration.appStoreVerification.map { SignedDataVerifier(policy: $0.policy) }
     }
 }
 
@@ -94,8 +101,7 @@ public enum GatewayRoutes {
     static let requestIDHeader = HTTPFields.Element.Name("X-Request-Id")!
     static let idempotencyKeyHeader = HTTPFields.Element.Name("Idempotency-Key")!
 
-    /// Builds the router from `GatewayAPI.routes`: `/healthz`, `/readyz`, `/metrics`,
-    /// `/openapi.yaml`, `POST /v1/devices`, `POST /v1/token`, `POST /v1/profiles`,
+    /// Builds the router from `GatewayAPI.routes`: `/healthz`, `/readyz`, `/openapi.yaml`, `POST /v1/devices`, `POST /v1/token`, `POST /v1/profiles`,
     /// `GET /v1/jobs/{id}`.
     public static func router(_ services: GatewayServices) -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
@@ -139,8 +145,6 @@ public enum GatewayRoutes {
                 )
             }
             return text("ready\n")
-        case .metrics:
-            return text(services.metrics.render(), contentType: "text/plain; version=0.0.4")
         case .openAPI:
             guard let document = GatewayAPI.document else {
                 throw Problem(
@@ -280,14 +284,22 @@ public enum GatewayRoutes {
             )
         }
         let next = RefreshToken.make()
-        let user = try await database(context) {
+        let rotation = try await database(context) {
             try await services.store.rotate(
                 refreshTokenHash: RefreshToken.hash(presented),
                 newHash: RefreshToken.hash(next),
                 lifetime: services.refreshTokenLifetime
             )
         }
-        guard let user else {
+        let user: UserID
+        switch rotation {
+        case .rotated(let owner):
+            user = owner
+        case .reused(let owner):
+            // A used token came back: a copy exists, so the family (the live token too) is gone.
+            context.logger.notice("refresh token reused; its family revoked", metadata: ["user.id": "\(owner)"])
+            throw Problem.unauthorized("invalid-refresh-token", "the refresh token is unknown, used or expired")
+        case .refused:
             throw Problem.unauthorized("invalid-refresh-token", "the refresh token is unknown, used or expired")
         }
         // A refresh is rare enough to ask the database: no new access token once a deletion

@@ -4,6 +4,7 @@ import Crypto
 import Foundation
 import Logging
 import Postgres
+import StoreKitVerification
 import WorkerRuntime
 
 /// Everything the gateway reads from its environment.
@@ -44,6 +45,12 @@ public struct GatewayConfiguration: Sendable {
     /// Where the story-worker stores page pictures (`STORY_STORAGE_ROOT`, the worker's default
     /// when unset); the gateway only reads it.
     public var storyStorageRoot = "story-illustrations"
+    /// The port `/metrics` is served on, apart from the API (`GATEWAY_METRICS_PORT`, on
+    /// `HTTP_HOST`): the Service the Ingress routes to does not expose it, so the metrics are
+    /// never public (issue 29). 0: a free port, logged at start-up.
+    public var metricsPort = 9464
+    /// The most connections open at once (`GATEWAY_MAX_CONNECTIONS`); one more is closed unread.
+    public var maxConnections = 4096
     /// Rate limits and trusted proxies (`RATE_LIMIT_*`, `TRUSTED_PROXIES`; their variables are
     /// `RateLimitConfiguration.variables`).
     public var rateLimits = RateLimitConfiguration()
@@ -55,6 +62,15 @@ public struct GatewayConfiguration: Sendable {
     public var eventStreams = EventStreamLimits()
     /// Chart results one user may have computed within 24 hours (`CHART_RESULT_DAILY_QUOTA`).
     public var chartResultQuota = ChartResultQuota()
+    /// What an App Store notification must satisfy before it is queued (`BILLING_ENVIRONMENT`,
+    /// `BILLING_BUNDLE_ID`, `BILLING_APP_APPLE_ID`, `BILLING_TRUSTED_ROOTS`, read by the
+    /// billing-worker's parser); nil in development when none is set, and then the endpoint
+    /// answers 503.
+    public var appStoreVerification: VerificationPolicyConfiguration?
+    /// `APP_ATTEST_ALLOW_UNATTESTED`: production without App Attest, said out loud. Without it a
+    /// production gateway refuses to start unattested (devices and so identities would be free
+    /// to make); with it, it starts and warns.
+    public var unattestedDevicesAllowed = false
 
     /// The gateway's own settings, with their defaults (the README's table mirrors them).
     public static let variables: [WorkerConfiguration.Variable] = [
@@ -85,6 +101,17 @@ public struct GatewayConfiguration: Sendable {
             meaning: "longest wait for a connection, a statement or the broker's confirm; idle connections closed"
         ),
         .init(
+            name: "GATEWAY_METRICS_PORT",
+            defaultValue: "9464",
+            meaning:
+                "port of GET /metrics (on HTTP_HOST), apart from the API so no ingress exposes it; 0: any free port"
+        ),
+        .init(
+            name: "GATEWAY_MAX_CONNECTIONS",
+            defaultValue: "4096",
+            meaning: "connections open at once (64…100000); more are closed unread (gateway_connections_refused_total)"
+        ),
+        .init(
             name: "STORY_STORAGE_ROOT",
             defaultValue: "story-illustrations",
             meaning: "the story-worker's picture folder, read-only (the same volume)"
@@ -93,6 +120,12 @@ public struct GatewayConfiguration: Sendable {
             name: "APP_ATTEST_APP_ID",
             defaultValue: "none: App Attest off",
             meaning: "TEAMID.bundle.id; when set, registering a device requires an App Attest attestation"
+        ),
+        .init(
+            name: "APP_ATTEST_ALLOW_UNATTESTED",
+            defaultValue: "false",
+            meaning:
+                "true: GATEWAY_ENV=production may run without APP_ATTEST_APP_ID (warns at start-up); otherwise it refuses to start"
         ),
         .init(
             name: "APP_ATTEST_ENVIRONMENT",
@@ -126,10 +159,17 @@ public struct GatewayConfiguration: Sendable {
         ),
     ]
 
+    /// The App Store verification variables, shared with the billing-worker
+    /// (`VerificationPolicyConfiguration.variables`); required when `GATEWAY_ENV=production`.
+    public static let appStoreVariables: [WorkerConfiguration.Variable] =
+        VerificationPolicyConfiguration.variables.map {
+            .init(name: $0.name, defaultValue: $0.defaultValue, meaning: $0.meaning)
+        }
+
     /// Reads the configuration.
     /// - Parameter environment: the variables (the process environment by default).
     /// - Throws: `ConfigurationError` naming the variable at fault; in production, a missing
-    ///   `GATEWAY_SIGNING_KEY_FILE`.
+    ///   `GATEWAY_SIGNING_KEY_FILE`, App Attest (unless allowed) or `BILLING_ENVIRONMENT`.
     public static func fromEnvironment(
         _ environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigurationError) -> GatewayConfiguration {
@@ -219,6 +259,14 @@ public struct GatewayConfiguration: Sendable {
         configuration.refreshTokenLifetime = .seconds(try int("REFRESH_TOKEN_TTL_DAYS", 90, 1...365) * 86_400)
         configuration.maxBodyBytes = try int("MAX_BODY_BYTES", 16_384, 1024...1_048_576)
         configuration.requestTimeout = .milliseconds(try int("REQUEST_TIMEOUT_MS", 10_000, 100...120_000))
+        configuration.metricsPort = try int("GATEWAY_METRICS_PORT", 9464, 0...65535)
+        if configuration.metricsPort != 0, configuration.metricsPort == base.httpPort {
+            throw ConfigurationError(
+                variable: "GATEWAY_METRICS_PORT",
+                problem: "must differ from HTTP_PORT (\(base.httpPort)): /metrics is kept off the API's port"
+            )
+        }
+        configuration.maxConnections = try int("GATEWAY_MAX_CONNECTIONS", 4096, 64...100_000)
         if let root = value("STORY_STORAGE_ROOT") {
             guard root.utf8.count <= 1024, !root.utf8.contains(0) else {
                 throw ConfigurationError(variable: "STORY_STORAGE_ROOT", problem: "expected a folder path")
@@ -234,6 +282,32 @@ public struct GatewayConfiguration: Sendable {
         }
         configuration.appAttest = try AppAttestSettings.fromEnvironment(environment, mode: mode)
         configuration.quotas = try DailyQuotas.fromEnvironment(environment)
+        switch value("APP_ATTEST_ALLOW_UNATTESTED")?.lowercased() {
+        case nil, "false": configuration.unattestedDevicesAllowed = false
+        case "true": configuration.unattestedDevicesAllowed = true
+        case let other?:
+            throw ConfigurationError(
+                variable: "APP_ATTEST_ALLOW_UNATTESTED",
+                problem: "expected true or false, got \(other.debugDescription)"
+            )
+        }
+        // Without App Attest a device registration is free, and with it an identity: every
+        // per-user limit and quota is then only as strong as the per-address ones (issue 29).
+        if mode == .production, configuration.appAttest == nil, !configuration.unattestedDevicesAllowed {
+            throw ConfigurationError(
+                variable: "APP_ATTEST_APP_ID",
+                problem: "required when GATEWAY_ENV=production (TEAMID.bundle.id: devices register with an App "
+                    + "Attest attestation); to run production without it, set APP_ATTEST_ALLOW_UNATTESTED=true"
+            )
+        }
+        // Production always verifies Apple's notifications; development only when configured.
+        if mode == .production || VerificationPolicyConfiguration.isConfigured(in: environment) {
+            do {
+                configuration.appStoreVerification = try VerificationPolicyConfiguration.fromEnvironment(environment)
+            } catch {
+                throw ConfigurationError(variable: error.variable ?? "BILLING_ENVIRONMENT", problem: error.message)
+            }
+        }
         // A request's statements get its time, not the workers' 30 s, unless set explicitly.
         if value("DB_STATEMENT_TIMEOUT_MS") == nil, configuration.base.database.responseTimeout == nil {
             configuration.base.database.statementTimeout = configuration.requestTimeout

@@ -38,6 +38,18 @@ public enum GatewayMain {
                 metadata: ["token.kid": "\(configuration.signingKeyID)"]
             )
         }
+        if configuration.appStoreVerification == nil {
+            logger.warning(
+                "no App Store verification policy (BILLING_ENVIRONMENT unset): POST /v1/appstore/notifications answers 503",
+                metadata: ["config.variable": "BILLING_ENVIRONMENT"]
+            )
+        }
+        if configuration.environment == .production, configuration.appAttest == nil {
+            logger.warning(
+                "App Attest is off in production (APP_ATTEST_ALLOW_UNATTESTED=true): devices register without an attestation, so identities cost nothing to make",
+                metadata: ["config.variable": "APP_ATTEST_APP_ID"]
+            )
+        }
         let pool = PostgresPool(
             configuration: configuration.base.database,
             options: .init(
@@ -49,6 +61,7 @@ public enum GatewayMain {
         let publisher = AMQPPublisher(configuration: configuration.base.amqp, logger: logger)
         let metrics = GatewayMetrics()
         let services = GatewayServices(configuration: configuration, pool: pool, publisher: publisher, metrics: metrics)
+        let connectionLimit = ConnectionLimit(limit: configuration.maxConnections, metrics: metrics)
         let application = Application(
             router: GatewayRoutes.router(services),
             // A connection that sends nothing (a slow or stalled client) is closed after the
@@ -57,7 +70,9 @@ public enum GatewayMain {
                 configuration: .init(
                     // The socket's peer, for the rate limits (RateLimit.swift); a client's
                     // closing of its connection, for the event streams (ConnectionWatch.swift).
+                    // First, the connection limit: a connection beyond it is closed unread.
                     additionalChannelHandlers: [
+                        ConnectionLimitHandler(limit: connectionLimit),
                         PeerAddressHandler(), ConnectionWatchHandler(watch: services.connections),
                     ],
                     idleTimeout: .milliseconds(Int64(configuration.requestTimeout.milliseconds))
@@ -71,6 +86,14 @@ public enum GatewayMain {
                 BrokerConnector(publisher: publisher, logger: logger),
                 EventSubscription(hub: services.events, configuration: configuration.base.amqp, logger: logger),
                 DeletedUsersRefresher(deleted: services.deletedUsers, pool: pool, logger: logger),
+                MemoryTrimmer(connections: connectionLimit, logger: logger),
+                MetricsServer.application(
+                    metrics: metrics,
+                    host: configuration.base.httpHost,
+                    port: configuration.metricsPort,
+                    idleTimeout: configuration.requestTimeout,
+                    logger: logger
+                ),
             ],
             // The port actually bound: with HTTP_PORT=0 (any free port) this line is how a
             // supervisor or a test learns it, instead of guessing a port that might be taken.
@@ -86,6 +109,9 @@ public enum GatewayMain {
             "gateway starting",
             metadata: [
                 "http.port": "\(configuration.base.httpPort)",
+                "metrics.port": "\(configuration.metricsPort)",
+                "http.max_connections": "\(configuration.maxConnections)",
+                "appstore.environment": "\(configuration.appStoreVerification?.policy.environment.rawValue ?? "off")",
                 "gateway.env": "\(configuration.environment.rawValue)",
                 "token.kid": "\(configuration.signingKeyID)",
                 "token.verify_kids": "\(services.verifier.keyIDs.joined(separator: ","))",

@@ -52,6 +52,20 @@ public final class GatewayMetrics: Sendable {
         ).increment()
     }
 
+    /// Counts one App Store notification by outcome: `queued`, `malformed` (400) or
+    /// `unverified` (403, its signature or chain does not verify).
+    public func recordAppStoreNotification(outcome: String) {
+        registry.makeCounter(
+            descriptor: MetricNameDescriptor(
+                namespace: "gateway",
+                metricName: "appstore_notifications",
+                unitName: "total",
+                helpText: "App Store notifications received, by outcome (queued, malformed, unverified)"
+            ),
+            labels: [("outcome", outcome)]
+        ).increment()
+    }
+
     /// The Prometheus text exposition of every metric.
     public func render() -> String { registry.emitToString() }
 }

@@ -347,6 +347,10 @@ public struct RateLimitConfiguration: Sendable, Hashable {
     public var address: TokenBucketTable.Limit? = .init(ratePerSecond: 50, burst: 200)
     /// Registrations (`POST /v1/devices`) per client address.
     public var registration: TokenBucketTable.Limit? = .init(ratePerSecond: 10.0 / 60, burst: 20)
+    /// App Store notifications (`POST /v1/appstore/notifications`) per client address: Apple
+    /// sends a few a minute per app and retries a refusal, so a low limit delays nothing that
+    /// matters and keeps a forger from spending the gateway's CPU on signature checks.
+    public var appStore: TokenBucketTable.Limit? = .init(ratePerSecond: 1, burst: 60)
     /// The most buckets each table keeps.
     public var tableSize = 20_000
     /// Proxies whose `X-Forwarded-For` is believed.
@@ -375,6 +379,13 @@ public struct RateLimitConfiguration: Sendable, Hashable {
             meaning: "POST /v1/devices per minute per client address; 0 turns it off"
         ),
         .init(name: "RATE_LIMIT_REGISTER_BURST", defaultValue: "20", meaning: "an address's registration burst"),
+        .init(
+            name: "RATE_LIMIT_APPSTORE_PER_MINUTE",
+            defaultValue: "60",
+            meaning:
+                "POST /v1/appstore/notifications per minute per client address (Apple retries a 429); 0 turns it off"
+        ),
+        .init(name: "RATE_LIMIT_APPSTORE_BURST", defaultValue: "60", meaning: "an address's notification burst"),
         .init(
             name: "RATE_LIMIT_TABLE_SIZE",
             defaultValue: "20000",
@@ -436,6 +447,13 @@ public struct RateLimitConfiguration: Sendable, Hashable {
             "RATE_LIMIT_REGISTER_BURST",
             20
         )
+        configuration.appStore = try limit(
+            "RATE_LIMIT_APPSTORE_PER_MINUTE",
+            60,
+            perMinute: true,
+            "RATE_LIMIT_APPSTORE_BURST",
+            60
+        )
         configuration.tableSize = Int(try number("RATE_LIMIT_TABLE_SIZE", 20_000, 1000...1_000_000))
         if let list = value("TRUSTED_PROXIES") {
             guard list.utf8.count <= 4096 else {
@@ -466,6 +484,7 @@ public final class RateLimiter: Sendable {
     let users: TokenBucketTable?
     let addresses: TokenBucketTable?
     let registrations: TokenBucketTable?
+    let appStoreNotifications: TokenBucketTable?
     /// How the client's address is found.
     public let resolver: ClientAddressResolver
     let metrics: GatewayMetrics
@@ -476,6 +495,9 @@ public final class RateLimiter: Sendable {
         users = configuration.user.map { TokenBucketTable(limit: $0, capacity: configuration.tableSize) }
         addresses = configuration.address.map { TokenBucketTable(limit: $0, capacity: configuration.tableSize) }
         registrations = configuration.registration.map {
+            TokenBucketTable(limit: $0, capacity: configuration.tableSize)
+        }
+        appStoreNotifications = configuration.appStore.map {
             TokenBucketTable(limit: $0, capacity: configuration.tableSize)
         }
         resolver = ClientAddressResolver(trustedProxies: configuration.trustedProxies)
@@ -527,6 +549,15 @@ public final class RateLimiter: Sendable {
     /// per-address limit counts it.
     func clientBucket(of request: Request) -> BucketKey { Self.bucket(of: client(of: request)) }
 
+    /// Spends one of the address's App Store notifications (after its general per-address request).
+    /// - Throws: `Problem` 429 `rate-limited` with `Retry-After` (limit `appstore`).
+    public func check(appStoreNotificationFrom address: BucketKey?) throws(Problem) {
+        let key = Self.bucket(of: address)
+        if let appStoreNotifications, case .limited(let seconds) = appStoreNotifications.take(key, now: now) {
+            throw refusal("appstore", seconds, "this address's App Store notification")
+        }
+    }
+
     private func refusal(_ limit: String, _ seconds: Int, _ whose: String) -> Problem {
         metrics.recordRateLimited(limit: limit)
         return Problem(
@@ -540,15 +571,15 @@ public final class RateLimiter: Sendable {
 }
 
 extension GatewayMetrics {
-    /// Counts one request refused by a rate limit (`user`, `ip`, `register`; `streams-ip` for an
-    /// event stream over its address's maximum).
+    /// Counts one request refused by a rate limit (`user`, `ip`, `register`, `appstore`;
+    /// `streams-ip` for an event stream over its address's maximum).
     public func recordRateLimited(limit: String) {
         registry.makeCounter(
             descriptor: MetricNameDescriptor(
                 namespace: "gateway",
                 metricName: "rate_limited",
                 unitName: "total",
-                helpText: "Requests refused with 429, by limit (user, ip, register, streams-ip)"
+                helpText: "Requests refused with 429, by limit (user, ip, register, appstore, streams-ip)"
             ),
             labels: [("limit", limit)]
         ).increment()
@@ -557,13 +588,13 @@ extension GatewayMetrics {
 
 /// Applies the per-address limits to every `/v1/` request (the per-user limit is applied where
 /// the access token is verified, `GatewayRoutes.authenticate`, so a token is verified once and a
-/// forged token cannot spend another user's budget). Probes, metrics and the document are never
-/// limited.
+/// forged token cannot spend another user's budget). Probes and the document are never limited
+/// (`/metrics` has a port of its own, `MetricsServer`).
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = BasicRequestContext
     static let forwardedFor = HTTPFields.Element.Name("X-Forwarded-For")!
-    /// Routes no limit applies to: probes, metrics and the document.
-    static let unlimited: Set<String> = ["/healthz", "/readyz", "/metrics", "/openapi.yaml"]
+    /// Routes no limit applies to: probes and the document.
+    static let unlimited: Set<String> = ["/healthz", "/readyz", "/openapi.yaml"]
     let limiter: RateLimiter
 
     func handle(
@@ -583,6 +614,9 @@ struct RateLimitMiddleware: RouterMiddleware {
                 registration: request.method == .post
                     && (route == "/v1/devices" || route == "/v1/devices/challenge")
             )
+            if request.method == .post, route == "/v1/appstore/notifications" {
+                try limiter.check(appStoreNotificationFrom: client)
+            }
         } catch {
             context.logger.debug("rate limited", metadata: ["client.key": "\(client?.description ?? "unknown")"])
             throw error

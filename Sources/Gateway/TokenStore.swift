@@ -51,27 +51,55 @@ struct GatewayStore: Sendable {
         return user
     }
 
-    /// Replaces a valid refresh token with a new one, atomically: a token works once.
-    /// - Returns: the token's user, or `nil` when the token is unknown, used or expired.
-    func rotate(refreshTokenHash: String, newHash: String, lifetime: Duration) async throws -> UserID? {
+    /// What presenting a refresh token did.
+    enum Rotation: Sendable, Equatable {
+        /// The token was live and unused: it is now used, and its successor (same family) stored.
+        case rotated(UserID)
+        /// The token had been used before: every token of its family was deleted, the live one
+        /// included (someone holds a copy — the client or a thief — and we cannot tell which).
+        case reused(UserID)
+        /// Unknown or expired: nothing changed.
+        case refused
+    }
+
+    /// Replaces a live refresh token with a new one of the same family, atomically: a token
+    /// works once. A token presented after it was used revokes its whole family (the
+    /// registration's chain of tokens), so a stolen token is worth at most one refresh before
+    /// the owner's next refresh, or the thief's, ends both.
+    /// - Returns: what happened; the caller answers 401 unless `.rotated`.
+    func rotate(refreshTokenHash: String, newHash: String, lifetime: Duration) async throws -> Rotation {
         let seconds = Int(lifetime.components.seconds)
-        return try await pool.withTransaction { database -> UserID? in
+        return try await pool.withTransaction { database -> Rotation in
+            // FOR UPDATE: two concurrent uses of one token are serialized, so the second sees
+            // `used_at` set and revokes the family instead of rotating it twice.
             guard
                 let row = try database.query(
-                    "DELETE FROM gateway_refresh_tokens WHERE token_hash = $1 RETURNING user_id, expires_at > now() AS live",
+                    """
+                    SELECT user_id, family_id, used_at IS NOT NULL AS used, expires_at > now() AS live
+                    FROM gateway_refresh_tokens WHERE token_hash = $1 FOR UPDATE
+                    """,
                     [refreshTokenHash]
-                ).first,
-                try row.decode(Bool.self, "live")
-            else { return nil }
+                ).first
+            else { return .refused }
             let user = UserID(try row.decode(UUID.self, "user_id"))
+            let family = try row.decode(UUID.self, "family_id")
+            if try row.decode(Bool.self, "used") {
+                _ = try database.execute("DELETE FROM gateway_refresh_tokens WHERE family_id = $1", [family])
+                return .reused(user)
+            }
+            guard try row.decode(Bool.self, "live") else { return .refused }
+            _ = try database.execute(
+                "UPDATE gateway_refresh_tokens SET used_at = now() WHERE token_hash = $1",
+                [refreshTokenHash]
+            )
             _ = try database.execute(
                 """
-                INSERT INTO gateway_refresh_tokens (token_hash, user_id, expires_at)
-                VALUES ($1, $2, now() + make_interval(secs => $3::double precision))
+                INSERT INTO gateway_refresh_tokens (token_hash, user_id, family_id, expires_at)
+                VALUES ($1, $2, $3, now() + make_interval(secs => $4::double precision))
                 """,
-                [newHash, user.uuid, seconds]
+                [newHash, user.uuid, family, seconds]
             )
-            return user
+            return .rotated(user)
         }
     }
 

@@ -25,9 +25,13 @@ public enum StoreEnvironment: String, Sendable, Codable, CaseIterable {
 public struct VerificationSetupError: Error, Sendable, CustomStringConvertible {
     /// One line saying what is wrong and how to fix it.
     public var message: String
+    /// The environment variable at fault, when the policy was read from the environment
+    /// (`VerificationPolicyConfiguration.fromEnvironment`).
+    public var variable: String?
 
-    public init(message: String) {
+    public init(message: String, variable: String? = nil) {
         self.message = message
+        self.variable = variable
     }
 
     public var description: String { message }

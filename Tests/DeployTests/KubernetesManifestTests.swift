@@ -842,6 +842,20 @@ extension KubernetesManifestTests {
 
         // Production mode, and the signing key a file from a Secret (never the environment).
         #expect(env.value("GATEWAY_ENV") == "production", "\(place): GATEWAY_ENV must be production")
+        // Issue 29: production runs with App Attest or says out loud that it does not, and the
+        // gateway verifies Apple's notifications under the billing-worker's own policy.
+        #expect(
+            !(env.value("APP_ATTEST_APP_ID") ?? "").isEmpty || env.value("APP_ATTEST_ALLOW_UNATTESTED") == "true",
+            "\(place): production without App Attest and without APP_ATTEST_ALLOW_UNATTESTED"
+        )
+        let billing = rendering.environment(ofDeployment: "billing-worker")
+        #expect(env.value("BILLING_ENVIRONMENT") != nil, "\(place): no BILLING_ENVIRONMENT (required in production)")
+        for variable in ["BILLING_ENVIRONMENT", "BILLING_BUNDLE_ID", "BILLING_APP_APPLE_ID", "BILLING_TRUSTED_ROOTS"] {
+            #expect(
+                env.value(variable) == billing?.value(variable),
+                "\(place): \(variable) differs from the billing-worker's"
+            )
+        }
         let keyPath = try #require(env.value("GATEWAY_SIGNING_KEY_FILE"), "\(place): no GATEWAY_SIGNING_KEY_FILE")
         let key = secretFile(at: keyPath, pod: pod, container: container, rendering: rendering)
         #expect(key != nil, "\(place): GATEWAY_SIGNING_KEY_FILE \(keyPath) is not mounted from a key of a Secret")
@@ -1011,6 +1025,14 @@ extension KubernetesManifestTests {
         let selecting = policies(for: labels)
         #expect(!selecting.isEmpty, "\(target.rawValue): no NetworkPolicy selects the gateway's pods")
         var fromIngress = false
+        func onlyTheMetricsPort(_ rule: Value) -> Bool {
+            let ports = rule["ports"].list
+            return !ports.isEmpty
+                && ports.allSatisfy {
+                    $0["port"].string == "metrics" && ($0["protocol"].string ?? "TCP") == "TCP"
+                        && $0["endPort"] == .null
+                }
+        }
         for policy in selecting {
             #expect(
                 policy.value["spec"]["policyTypes"].list.compactMap(\.string).contains("Ingress"),
@@ -1019,7 +1041,23 @@ extension KubernetesManifestTests {
             for rule in policy.value["spec"]["ingress"].list {
                 let sources = rule["from"].list
                 #expect(!sources.isEmpty, "\(policy.label): a rule admits every source: \(rule)")
-                #expect(onlyTheHTTPPort(rule), "\(policy.label): a rule opens more than port http: \(rule)")
+                let namespaces = sources.map {
+                    $0["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"].string ?? ""
+                }
+                // Issue 29: /metrics has a port of its own, opened to the monitoring namespace
+                // only; the API's port to the ingress controller only.
+                if onlyTheMetricsPort(rule) {
+                    #expect(
+                        namespaces.allSatisfy { $0 == "monitoring" },
+                        "\(policy.label): the metrics port is open beyond the monitoring namespace: \(rule)"
+                    )
+                } else {
+                    #expect(onlyTheHTTPPort(rule), "\(policy.label): a rule opens more than port http: \(rule)")
+                    #expect(
+                        namespaces.allSatisfy { $0.contains("ingress") },
+                        "\(policy.label): port http is open beyond the ingress controller: \(rule)"
+                    )
+                }
                 for source in sources {
                     #expect(source["ipBlock"] == .null, "\(policy.label): an ipBlock source bypasses the ingress")
                     let namespace = source["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"].string
@@ -1028,6 +1066,19 @@ extension KubernetesManifestTests {
             }
         }
         #expect(fromIngress, "\(target.rawValue): the gateway's NetworkPolicy does not admit the ingress controller")
+
+        // /metrics on its own container port (GATEWAY_METRICS_PORT), which the Service behind the
+        // Ingress does not name: the metrics are never public.
+        let metricsPort = gateway.container["ports"].list.first { $0["name"].string == "metrics" }
+        let environment = try #require(rendering.environment(ofDeployment: "gateway"))
+        #expect(
+            metricsPort?["containerPort"].int.map(String.init) == environment.value("GATEWAY_METRICS_PORT"),
+            "\(target.rawValue): container port metrics is not GATEWAY_METRICS_PORT"
+        )
+        let service = try #require(rendering.first("Service", "gateway"))
+        for port in service.value["spec"]["ports"].list {
+            #expect(port["targetPort"].string == "http", "\(service.label): exposes \(port)")
+        }
     }
 }
 

@@ -15,7 +15,7 @@ struct AccessTokenTests {
         AccessTokenSigner(keyID: "k1", key: key, issuer: "iss", audience: "aud", lifetime: .seconds(900))
     }
     var verifier: AccessTokenVerifier {
-        AccessTokenVerifier(keys: ["k1": key.publicKey], issuer: "iss", audience: "aud")
+        AccessTokenVerifier(keys: ["k1": key.publicKey], issuer: "iss", audience: "aud", maxLifetime: .seconds(900))
     }
 
     func claims(iat: Int64 = 1_800_000_000, exp: Int64 = 1_800_000_900, nbf: Int64? = nil) -> AccessTokenClaims {
@@ -41,6 +41,31 @@ struct AccessTokenTests {
         expect(token, .expired, at: now.addingTimeInterval(900 + 31))
         // Within the leeway it still passes.
         _ = try verifier.verify(token, now: now.addingTimeInterval(900 + 29))
+    }
+
+    /// Issue 29: a token signed with our key whose `exp` lies beyond `iat` + the configured
+    /// lifetime is refused, however valid its signature and times are now.
+    @Test func aTokenLivingLongerThanTheLifetimeIsRefused() throws {
+        let year = try AccessTokenSigner.sign(
+            claims: claims(exp: 1_800_000_000 + 365 * 86_400),
+            header: ["alg": "ES256", "kid": "k1"],
+            key: key
+        )
+        expect(year, .lifetimeExceeded)
+        #expect(AccessTokenError.lifetimeExceeded.code == "token-lifetime-exceeded")
+        let oneSecondTooLong = try AccessTokenSigner.sign(
+            claims: claims(exp: 1_800_000_901),
+            header: ["alg": "ES256", "kid": "k1"],
+            key: key
+        )
+        expect(oneSecondTooLong, .lifetimeExceeded)
+        // Exactly the lifetime passes, and the signer never makes more.
+        _ = try verifier.verify(
+            try AccessTokenSigner.sign(claims: claims(), header: ["alg": "ES256", "kid": "k1"], key: key),
+            now: now
+        )
+        // A refused token is not remembered: presented again, it is refused again.
+        expect(year, .lifetimeExceeded)
     }
 
     @Test func aTokenFromTheFutureIsRefused() throws {

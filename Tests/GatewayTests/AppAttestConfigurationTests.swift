@@ -59,7 +59,9 @@ struct AppAttestConfigurationTests {
         let key = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-key-\(UUID()).pem")
         defer { try? FileManager.default.removeItem(at: key) }
         try P256.Signing.PrivateKey().pemRepresentation.write(to: key, atomically: true, encoding: .utf8)
-        let production = ["GATEWAY_ENV": "production", "GATEWAY_SIGNING_KEY_FILE": key.path]
+        let production = [
+            "GATEWAY_ENV": "production", "GATEWAY_SIGNING_KEY_FILE": key.path, "BILLING_ENVIRONMENT": "Sandbox",
+        ]
         #expect(failure(production.merging(["APP_ATTEST_APP_ID": Self.appID]) { $1 }) == nil)
         #expect(
             failure(production.merging(["APP_ATTEST_APP_ID": Self.appID, "APP_ATTEST_ROOT_CA_FILE": root.path]) { $1 })

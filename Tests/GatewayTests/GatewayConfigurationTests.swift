@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import StoreKitVerification
 import Testing
 import WorkerRuntime
 
@@ -49,6 +50,42 @@ struct GatewayConfigurationTests {
         #expect(await GatewayMain.run(environment: ["GATEWAY_ENV": "production"]) == 2)
     }
 
+    /// Issue 29, F5: production without App Attest refuses to start, naming the variable,
+    /// unless `APP_ATTEST_ALLOW_UNATTESTED=true` says so explicitly.
+    @Test func productionRequiresAppAttestUnlessExplicitlyAllowed() throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let keyFile = folder.appendingPathComponent("signing.pem")
+        try P256.Signing.PrivateKey().pemRepresentation.write(to: keyFile, atomically: true, encoding: .utf8)
+        let production = [
+            "GATEWAY_ENV": "production", "GATEWAY_SIGNING_KEY_FILE": keyFile.path, "BILLING_ENVIRONMENT": "Sandbox",
+        ]
+        do {
+            _ = try GatewayConfiguration.fromEnvironment(production)
+            Issue.record("production started without App Attest")
+        } catch {
+            #expect(error.variable == "APP_ATTEST_APP_ID")
+            #expect(error.problem.contains("APP_ATTEST_ALLOW_UNATTESTED=true"))
+        }
+        let allowed = try GatewayConfiguration.fromEnvironment(
+            production.merging(["APP_ATTEST_ALLOW_UNATTESTED": "true"]) { $1 }
+        )
+        #expect(allowed.unattestedDevicesAllowed)
+        #expect(allowed.appAttest == nil)
+        let attested = try GatewayConfiguration.fromEnvironment(
+            production.merging(["APP_ATTEST_APP_ID": "ABCDE12345.com.astrosvitla.app"]) { $1 }
+        )
+        #expect(attested.appAttest?.appID == "ABCDE12345.com.astrosvitla.app")
+        // Development needs neither.
+        #expect(try GatewayConfiguration.fromEnvironment([:]).appAttest == nil)
+        do {
+            _ = try GatewayConfiguration.fromEnvironment(["APP_ATTEST_ALLOW_UNATTESTED": "yes please"])
+            Issue.record("a malformed APP_ATTEST_ALLOW_UNATTESTED was accepted")
+        } catch {
+            #expect(error.variable == "APP_ATTEST_ALLOW_UNATTESTED")
+        }
+    }
+
     @Test func readsTheSigningKeyAndRotationKeys() throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
@@ -70,6 +107,8 @@ struct GatewayConfigurationTests {
             "GATEWAY_VERIFY_KEYS_DIR": verify.path,
             "HTTP_PORT": "9090",
             "ACCESS_TOKEN_TTL_SECONDS": "300",
+            "APP_ATTEST_ALLOW_UNATTESTED": "true",
+            "BILLING_ENVIRONMENT": "Sandbox",
         ])
         #expect(!configuration.signingKeyIsEphemeral)
         #expect(configuration.signingKeyID == "2026-02")
@@ -127,5 +166,83 @@ struct GatewayConfigurationTests {
         #expect(RequestMiddleware.requestID("bad id\n") != "bad id\n")
         #expect(RequestMiddleware.requestID(String(repeating: "a", count: 65)).count == 36)
         #expect(RequestMiddleware.requestID(nil).count == 36)
+    }
+}
+
+/// Issue 29: the gateway reads the App Store verification policy with the billing-worker's parser,
+/// serves `/metrics` on its own port and bounds its connections.
+@Suite struct GatewayEdgeConfigurationTests {
+    @Test func productionNeedsTheAppStorePolicyAndDevelopmentMayGoWithout() throws {
+        #expect(try GatewayConfiguration.fromEnvironment([:]).appStoreVerification == nil)
+        let sandbox = try GatewayConfiguration.fromEnvironment(["BILLING_ENVIRONMENT": "Sandbox"])
+        #expect(sandbox.appStoreVerification?.policy.environment == .sandbox)
+        #expect(sandbox.appStoreVerification?.policy.bundleID == VerificationPolicyConfiguration.defaultBundleID)
+        // Any one of the variables turns the policy on, and then it must be whole.
+        for (environment, variable) in [
+            (["BILLING_TRUSTED_ROOTS": "/nonexistent.der"], "BILLING_ENVIRONMENT"),
+            (["BILLING_ENVIRONMENT": "Sandbox", "BILLING_TRUSTED_ROOTS": "/nonexistent.der"], "BILLING_TRUSTED_ROOTS"),
+            (["BILLING_ENVIRONMENT": "Production"], "BILLING_APP_APPLE_ID"),
+            (["BILLING_ENVIRONMENT": "Staging"], "BILLING_ENVIRONMENT"),
+        ] {
+            do {
+                _ = try GatewayConfiguration.fromEnvironment(environment)
+                Issue.record("accepted \(environment)")
+            } catch {
+                #expect(error.variable == variable, "\(environment): \(error)")
+            }
+        }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-edge-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let keyFile = folder.appendingPathComponent("signing.pem")
+        try P256.Signing.PrivateKey().pemRepresentation.write(to: keyFile, atomically: true, encoding: .utf8)
+        do {
+            _ = try GatewayConfiguration.fromEnvironment([
+                "GATEWAY_ENV": "production", "GATEWAY_SIGNING_KEY_FILE": keyFile.path,
+                "APP_ATTEST_ALLOW_UNATTESTED": "true",
+            ])
+            Issue.record("production started without an App Store policy")
+        } catch {
+            #expect(error.variable == "BILLING_ENVIRONMENT")
+        }
+    }
+
+    @Test func metricsHaveTheirOwnPortAndConnectionsABound() throws {
+        let defaults = try GatewayConfiguration.fromEnvironment([:])
+        #expect(defaults.metricsPort == 9464 && defaults.metricsPort != defaults.base.httpPort)
+        #expect(defaults.maxConnections == 4096)
+        let set = try GatewayConfiguration.fromEnvironment([
+            "GATEWAY_METRICS_PORT": "0", "GATEWAY_MAX_CONNECTIONS": "64",
+        ])
+        #expect(set.metricsPort == 0 && set.maxConnections == 64)
+        for (environment, variable) in [
+            (["HTTP_PORT": "9000", "GATEWAY_METRICS_PORT": "9000"], "GATEWAY_METRICS_PORT"),
+            (["GATEWAY_MAX_CONNECTIONS": "10"], "GATEWAY_MAX_CONNECTIONS"),
+        ] {
+            do {
+                _ = try GatewayConfiguration.fromEnvironment(environment)
+                Issue.record("accepted \(environment)")
+            } catch {
+                #expect(error.variable == variable)
+            }
+        }
+        // The API's route table has no /metrics.
+        #expect(!GatewayAPI.routes.contains { $0.path == "/metrics" })
+    }
+
+    @Test func theConnectionLimitHoldsAndGivesPlacesBack() {
+        let limit = ConnectionLimit(limit: 2, metrics: GatewayMetrics())
+        #expect(limit.acquire() && limit.acquire())
+        #expect(!limit.acquire())
+        limit.release()
+        #expect(limit.current == 1)
+        #expect(limit.acquire())
+        #expect(!limit.acquire())
+        // The peak since the last look, which the memory trimmer compares with what is open now.
+        #expect(limit.takePeak() == 2)
+        limit.release()
+        limit.release()
+        #expect(limit.takePeak() == 2)
+        #expect(limit.takePeak() == 0)
     }
 }

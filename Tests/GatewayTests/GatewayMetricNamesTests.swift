@@ -15,6 +15,10 @@ import Testing
         metrics.streamClosed(reason: .slowClient)
         metrics.eventDelivered()
         metrics.eventDropped(reason: "no-user")
+        metrics.recordAppStoreNotification(outcome: "unverified")
+        let connections = ConnectionLimit(limit: 1, metrics: metrics)
+        #expect(connections.acquire())
+        #expect(!connections.acquire())
         let text = metrics.render()
         let exported = Set(
             text.split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }

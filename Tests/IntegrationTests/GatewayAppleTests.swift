@@ -2,6 +2,7 @@ import AMQP
 import AstroDomain
 import Billing
 import Foundation
+import Gateway
 import Postgres
 import StoreKitVerification
 import Testing
@@ -14,8 +15,8 @@ import FoundationNetworking
 /// `POST /v1/appstore/notifications` on the real gateway, with a real billing-worker process
 /// behind it that trusts the development PKI (as the other billing tests' workers do): a
 /// dev-signed REFUND revokes a purchase's unspent credits once, however often it is delivered;
-/// a forged notification is accepted by the gateway (shape only) and rejected by billing without
-/// effect; oversized and malformed bodies are refused before anything is published.
+/// a forged notification is refused by the gateway (403, it verifies before queuing) and never
+/// reaches billing; oversized and malformed bodies are refused before anything is published.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct GatewayAppleTests {
     static let billingQueues: [JobType] = [
@@ -160,17 +161,19 @@ struct GatewayAppleTests {
         #expect(notJWS.json?["field"] == "signedPayload")
         #expect(notJWS.headers["content-type"] == "application/problem+json")
 
-        // Forged: well shaped, signed by a PKI the billing-worker does not trust. The gateway
-        // accepts it (it checks shape only); billing dead-letters it and no credit changes.
+        // Forged: well shaped, signed by a PKI neither the gateway nor the billing-worker trusts.
+        // The gateway verifies it as billing would and refuses it (issue 29: it used to queue
+        // it, and billing dead-lettered it): 403, no job, no message, no credit changed.
         let start = Date().addingTimeInterval(-86_400)
         let forger = try DevPKI.generate(notValidBefore: start, notValidAfter: start.addingTimeInterval(365 * 86_400))
         let forged = try Self.signedNotification("REFUND", about: transaction, uuid: UUID(), signer: forger.signer)
         let forgedAnswer = try await Self.post(endpoint, body: Self.notificationBody(forged))
-        #expect(forgedAnswer.status == 200, "\(String(describing: forgedAnswer.json))\n\(output())")
-        let forgedJob = try #require(forgedAnswer.json?["jobId"]?.stringValue)
-        let forgedOutcome = try await finished(forgedJob)
-        #expect(forgedOutcome.status == "dead", "\(forgedOutcome)")
-        #expect(forgedOutcome.code == "untrusted-certificate-chain", "\(forgedOutcome)")
+        #expect(forgedAnswer.status == 403, "\(String(describing: forgedAnswer.json))\n\(output())")
+        #expect(forgedAnswer.json?["code"] == "notification-unverified")
+        #expect(forgedAnswer.json?["jobId"] == nil)
+        let forgedJob = try AppStoreNotificationShape(body: Self.notificationBody(forged)).jobID
+        #expect(try await job(forgedJob.description) == nil, "a forged notification became a job")
+        #expect(try await publisher.queueState(JobType.billingStoreNotification.rawValue).messageCount == 0)
         var afterForgery = try await balance(user)
         #expect(afterForgery.available == 5 && afterForgery.revoked == 0, "\(afterForgery)")
 
@@ -214,6 +217,8 @@ struct GatewayAppleTests {
         #expect(ledgerRows == 1)
         afterForgery = try await balance(user)
         #expect(afterForgery.revoked == 5)
+        // The notifications queued after the forged one were all consumed: it never was a job.
+        #expect(try await job(forgedJob.description) == nil, "a forged notification became a job")
 
         // The gateway answered nothing outside its route table.
         #expect(!gateway.processes.output.contains("status not in the route table"), "\(gateway.processes.output)")

@@ -18,7 +18,7 @@ struct GatewayEventStreamGaugeTests {
     }
 
     static func openStreams(_ base: String) async throws -> Double? {
-        sample("gateway_event_streams_open", in: try await GatewayHarness.rawGet("\(base)/metrics"))
+        sample("gateway_event_streams_open", in: try await GatewayHarness.rawGet(GatewayHarness.metricsURL(base)))
     }
 
     /// Sends `GET /v1/events` on a new TCP connection and closes it with a reset (SO_LINGER 0).

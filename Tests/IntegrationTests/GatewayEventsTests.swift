@@ -247,7 +247,7 @@ struct GatewayEventsTests {
         streams.append(reopened)
         try await reopened.waitUntilOpen()
 
-        let metrics = try await GatewayHarness.rawGet("\(base)/metrics")
+        let metrics = try await GatewayHarness.rawGet(GatewayHarness.metricsURL(base))
         #expect(metrics.contains("gateway_events_delivered_total"))
         #expect(metrics.contains("gateway_event_streams_open"))
 

@@ -67,9 +67,9 @@ struct GatewayLimitsTests {
         try await Task.sleep(for: .milliseconds(600))
         #expect(try await Self.request("GET", job, token: token).status == 404)
 
-        // Probes and metrics are never limited, and the refusals are counted.
+        // Probes are never limited, and the refusals are counted (on the metrics port).
         for _ in 0..<5 { #expect(try await Self.request("GET", "\(base)/healthz").status == 200) }
-        let metrics = try await GatewayHarness.rawGet("\(base)/metrics")
+        let metrics = try await GatewayHarness.rawGet(GatewayHarness.metricsURL(base))
         #expect(metrics.contains(#"gateway_rate_limited_total{limit="register"} 3"#), "\(metrics)")
         #expect(metrics.contains(#"gateway_rate_limited_total{limit="user"} 1"#), "\(metrics)")
         #expect(!gateway.processes.output.contains("status not in the route table"), "\(gateway.processes.output)")

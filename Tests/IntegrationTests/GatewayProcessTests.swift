@@ -235,7 +235,7 @@ struct GatewayProcessTests {
         #expect(try String(contentsOf: gatewayLog, encoding: .utf8).contains("hb.request.id=trace-42"))
 
         // Metrics count the requests.
-        let metrics = try await Self.rawGet("\(base)/metrics")
+        let metrics = try await Self.rawGet(GatewayHarness.metricsURL(base))
         #expect(metrics.contains("gateway_requests_total"))
         #expect(metrics.contains("gateway_publishes_total{outcome=\"confirmed\"}"))
 

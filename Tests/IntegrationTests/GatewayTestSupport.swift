@@ -44,9 +44,25 @@ enum GatewayHarness {
         try await RuntimeTestEnvironment.databaseURL(as: .gateway)
     }
 
+    /// Starts `product` with `environment` over the test's own; its output goes to a log file.
+    ///
+    /// A gateway also gets, unless `environment` says otherwise, the billing-worker's App Store
+    /// policy of the tests (Sandbox, trusting the development PKI's root, as
+    /// `BillingWorkerProcessTests` starts the worker: the gateway verifies notifications before
+    /// queuing them) and its metrics on `HTTP_PORT` + 1 (`metricsURL`), so that no two test
+    /// gateways want the default metrics port.
     static func start(_ product: String, environment: [String: String], label: String) throws -> (Process, URL) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath(product))
+        var environment = environment
+        if product == "gateway" {
+            let httpPort = Int(environment["HTTP_PORT"] ?? "") ?? 0
+            environment = [
+                "BILLING_ENVIRONMENT": "Sandbox",
+                "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path,
+                "GATEWAY_METRICS_PORT": httpPort == 0 ? "0" : "\(httpPort + 1)",
+            ].merging(environment) { _, given in given }
+        }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID()).log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
@@ -81,6 +97,15 @@ enum GatewayHarness {
             fields[String(describing: name).lowercased()] = String(describing: value)
         }
         return HTTPAnswer(status: http.statusCode, headers: fields, json: try? JSONValue.parse(data))
+    }
+
+    /// The `/metrics` URL of a gateway `start` started at `base` (its metrics port is one above
+    /// its API's, which no longer serves `/metrics`).
+    static func metricsURL(_ base: String) -> String {
+        guard var components = URLComponents(string: base), let port = components.port else { return base + "/metrics" }
+        components.port = port + 1
+        components.path = "/metrics"
+        return components.string ?? base + "/metrics"
     }
 
     static func rawGet(_ url: String) async throws -> String {
@@ -129,12 +154,13 @@ enum GatewayHarness {
             logs.append(workerLog)
         }
         // A random port, and another one when it was taken (other stacks share this machine):
-        // the gateway then exits at once with "Address already in use".
+        // the gateway then exits at once with "Address already in use". Even, so that the metrics
+        // port (one above) is not another test gateway's API port.
         var port = 0
         var gateway = Process()
         var gatewayLog = URL(fileURLWithPath: "/dev/null")
         for attempt in 1...5 {
-            port = Int.random(in: 20_000..<40_000)
+            port = Int.random(in: 10_000..<20_000) * 2
             (gateway, gatewayLog) = try start(
                 "gateway",
                 environment: [
@@ -176,6 +202,7 @@ enum GatewayHarness {
         "RATE_LIMIT_USER_PER_SECOND": "100000", "RATE_LIMIT_USER_BURST": "100000",
         "RATE_LIMIT_IP_PER_SECOND": "100000", "RATE_LIMIT_IP_BURST": "100000",
         "RATE_LIMIT_REGISTER_PER_MINUTE": "1000000", "RATE_LIMIT_REGISTER_BURST": "100000",
+        "RATE_LIMIT_APPSTORE_PER_MINUTE": "1000000", "RATE_LIMIT_APPSTORE_BURST": "100000",
     ]
 
     /// Registers a device; returns its user id and access token.
