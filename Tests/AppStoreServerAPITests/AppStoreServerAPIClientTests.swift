@@ -13,12 +13,13 @@ import FoundationNetworking
 typealias RetryPolicy = AppStoreServerAPIConfiguration.RetryPolicy
 
 extension RetryPolicy {
-    /// Quick backoff so retry tests with real sleeping stay fast.
+    /// Quick backoff so retry tests with real sleeping stay fast; a deadline (like the fixture's
+    /// request timeout) that only a stalled machine reaches: tests of timeouts set their own.
     static let fast = RetryPolicy(
         maxAttempts: 4,
         baseDelay: .milliseconds(10),
         maxDelay: .milliseconds(40),
-        deadline: .seconds(10)
+        deadline: .seconds(60)
     )
 }
 
@@ -46,7 +47,7 @@ struct Fixture {
     func configuration(
         signingKey: P256.Signing.PrivateKey? = nil,
         bundleID: String = Fixture.bundleID,
-        requestTimeout: Duration = .seconds(3),
+        requestTimeout: Duration = .seconds(30),
         retryPolicy: RetryPolicy = .fast
     ) throws -> AppStoreServerAPIConfiguration {
         try AppStoreServerAPIConfiguration(
@@ -63,7 +64,7 @@ struct Fixture {
     func client(
         signingKey: P256.Signing.PrivateKey? = nil,
         bundleID: String = Fixture.bundleID,
-        requestTimeout: Duration = .seconds(3),
+        requestTimeout: Duration = .seconds(30),
         retryPolicy: RetryPolicy = .fast,
         timing: AppStoreServerAPIClient.Timing = .system
     ) throws -> AppStoreServerAPIClient {

@@ -15,12 +15,13 @@ import FoundationNetworking
 typealias RetryPolicy = LLMConfiguration.RetryPolicy
 
 extension RetryPolicy {
-    /// Quick backoff so retry tests with real sleeping stay fast.
+    /// Quick backoff so retry tests with real sleeping stay fast; a deadline (like the fixture's
+    /// request timeout) that only a stalled machine reaches: tests of timeouts set their own.
     static let fast = RetryPolicy(
         maxAttempts: 4,
         baseDelay: .milliseconds(10),
         maxDelay: .milliseconds(40),
-        deadline: .seconds(10)
+        deadline: .seconds(60)
     )
 }
 
@@ -41,7 +42,7 @@ struct Fixture {
 
     func configuration(
         apiKey: String = Fixture.apiKey,
-        requestTimeout: Duration = .seconds(5),
+        requestTimeout: Duration = .seconds(30),
         retryPolicy: RetryPolicy = .fast
     ) throws -> LLMConfiguration {
         try LLMConfiguration(
@@ -55,7 +56,7 @@ struct Fixture {
 
     func client(
         apiKey: String = Fixture.apiKey,
-        requestTimeout: Duration = .seconds(5),
+        requestTimeout: Duration = .seconds(30),
         retryPolicy: RetryPolicy = .fast,
         timing: LLMClient.Timing = .system
     ) throws -> LLMClient {

@@ -53,12 +53,12 @@ struct LLMStoryWriterTests {
             baseURL: fake.baseURL,
             model: model,
             apiKey: key,
-            requestTimeout: .seconds(5),
+            requestTimeout: .seconds(30),
             retryPolicy: .init(
                 maxAttempts: attempts,
                 baseDelay: .milliseconds(10),
                 maxDelay: .milliseconds(40),
-                deadline: .seconds(10)
+                deadline: .seconds(60)
             )
         )
         return try LLMStoryWriter(client: LLMClient(configuration: configuration), model: model, pricing: pricing)

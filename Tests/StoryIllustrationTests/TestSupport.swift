@@ -112,12 +112,12 @@ struct ImagesFixture {
 
     func client(
         apiKey: String = ImagesFixture.apiKey,
-        requestTimeout: Duration = .seconds(5),
+        requestTimeout: Duration = .seconds(30),
         retryPolicy: LLMConfiguration.RetryPolicy = .init(
             maxAttempts: 3,
             baseDelay: .milliseconds(10),
             maxDelay: .milliseconds(40),
-            deadline: .seconds(10)
+            deadline: .seconds(60)
         ),
         timing: ImageClient.Timing = .system
     ) throws -> ImageClient {
