@@ -131,43 +131,63 @@ struct GatewayStore: Sendable {
         idempotencyKey: String?,
         requestHash: String
     ) async throws -> RecordedJob {
-        let jobID = idempotencyKey.map { Self.jobID(user: user, kind: kind, idempotencyKey: $0) } ?? .random()
-        return try await pool.withConnection { database -> RecordedJob in
-            // One statement, so one implicit transaction, whose commit reads the setting.
-            let inserted = try database.execute(
-                """
-                WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
-                INSERT INTO gateway_jobs (job_id, user_id, kind, idempotency_key, request_hash, published_at)
-                SELECT $1, $2, $3, $4, $5, CASE WHEN $4::text IS NULL THEN now() END FROM relaxed
-                ON CONFLICT (user_id, idempotency_key) DO NOTHING
-                """,
-                [jobID.uuid, user.uuid, kind.rawValue, idempotencyKey, requestHash]
-            )
-            if inserted == 1 {
-                return RecordedJob(
-                    jobID: jobID,
-                    published: false,
-                    requestHash: requestHash,
-                    markedAhead: idempotencyKey == nil
-                )
-            }
-            guard
-                let row = try database.query(
-                    """
-                    SELECT job_id, published_at IS NOT NULL AS published, request_hash FROM gateway_jobs
-                    WHERE user_id = $1 AND idempotency_key = $2
-                    """,
-                    [user.uuid, idempotencyKey]
-                ).first
-            else {
-                throw PostgresError(kind: .decoding, message: "the idempotency key's row vanished")
-            }
-            return RecordedJob(
-                jobID: JobID(try row.decode(UUID.self, "job_id")),
-                published: try row.decode(Bool.self, "published"),
-                requestHash: try row.decode(String.self, "request_hash")
+        try await pool.withConnection { database -> RecordedJob in
+            try Self.record(
+                user: user,
+                kind: kind,
+                idempotencyKey: idempotencyKey,
+                requestHash: requestHash,
+                database: database
             )
         }
+    }
+
+    /// `record(user:kind:idempotencyKey:requestHash:)` on the caller's connection (in its
+    /// transaction when it has one, whose commit then reads the setting).
+    /// - Throws: `PostgresError`.
+    static func record(
+        user: UserID,
+        kind: JobType,
+        idempotencyKey: String?,
+        requestHash: String,
+        database: PostgresConnection
+    ) throws -> RecordedJob {
+        let jobID = idempotencyKey.map { Self.jobID(user: user, kind: kind, idempotencyKey: $0) } ?? .random()
+        // Alone, one statement is one implicit transaction, whose commit reads the setting; in
+        // the caller's transaction the setting holds until that commits.
+        let inserted = try database.execute(
+            """
+            WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true))
+            INSERT INTO gateway_jobs (job_id, user_id, kind, idempotency_key, request_hash, published_at)
+            SELECT $1, $2, $3, $4, $5, CASE WHEN $4::text IS NULL THEN now() END FROM relaxed
+            ON CONFLICT (user_id, idempotency_key) DO NOTHING
+            """,
+            [jobID.uuid, user.uuid, kind.rawValue, idempotencyKey, requestHash]
+        )
+        if inserted == 1 {
+            return RecordedJob(
+                jobID: jobID,
+                published: false,
+                requestHash: requestHash,
+                markedAhead: idempotencyKey == nil
+            )
+        }
+        guard
+            let row = try database.query(
+                """
+                SELECT job_id, published_at IS NOT NULL AS published, request_hash FROM gateway_jobs
+                WHERE user_id = $1 AND idempotency_key = $2
+                """,
+                [user.uuid, idempotencyKey]
+            ).first
+        else {
+            throw PostgresError(kind: .decoding, message: "the idempotency key's row vanished")
+        }
+        return RecordedJob(
+            jobID: JobID(try row.decode(UUID.self, "job_id")),
+            published: try row.decode(Bool.self, "published"),
+            requestHash: try row.decode(String.self, "request_hash")
+        )
     }
 
     /// Marks a job published (the broker confirmed it).
