@@ -73,6 +73,14 @@ public enum UserExport {
     public static let defaultTTLSeconds = 86_400
     /// The most files one export copies (a story has at most a few dozen pages).
     public static let maxFiles = 10_000
+    /// The zip is stored in chunks of this many bytes (`user_export_chunks`, migration 0035, the
+    /// last one shorter), which the gateway reads and sends one at a time.
+    public static let chunkBytes = 1 << 20
+    /// An export asked for less than this long ago whose jobs have not finished is the user's
+    /// export in progress: `POST /v1/me/export` answers with it instead of starting another.
+    /// Older, it is taken as lost (its job dead-lettered, the message dropped) and no longer
+    /// blocks a new one.
+    public static let inProgressSeconds = 3_600
 
     /// Reads a bounded integer setting: the default when unset, an error outside `range`.
     /// - Throws: `UserExportSettingError` when set but not an integer within `range`.

@@ -192,7 +192,8 @@ public enum CreditLedger {
     /// `transaction_id` (the loser's insert waits, then finds the row).
     ///
     /// - Throws: `LedgerRejection` (`transaction-owned-by-another-user`) when another user
-    ///   recorded it first; `PostgresError` otherwise.
+    ///   recorded it first, `transaction-revoked` when a new purchase's latest refund
+    ///   notification (by `signedDate`) revoked it; `PostgresError` otherwise.
     public static func recordPurchase(
         _ facts: PurchaseFacts,
         product: Product,
@@ -204,10 +205,7 @@ public enum CreditLedger {
         // The transactions of one original purchase (the purchase and its restores, in any
         // order, even at once) serialize here, so exactly one of them grants; the others are
         // restores of it. A unique index (migration 0011) backs this up.
-        try database.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended($1, 13))",
-            ["purchase:" + facts.originalTransactionID]
-        )
+        try lockPurchase(originalTransactionID: facts.originalTransactionID, database: database)
         let restoredFrom = try database.query(
             """
             SELECT transaction_id FROM purchase_records
@@ -217,6 +215,23 @@ public enum CreditLedger {
             """,
             [facts.originalTransactionID, facts.transactionID]
         ).first.map { try $0.decode(String.self, "transaction_id") }
+        // A refund that reached us before the purchase found nothing to revoke: the purchase is
+        // refused now if the App Store's latest word on it (by signedDate) is a refund, whatever
+        // the transaction the app sent says. A transaction recorded already answers as before.
+        if restoredFrom == nil,
+            let latest = try NotificationLedger.latestRefundState(
+                originalTransactionID: facts.originalTransactionID,
+                database: database
+            ), latest.revokes,
+            try database.query("SELECT 1 FROM purchase_records WHERE transaction_id = $1", [facts.transactionID])
+                .isEmpty
+        {
+            throw LedgerRejection(
+                code: "transaction-revoked",
+                message: "transaction \(facts.transactionID) was refunded or revoked by the App Store "
+                    + "(\(latest.type) notification \(latest.notificationUUID.uuidString.lowercased()))"
+            )
+        }
         // The handler checked the quantity against the product (at most 100), so this cannot overflow.
         let units = min(max(facts.quantity, 1), 100)
         let creditCount = restoredFrom == nil ? product.credits * units : 0
@@ -277,6 +292,16 @@ public enum CreditLedger {
             area: product.area,
             alreadyRecorded: false,
             restoredFrom: nil
+        )
+    }
+
+    /// Serializes everything that changes one original purchase (its grant, restores, transfers
+    /// and refund notifications) until the caller's transaction ends.
+    /// - Throws: `PostgresError`.
+    static func lockPurchase(originalTransactionID: String, database: PostgresConnection) throws {
+        try database.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 13))",
+            ["purchase:" + originalTransactionID]
         )
     }
 

@@ -60,10 +60,7 @@ extension CreditLedger {
         database: PostgresConnection
     ) throws -> CreditTransfer {
         try database.execute("INSERT INTO users (id) VALUES ($1) ON CONFLICT (id) DO NOTHING", [userID.uuid])
-        try database.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended($1, 13))",
-            ["purchase:" + originalTransactionID]
-        )
+        try lockPurchase(originalTransactionID: originalTransactionID, database: database)
         // The presented transaction's own record knows its original; one never seen here (a
         // restore with a new id) is found by the original it names.
         guard

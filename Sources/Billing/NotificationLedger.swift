@@ -4,8 +4,9 @@ import Postgres
 
 /// What an App Store notification did to the ledger.
 public struct NotificationEffect: Sendable, Hashable, Codable {
-    /// `revoked`, `restored`, `consumption-answer-pending`, `consumption-declined-no-consent`,
-    /// `consumption-already-answered`, `recorded`, or `duplicate`.
+    /// `revoked`, `restored`, `superseded` (a refund notification older, by `signedDate`, than
+    /// the latest one of its purchase: nothing changed), `consumption-answer-pending`,
+    /// `consumption-declined-no-consent`, `consumption-already-answered`, `recorded`, or `duplicate`.
     public var action: String
     public var transactionID: String?
     public var userID: UserID?
@@ -24,8 +25,113 @@ public struct NotificationEffect: Sendable, Hashable, Codable {
     }
 }
 
+/// The refund notification that decides a purchase's refund state: the latest one by
+/// `signedDate` of REFUND, REVOKE and REFUND_REVERSED about any transaction of the purchase.
+public struct RefundStateNotification: Sendable, Hashable {
+    public var notificationUUID: UUID
+    /// `REFUND`, `REVOKE` or `REFUND_REVERSED`.
+    public var type: String
+    /// Its `signedDate` (when it had none, the time it was received).
+    public var signedDate: Date
+
+    /// REFUND or REVOKE: the purchase's credits are revoked; REFUND_REVERSED: they are not.
+    public var revokes: Bool { type != NotificationLedger.refundReversed }
+}
+
 /// The ledger side of App Store Server Notifications V2, inside the job's transaction.
+///
+/// Refund notifications (REFUND, REVOKE, REFUND_REVERSED) set a purchase's refund state; Apple
+/// may deliver them in any order (retries, the recovery's history), so the one with the latest
+/// `signedDate` decides, whatever the arrival order: an older one is recorded as `superseded` and
+/// changes nothing (`applyRefundState`). A purchase recorded after its refund arrived is refused
+/// (`CreditLedger.recordPurchase`). On equal `signedDate`s a revocation wins over a reversal.
 public enum NotificationLedger {
+    /// The notification types that set a purchase's refund state.
+    public static let refundStateTypes = ["REFUND", "REVOKE", refundReversed]
+    static let refundReversed = "REFUND_REVERSED"
+
+    /// The latest refund notification (by `signedDate`) received about the purchase
+    /// `originalTransactionID`, this transaction's own included; nil when there is none.
+    /// - Important: call it holding the purchase's lock (`CreditLedger.lockPurchase`), so no
+    ///   other refund notification of the purchase commits between this and what is done with it.
+    /// - Throws: `PostgresError`.
+    public static func latestRefundState(
+        originalTransactionID: String,
+        database: PostgresConnection
+    ) throws -> RefundStateNotification? {
+        try database.query(
+            """
+            SELECT notification_uuid, notification_type, coalesce(signed_date, received_at) AS signed
+            FROM store_notifications
+            WHERE original_transaction_id = $1 AND notification_type IN ('REFUND', 'REVOKE', 'REFUND_REVERSED')
+            ORDER BY coalesce(signed_date, received_at) DESC, notification_type = 'REFUND_REVERSED',
+                notification_uuid DESC
+            LIMIT 1
+            """,
+            [originalTransactionID]
+        ).first.map {
+            RefundStateNotification(
+                notificationUUID: try $0.decode(UUID.self, "notification_uuid"),
+                type: try $0.decode(String.self, "notification_type"),
+                signedDate: try $0.decode(Date.self, "signed")
+            )
+        }
+    }
+
+    /// A claimed REFUND, REVOKE or REFUND_REVERSED: applied (`revoke` or `restore`) when it is
+    /// the latest refund notification of its purchase by `signedDate`, else recorded as
+    /// `superseded` with the later one named. Applying is idempotent (a revoked credit is not
+    /// revoked again, a credit not revoked is not restored), so the credits end as the latest
+    /// notification says in every arrival order, and the ledger only gains entries.
+    /// - Parameters:
+    ///   - type: the notification's type, one of `refundStateTypes`.
+    ///   - originalTransactionID: the purchase's original transaction, as claimed.
+    /// - Throws: `PostgresError`.
+    public static func applyRefundState(
+        type: String,
+        transactionID: String,
+        originalTransactionID: String,
+        notificationUUID: UUID,
+        reason: String,
+        revocationDate: Date?,
+        jobID: JobID,
+        database: PostgresConnection
+    ) throws -> NotificationEffect {
+        try CreditLedger.lockPurchase(originalTransactionID: originalTransactionID, database: database)
+        if let latest = try latestRefundState(originalTransactionID: originalTransactionID, database: database),
+            latest.notificationUUID != notificationUUID
+        {
+            var effect = NotificationEffect(action: "superseded", transactionID: transactionID)
+            effect.userID = try grantingRecord(
+                of: transactionID,
+                originalTransactionID: originalTransactionID,
+                database: database
+            )?.userID
+            effect.note =
+                "\(latest.type) \(latest.notificationUUID.uuidString.lowercased()) signed "
+                + "\(ISO8601.string(from: latest.signedDate)) is later and decides; this one changes nothing"
+            return effect
+        }
+        if type == refundReversed {
+            return try restore(
+                transactionID: transactionID,
+                originalTransactionID: originalTransactionID,
+                notificationUUID: notificationUUID,
+                jobID: jobID,
+                database: database
+            )
+        }
+        return try revoke(
+            transactionID: transactionID,
+            originalTransactionID: originalTransactionID,
+            notificationUUID: notificationUUID,
+            reason: reason,
+            revocationDate: revocationDate,
+            jobID: jobID,
+            database: database
+        )
+    }
+
     /// Claims a notification by its UUID. Returns the earlier outcome when it was processed
     /// before (Apple redelivers until it sees a 200); a concurrent duplicate waits for the first
     /// to commit.
@@ -91,7 +197,7 @@ public enum NotificationLedger {
     /// - Parameters:
     ///   - transactionID: the notification's transaction.
     ///   - originalTransactionID: its original transaction, for a transaction never seen here.
-    public static func revoke(
+    static func revoke(
         transactionID: String,
         originalTransactionID: String?,
         notificationUUID: UUID,
@@ -132,7 +238,7 @@ public enum NotificationLedger {
                    EXISTS (SELECT 1 FROM credit_ledger l WHERE l.credit_id = c.id AND l.entry = 'debt')
                    AND NOT EXISTS (SELECT 1 FROM credit_ledger l WHERE l.credit_id = c.id AND l.entry = 'debt-cleared')
                        AS open_debt
-            FROM purchase_credits c WHERE transaction_id = $1 ORDER BY id FOR UPDATE
+            FROM purchase_credits c WHERE transaction_id = $1 AND forfeited_at IS NULL ORDER BY id FOR UPDATE
             """,
             [grant.transactionID]
         )
@@ -177,8 +283,9 @@ public enum NotificationLedger {
     }
 
     /// REFUND_REVERSED: gives back the credits the refund revoked and clears its debts (of the
-    /// purchase's granting record, as `revoke`).
-    public static func restore(
+    /// purchase's granting record, as `revoke`). A credit forfeited by its user's deletion stays
+    /// revoked (un-revoking it would break `purchase_credits_forfeited_revoked`).
+    static func restore(
         transactionID: String,
         originalTransactionID: String?,
         notificationUUID: UUID,
@@ -217,7 +324,7 @@ public enum NotificationLedger {
             SELECT id, user_id, revoked,
                    (SELECT count(*) FILTER (WHERE entry = 'debt') - count(*) FILTER (WHERE entry = 'debt-cleared')
                     FROM credit_ledger l WHERE l.credit_id = c.id)::int AS open_debts
-            FROM purchase_credits c WHERE transaction_id = $1 ORDER BY id FOR UPDATE
+            FROM purchase_credits c WHERE transaction_id = $1 AND forfeited_at IS NULL ORDER BY id FOR UPDATE
             """,
             [grant.transactionID]
         )

@@ -7,8 +7,8 @@ import WorkerRuntime
 
 /// `billing.recover-notifications`: reads the App Store's notification history for a window
 /// (Get Notification History, App Store Server API 1.5+, POST with `startDate`/`endDate` in
-/// milliseconds, 20 per page, `paginationToken` for the next page) and feeds every notification
-/// through `StoreNotificationHandler`'s own commit, in this job's transaction. A notification
+/// milliseconds, 20 per page, `paginationToken` for the next page) and feeds every notification,
+/// oldest `signedDate` first, through `StoreNotificationHandler`'s own commit, in this job's transaction. A notification
 /// already received (its `notificationUUID` is in `store_notifications`) is a duplicate there and
 /// changes nothing, so each is applied once however often its window is read again. One that does
 /// not verify is counted as rejected and not applied, as a live one would be dead-lettered.
@@ -144,10 +144,24 @@ public struct RecoverNotificationsHandler: JobHandler {
             windowEnd: end,
             pages: pages,
             fetched: notifications.count + rejections.count,
-            notifications: notifications,
+            notifications: Self.inSignedOrder(notifications),
             rejections: rejections,
             note: note
         )
+    }
+
+    /// The notifications oldest first by `signedDate` (one without it last), in the history's
+    /// order among equals: the ledger then records each refund and reversal in the order Apple
+    /// signed them. The credits would end the same in any order (the latest refund notification
+    /// decides, `NotificationLedger.applyRefundState`); this keeps the ledger's story readable.
+    static func inSignedOrder(
+        _ notifications: [StoreNotificationHandler.Prepared]
+    ) -> [StoreNotificationHandler.Prepared] {
+        notifications.enumerated().sorted { left, right in
+            let leftDate = left.element.notification.payload.signedDate ?? .distantFuture
+            let rightDate = right.element.notification.payload.signedDate ?? .distantFuture
+            return leftDate == rightDate ? left.offset < right.offset : leftDate < rightDate
+        }.map(\.element)
     }
 
     public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {

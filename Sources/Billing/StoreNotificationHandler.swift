@@ -7,7 +7,9 @@ import WorkerRuntime
 /// `billing.store-notification`: an App Store Server Notification V2. Verified like a
 /// transaction (the notification and the transaction inside it); processed once per
 /// `notificationUUID`. REFUND and REVOKE revoke the purchase's unspent credits and record a
-/// debt for spent ones; REFUND_REVERSED gives them back; CONSUMPTION_REQUEST records the answer
+/// debt for spent ones; REFUND_REVERSED gives them back; of these, only the purchase's latest by
+/// `signedDate` acts, whatever the arrival order (`NotificationLedger.applyRefundState`: an older
+/// one is recorded `superseded`). REFUND_DECLINED changes nothing and is recorded. CONSUMPTION_REQUEST records the answer
 /// computed from the ledger (`ConsumptionLedger`) and, when the user consented, publishes
 /// `billing.send-consumption` to send it; anything else is recorded.
 ///
@@ -53,13 +55,15 @@ public struct StoreNotificationHandler: JobHandler {
         let type = payload.notificationType ?? ""
         let transaction = prepared.notification.transaction
         let transactionID = transaction?.transactionID
+        // As a purchase is recorded (VerifyPurchaseHandler): a transaction without an original is its own.
+        let originalTransactionID = transaction.map { $0.payload.originalTransactionId ?? $0.transactionID }
         let jobID = prepared.request.jobID
         if let duplicate = try NotificationLedger.claim(
             notificationUUID: prepared.notificationUUID,
             type: type,
             subtype: payload.subtype,
             transactionID: transactionID,
-            originalTransactionID: transaction?.payload.originalTransactionId,
+            originalTransactionID: originalTransactionID,
             environment: payload.data?.environment,
             signedDate: payload.signedDate,
             payloadJSON: String(decoding: prepared.notification.rawPayload, as: UTF8.self),
@@ -73,28 +77,24 @@ public struct StoreNotificationHandler: JobHandler {
         var followUps: [OutboxMessage] = []
         var event: EventType = .billingNotificationRecorded
         switch (type, transactionID) {
-        case ("REFUND", let id?), ("REVOKE", let id?):
+        case (let type, let id?) where NotificationLedger.refundStateTypes.contains(type):
             var reason = type
             if let code = transaction?.payload.revocationReason { reason += " (revocationReason \(code))" }
-            effect = try NotificationLedger.revoke(
+            effect = try NotificationLedger.applyRefundState(
+                type: type,
                 transactionID: id,
-                originalTransactionID: transaction?.payload.originalTransactionId,
+                originalTransactionID: originalTransactionID ?? id,
                 notificationUUID: prepared.notificationUUID,
                 reason: reason,
                 revocationDate: transaction?.payload.revocationDate,
                 jobID: jobID,
                 database: database
             )
-            if effect.action == "revoked" { event = .billingCreditsRevoked }
-        case ("REFUND_REVERSED", let id?):
-            effect = try NotificationLedger.restore(
-                transactionID: id,
-                originalTransactionID: transaction?.payload.originalTransactionId,
-                notificationUUID: prepared.notificationUUID,
-                jobID: jobID,
-                database: database
-            )
-            if effect.action == "restored" { event = .billingCreditsRestored }
+            switch effect.action {
+            case "revoked": event = .billingCreditsRevoked
+            case "restored": event = .billingCreditsRestored
+            default: break
+            }
         case ("CONSUMPTION_REQUEST", let id?):
             let recorded = try ConsumptionLedger.record(
                 notificationUUID: prepared.notificationUUID,

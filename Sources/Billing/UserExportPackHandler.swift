@@ -6,7 +6,8 @@ import WorkerRuntime
 /// `user.export-pack`, step 2 of a user's export (CONTRACT.md, "User export"): writes the JSON
 /// document (`user_export_document`, migration 0028: every table that holds the user's rows, and
 /// a manifest of them), packs it with the illustration files the story-worker copied into one
-/// zip, stores the zip in `user_exports` until `expires_at` and publishes `user.exported`.
+/// zip, stores the zip in `user_export_chunks` until the export's `expires_at` (the user's other
+/// finished exports are deleted: one is kept per user) and publishes `user.exported`.
 /// Run by the billing-worker, the worker already trusted with every table of a user (it erases
 /// them in `user.delete`).
 ///
@@ -72,7 +73,7 @@ public struct UserExportPackHandler: JobHandler {
         let export = request.exportID.uuid
         let state = try await pool.withConnection { database in
             try database.query(
-                "SELECT user_id, zip IS NOT NULL AS packed FROM user_exports WHERE id = $1",
+                "SELECT user_id, ready_at IS NOT NULL AS packed FROM user_exports WHERE id = $1",
                 [export]
             ).first.map { (try $0.decode(UUID.self, "user_id"), try $0.decode(Bool.self, "packed")) }
         }
@@ -130,7 +131,7 @@ public struct UserExportPackHandler: JobHandler {
         let export = request.exportID.uuid
         if let error = prepared.tooLarge {
             try database.execute(
-                "UPDATE user_exports SET failed_code = $2 WHERE id = $1 AND zip IS NULL",
+                "UPDATE user_exports SET failed_code = $2 WHERE id = $1 AND ready_at IS NULL",
                 [export, error.code]
             )
             try database.execute("DELETE FROM user_export_files WHERE export_id = $1", [export])
@@ -143,16 +144,36 @@ public struct UserExportPackHandler: JobHandler {
             )
             return JobOutcome(status: .failed(error), messages: [try .event(event)])
         }
-        if let zip = prepared.zip {
+        if let zip = prepared.zip,
+            try database.query("SELECT ready_at IS NULL AS open FROM user_exports WHERE id = $1 FOR UPDATE", [export])
+                .first?.decode(Bool.self, "open") == true
+        {
+            // In chunks: no value nears PostgreSQL's 1 GB field limit (as hex text, a 512 MiB zip
+            // would pass it), and the gateway sends one chunk at a time (migration 0035).
+            for (seq, start) in stride(from: 0, to: zip.count, by: UserExport.chunkBytes).enumerated() {
+                try database.execute(
+                    "INSERT INTO user_export_chunks (export_id, seq, data) VALUES ($1, $2, $3)",
+                    [export, seq, Data(zip[start..<min(start + UserExport.chunkBytes, zip.count)])]
+                )
+            }
             try database.execute(
                 """
-                UPDATE user_exports SET zip = $2, bytes = $3, ready_at = now(),
-                    expires_at = now() + make_interval(secs => $4), failed_code = NULL
-                WHERE id = $1 AND zip IS NULL
+                UPDATE user_exports SET bytes = $2, ready_at = now(),
+                    expires_at = now() + make_interval(secs => $3), failed_code = NULL
+                WHERE id = $1
                 """,
-                [export, zip, zip.count, ttlSeconds]
+                [export, zip.count, ttlSeconds]
             )
             try database.execute("DELETE FROM user_export_files WHERE export_id = $1", [export])
+            // The newest finished export replaces the user's others (and their zips): one kept
+            // per user, however often they ask. Exports still being built are left to finish.
+            try database.execute(
+                """
+                DELETE FROM user_exports
+                WHERE user_id = $1 AND id <> $2 AND (ready_at IS NOT NULL OR failed_code IS NOT NULL)
+                """,
+                [request.userID.uuid, export]
+            )
         }
         let row = try database.query(
             """

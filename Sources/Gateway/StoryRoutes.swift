@@ -443,6 +443,28 @@ extension GatewayRoutes {
             )
             throw exceeded.problem
         }
+        return try await accept(
+            recorded,
+            kind,
+            user: user,
+            requestHash: requestHash,
+            context: context,
+            services,
+            body: body
+        )
+    }
+
+    /// `accept` of a job already recorded (a route that records its own way): the key's body
+    /// checked, published unless it was, answered 202.
+    static func accept(
+        _ recorded: GatewayStore.RecordedJob,
+        _ kind: JobType,
+        user: UserID,
+        requestHash: String,
+        context: BasicRequestContext,
+        _ services: GatewayServices,
+        body: (JobID) throws -> (Data, [String: JSONValue])
+    ) async throws -> Response {
         guard recorded.requestHash == requestHash else {
             throw Problem(
                 status: 422,

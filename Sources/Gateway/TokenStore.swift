@@ -160,56 +160,78 @@ struct GatewayStore: Sendable {
         requestHash: String,
         quota: DailyQuotas.Charge? = nil
     ) async throws -> RecordedJob {
-        let jobID = idempotencyKey.map { Self.jobID(user: user, kind: kind, idempotencyKey: $0) } ?? .random()
-        return try await pool.withConnection { database -> RecordedJob in
-            // One statement, so one implicit transaction, whose commit reads the setting. With a
-            // quota, the row is written only while the user's units of this kind today (UTC)
-            // leave room for this request's (concurrent requests may each see the other's room:
-            // the workers' own bound is the hard one).
-            let inserted = try database.execute(
-                """
-                WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)),
-                used AS (
-                    SELECT coalesce(sum(quota_units), 0) AS units FROM gateway_jobs
-                    WHERE $6::int > 0 AND user_id = $2 AND kind = $3
-                        AND created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
-                )
-                INSERT INTO gateway_jobs (job_id, user_id, kind, idempotency_key, request_hash, published_at, quota_units)
-                SELECT $1, $2, $3, $4, $5, CASE WHEN $4::text IS NULL THEN now() END, $6 FROM relaxed, used
-                WHERE $6::int = 0 OR used.units + $6 <= $7
-                ON CONFLICT (user_id, idempotency_key) DO NOTHING
-                """,
-                [
-                    jobID.uuid, user.uuid, kind.rawValue, idempotencyKey, requestHash, quota?.units ?? 0,
-                    quota?.limit ?? 0,
-                ]
-            )
-            if inserted == 1 {
-                return RecordedJob(
-                    jobID: jobID,
-                    published: false,
-                    requestHash: requestHash,
-                    markedAhead: idempotencyKey == nil
-                )
-            }
-            guard
-                let row = try database.query(
-                    """
-                    SELECT job_id, published_at IS NOT NULL AS published, request_hash FROM gateway_jobs
-                    WHERE user_id = $1 AND idempotency_key = $2
-                    """,
-                    [user.uuid, idempotencyKey]
-                ).first
-            else {
-                if let quota { throw try Self.exceeded(quota, user: user, kind: kind, database: database) }
-                throw PostgresError(kind: .decoding, message: "the idempotency key's row vanished")
-            }
-            return RecordedJob(
-                jobID: JobID(try row.decode(UUID.self, "job_id")),
-                published: try row.decode(Bool.self, "published"),
-                requestHash: try row.decode(String.self, "request_hash")
+        try await pool.withConnection { database -> RecordedJob in
+            try Self.record(
+                user: user,
+                kind: kind,
+                idempotencyKey: idempotencyKey,
+                requestHash: requestHash,
+                quota: quota,
+                database: database
             )
         }
+    }
+
+    /// `record(user:kind:idempotencyKey:requestHash:quota:)` on the caller's connection (in its
+    /// transaction when it has one, whose commit then reads the setting).
+    /// - Throws: `PostgresError`; `QuotaExceeded` when `quota` leaves no room.
+    static func record(
+        user: UserID,
+        kind: JobType,
+        idempotencyKey: String?,
+        requestHash: String,
+        quota: DailyQuotas.Charge? = nil,
+        database: PostgresConnection
+    ) throws -> RecordedJob {
+        let jobID = idempotencyKey.map { Self.jobID(user: user, kind: kind, idempotencyKey: $0) } ?? .random()
+        // Alone, one statement is one implicit transaction, whose commit reads the setting; in
+        // the caller's transaction the setting holds until that commits. With a quota, the row is
+        // written only while the user's units of this kind today (UTC) leave room for this
+        // request's (concurrent requests may each see the other's room: the workers' own bound
+        // is the hard one).
+        let inserted = try database.execute(
+            """
+            WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)),
+            used AS (
+                SELECT coalesce(sum(quota_units), 0) AS units FROM gateway_jobs
+                WHERE $6::int > 0 AND user_id = $2 AND kind = $3
+                    AND created_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+            )
+            INSERT INTO gateway_jobs (job_id, user_id, kind, idempotency_key, request_hash, published_at, quota_units)
+            SELECT $1, $2, $3, $4, $5, CASE WHEN $4::text IS NULL THEN now() END, $6 FROM relaxed, used
+            WHERE $6::int = 0 OR used.units + $6 <= $7
+            ON CONFLICT (user_id, idempotency_key) DO NOTHING
+            """,
+            [
+                jobID.uuid, user.uuid, kind.rawValue, idempotencyKey, requestHash, quota?.units ?? 0,
+                quota?.limit ?? 0,
+            ]
+        )
+        if inserted == 1 {
+            return RecordedJob(
+                jobID: jobID,
+                published: false,
+                requestHash: requestHash,
+                markedAhead: idempotencyKey == nil
+            )
+        }
+        guard
+            let row = try database.query(
+                """
+                SELECT job_id, published_at IS NOT NULL AS published, request_hash FROM gateway_jobs
+                WHERE user_id = $1 AND idempotency_key = $2
+                """,
+                [user.uuid, idempotencyKey]
+            ).first
+        else {
+            if let quota { throw try Self.exceeded(quota, user: user, kind: kind, database: database) }
+            throw PostgresError(kind: .decoding, message: "the idempotency key's row vanished")
+        }
+        return RecordedJob(
+            jobID: JobID(try row.decode(UUID.self, "job_id")),
+            published: try row.decode(Bool.self, "published"),
+            requestHash: try row.decode(String.self, "request_hash")
+        )
     }
 
     /// The refusal of a request past its quota, with what the user used today.

@@ -10,10 +10,16 @@ import Postgres
 // GET rather than a signed URL: no signing key to share between replicas and rotate, the zip is
 // served only to its own user, and any replica serves it from the database. Another user's
 // export id answers 404, as every other resource does.
+//
+// Bounds (issue 29, F8): one export in progress per user (a second POST answers with it), one
+// finished export kept per user (the pack deletes the older ones), and the zip sent one stored
+// chunk at a time (`user_export_chunks`, migration 0035), so a download holds about a chunk of
+// gateway memory, not the whole zip.
 
 extension GatewayRoutes {
     /// `POST /v1/me/export`: queues `user.export` for the caller (202 with the job, whose id is
-    /// the export's).
+    /// the export's); while an export of the caller is in progress, answers 202 with that one
+    /// instead (`GatewayStore.recordExport`).
     static func exportCurrentUser(
         _ request: Request,
         context: BasicRequestContext,
@@ -21,14 +27,12 @@ extension GatewayRoutes {
     ) async throws -> Response {
         let user = try authenticate(request, context: context, services)
         let idempotencyKey = try idempotencyKey(request)
-        return try await accept(
-            .userExport,
-            user: user,
-            idempotencyKey: idempotencyKey,
-            requestHash: requestHash(.userExport, path: "POST /v1/me/export", Data()),
-            context: context,
-            services
-        ) { jobID in
+        let hash = requestHash(.userExport, path: "POST /v1/me/export", Data())
+        let recorded = try await database(context) {
+            try await services.store.recordExport(user: user, idempotencyKey: idempotencyKey, requestHash: hash)
+        }
+        return try await accept(recorded, .userExport, user: user, requestHash: hash, context: context, services) {
+            jobID in
             (
                 try UserExportRequest(jobID: jobID, userID: user).jsonData(),
                 ["downloadPath": .string("/v1/me/exports/\(jobID)")]
@@ -57,7 +61,7 @@ extension GatewayRoutes {
                 detail: "the export expired; ask for a new one"
             )
         }
-        guard let zip = export.zip else {
+        guard let bytes = export.bytes else {
             if let failed = export.failedCode {
                 throw Problem(status: 409, code: failed, title: "Conflict", detail: "the export could not be built")
             }
@@ -74,16 +78,113 @@ extension GatewayRoutes {
             .cacheControl: "private, no-store",
             .init("X-Content-Type-Options")!: "nosniff",
         ]
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: zip)))
+        let store = services.store
+        let logger = context.logger
+        return Response(
+            status: .ok,
+            headers: headers,
+            body: ResponseBody(contentLength: bytes) { writer in
+                // A chunk per lease, so a slow reader holds no connection. The export can be
+                // deleted meanwhile (expiry, a newer export, the user's deletion): a missing or
+                // wrong-sized chunk ends the response short of its Content-Length, which the
+                // client sees as a failed download.
+                var sent = 0
+                var seq = 0
+                while sent < bytes {
+                    guard let chunk = try await store.exportChunk(id, seq: seq), !chunk.isEmpty,
+                        chunk.count <= bytes - sent
+                    else {
+                        logger.info(
+                            "export download ended early",
+                            metadata: ["export.id": "\(id)", "export.sent": "\(sent)", "export.bytes": "\(bytes)"]
+                        )
+                        throw ExportDownloadInterrupted()
+                    }
+                    try await writer.write(ByteBuffer(bytes: chunk))
+                    sent += chunk.count
+                    seq += 1
+                }
+                try await writer.finish(nil)
+            }
+        )
     }
 }
+
+/// The export's stored chunks ended before its size (it was deleted while being sent).
+struct ExportDownloadInterrupted: Error {}
 
 extension GatewayStore {
     /// A user's export as the download needs it.
     struct Export: Sendable {
-        var zip: Data?
+        /// The zip's size once it is stored (its chunks: `exportChunk`).
+        var bytes: Int?
         var expiresAt: Date?
         var failedCode: String?
+    }
+
+    /// Chunk `seq` of export `id`'s zip (`UserExport.chunkBytes` bytes, the last one shorter);
+    /// nil when there is none (past the end, or the export was deleted).
+    /// - Throws: `PostgresError`.
+    func exportChunk(_ id: UUID, seq: Int) async throws -> Data? {
+        try await pool.withConnection { database in
+            try database.query(
+                "SELECT data FROM user_export_chunks WHERE export_id = $1 AND seq = $2",
+                [id, seq]
+            ).first?.decode(Data.self, "data")
+        }
+    }
+
+    /// Records `POST /v1/me/export`: as `record`, except that while an export of the user is in
+    /// progress, that export's job is returned instead of a new one (the caller publishes it if
+    /// it never was). In progress: asked for less than `UserExport.inProgressSeconds` ago, and
+    /// its `user.export` job has not finished, or finished and its pack has not (no zip, no
+    /// failure). An idempotency key used before returns its own job first, as `record` does.
+    /// Concurrent requests of one user serialize on a lock of the user's exports, so 30 at once
+    /// make one export.
+    /// - Throws: `PostgresError`.
+    func recordExport(user: UserID, idempotencyKey: String?, requestHash: String) async throws -> RecordedJob {
+        try await pool.withTransaction { database -> RecordedJob in
+            try database.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('user-export:' || $1::text, 0))",
+                [user.uuid]
+            )
+            let keyed =
+                try idempotencyKey.map { key in
+                    try database.query(
+                        "SELECT 1 FROM gateway_jobs WHERE user_id = $1 AND idempotency_key = $2",
+                        [user.uuid, key]
+                    )
+                }?.isEmpty == false
+            if !keyed,
+                let row = try database.query(
+                    """
+                    SELECT g.job_id, g.published_at IS NOT NULL AS published, g.request_hash
+                    FROM gateway_jobs AS g
+                    LEFT JOIN jobs AS j ON j.id = g.job_id
+                    LEFT JOIN user_exports AS e ON e.id = g.job_id
+                    WHERE g.user_id = $1 AND g.kind = $2 AND g.created_at > now() - make_interval(secs => $3)
+                      AND (j.finished_at IS NULL
+                           OR (j.status = 'succeeded' AND e.id IS NOT NULL AND e.ready_at IS NULL
+                               AND e.failed_code IS NULL))
+                    ORDER BY g.created_at DESC LIMIT 1
+                    """,
+                    [user.uuid, JobType.userExport.rawValue, UserExport.inProgressSeconds]
+                ).first
+            {
+                return RecordedJob(
+                    jobID: JobID(try row.decode(UUID.self, "job_id")),
+                    published: try row.decode(Bool.self, "published"),
+                    requestHash: try row.decode(String.self, "request_hash")
+                )
+            }
+            return try Self.record(
+                user: user,
+                kind: .userExport,
+                idempotencyKey: idempotencyKey,
+                requestHash: requestHash,
+                database: database
+            )
+        }
     }
 
     /// The export `id` of `user`; nil when there is none (or it is another user's). An export
@@ -96,10 +197,10 @@ extension GatewayStore {
         try await pool.withConnection { database -> Export? in
             let rows = try database.query(
                 """
-                SELECT zip, extract(epoch FROM expires_at)::float8 AS expires, failed_code, 0 AS rank
+                SELECT bytes, extract(epoch FROM expires_at)::float8 AS expires, failed_code, 0 AS rank
                 FROM user_exports WHERE id = $1 AND user_id = $2
                 UNION ALL
-                SELECT NULL::bytea, NULL::float8, NULL::text, 1
+                SELECT NULL::integer, NULL::float8, NULL::text, 1
                 FROM gateway_jobs g LEFT JOIN jobs j ON j.id = g.job_id
                 WHERE g.job_id = $1 AND g.user_id = $2 AND g.kind = $3 AND g.published_at IS NOT NULL
                   AND j.finished_at IS NULL
@@ -109,7 +210,7 @@ extension GatewayStore {
             )
             return try rows.first.map { row in
                 Export(
-                    zip: try row.decode(Data?.self, "zip"),
+                    bytes: try row.decode(Int?.self, "bytes"),
                     expiresAt: try row.decode(Double?.self, "expires").map { Date(timeIntervalSince1970: $0) },
                     failedCode: try row.decode(String?.self, "failed_code")
                 )

@@ -73,10 +73,10 @@ struct UserExport: AsyncParsableCommand {
             }
             while ContinuousClock.now < deadline {
                 let row = try await pool.withConnection { database in
-                    try database.query("SELECT zip, failed_code FROM user_exports WHERE id = $1", [jobID.uuid]).first
-                        .map { (try $0.decode(Data?.self, "zip"), try $0.decode(String?.self, "failed_code")) }
+                    try database.query("SELECT bytes, failed_code FROM user_exports WHERE id = $1", [jobID.uuid]).first
+                        .map { (try $0.decode(Int?.self, "bytes"), try $0.decode(String?.self, "failed_code")) }
                 }
-                if let zip = row?.0 { return zip }
+                if let bytes = row?.0 { return try await Self.zip(of: jobID, bytes: bytes, pool: pool) }
                 if let code = row?.1 { throw CommandFailure("export \(jobID) failed: \(code)") }
                 try await Task.sleep(for: .milliseconds(200))
             }
@@ -86,5 +86,33 @@ struct UserExport: AsyncParsableCommand {
             throw CommandFailure("cannot write \(out)")
         }
         print("wrote export \(jobID) of user \(user) to \(out) (\(zip.count) bytes)")
+    }
+
+    /// The stored zip, read a chunk at a time (`user_export_chunks`, in `seq` order; a chunk is
+    /// at most `AstroDomain.UserExport.chunkBytes`).
+    /// - Throws: `CommandFailure` when the chunks do not add up to `bytes` (the export was deleted
+    ///   meanwhile); `PostgresError`.
+    static func zip(of export: JobID, bytes: Int, pool: PostgresPool) async throws -> Data {
+        var zip = Data()
+        zip.reserveCapacity(bytes)
+        var next = 0
+        while zip.count < bytes {
+            let seq = next
+            let chunk = try await pool.withConnection { database in
+                try database.query(
+                    "SELECT data FROM user_export_chunks WHERE export_id = $1 AND seq = $2",
+                    [export.uuid, seq]
+                ).first?.decode(Data.self, "data")
+            }
+            guard let chunk, !chunk.isEmpty else {
+                throw CommandFailure("export \(export) lost its chunk \(seq): it was deleted while being read")
+            }
+            zip.append(chunk)
+            next += 1
+        }
+        guard zip.count == bytes else {
+            throw CommandFailure("export \(export) is \(zip.count) bytes, not the \(bytes) recorded")
+        }
+        return zip
     }
 }

@@ -622,7 +622,12 @@ struct BillingLedgerIntegrationTests {
 
     // MARK: - Notifications
 
-    func signedNotification(_ type: String, about transactionJWS: String, uuid: UUID = UUID()) throws -> String {
+    func signedNotification(
+        _ type: String,
+        about transactionJWS: String,
+        uuid: UUID = UUID(),
+        at signedDate: Date = Date()
+    ) throws -> String {
         try Self.pki.signer.sign(
             DevTransactions.notification(
                 type: type,
@@ -630,7 +635,7 @@ struct BillingLedgerIntegrationTests {
                 signedTransaction: transactionJWS,
                 environment: "Sandbox",
                 bundleID: BillingDefaults.bundleID,
-                at: Date()
+                at: signedDate
             )
         )
     }

@@ -443,7 +443,8 @@ struct UserExportTests {
         let state = try await pool.withConnection { database in
             try database.query(
                 """
-                SELECT failed_code, zip IS NULL AS empty,
+                SELECT failed_code, ready_at IS NULL AND NOT EXISTS
+                        (SELECT 1 FROM user_export_chunks WHERE export_id = $1) AS empty,
                     (SELECT count(*)::int FROM user_export_files WHERE export_id = $1) AS files
                 FROM user_exports WHERE id = $1
                 """,
@@ -469,5 +470,194 @@ struct UserExportTests {
         #expect(again.result?["bytes"] == first.result?["bytes"])
         // Another user's export id.
         await #expect(throws: JobRejection.self) { _ = try await pack(small, user: UserID(UUID())) }
+    }
+
+    // MARK: - Bounds (issue 29, F8)
+
+    /// The user's `user.export` jobs recorded by the gateway, and the exports stored.
+    func exportCounts(_ user: String) async throws -> (jobs: Int, exports: Int, chunkedExports: Int) {
+        try await pool.withConnection { database in
+            let row = try database.query(
+                """
+                SELECT (SELECT count(*)::int FROM gateway_jobs WHERE user_id = $1::uuid AND kind = 'user.export') AS jobs,
+                       (SELECT count(*)::int FROM user_exports WHERE user_id = $1::uuid) AS exports,
+                       (SELECT count(DISTINCT c.export_id)::int FROM user_export_chunks AS c
+                        JOIN user_exports AS e ON e.id = c.export_id WHERE e.user_id = $1::uuid) AS chunked
+                """,
+                [user]
+            ).first
+            return (
+                try row?.decode(Int.self, "jobs") ?? -1, try row?.decode(Int.self, "exports") ?? -1,
+                try row?.decode(Int.self, "chunked") ?? -1
+            )
+        }
+    }
+
+    /// 30 requests at once (half with their own idempotency keys) while nothing builds exports:
+    /// one job, one message, every answer naming it. Once it is done a new request makes a new
+    /// export, and when that one is stored it replaces the first: one zip kept.
+    @Test func thirtyRequestsMakeOneExportAndAFinishedOneReplacesTheOlder() async throws {
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: JobType.all)
+        defer { Task { await publisher.close() } }
+        let storage = FileManager.default.temporaryDirectory.appendingPathComponent("export-\(UUID())")
+        try FileManager.default.createDirectory(at: storage, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: storage) }
+        let gateway = try await GatewayHarness.launch(chartWorker: false, label: "export-cap-gateway")
+        defer { gateway.processes.stop() }
+        let base = gateway.base
+        let (user, token) = try await GatewayHarness.register(base)
+
+        let answers = try await withThrowingTaskGroup(of: HTTPAnswer.self) { group in
+            for index in 0..<30 {
+                group.addTask {
+                    try await GatewayHarness.request(
+                        "POST",
+                        "\(base)/v1/me/export",
+                        token: token,
+                        headers: index.isMultiple(of: 2) ? [:] : ["Idempotency-Key": "export-\(index)"],
+                        timeout: 30
+                    )
+                }
+            }
+            return try await group.reduce(into: [HTTPAnswer]()) { $0.append($1) }
+        }
+        let ids = try answers.map { try GatewayResourcesTests.accepted($0) }
+        #expect(Set(ids).count == 1, "\(Set(ids).count) exports for 30 requests")
+        let first = try #require(ids.first)
+        #expect(try await exportCounts(user).jobs == 1)
+        #expect(try await publisher.queueState(JobType.userExport.rawValue).messageCount == 1)
+
+        // The workers build it; the next request starts another, which replaces it once stored.
+        let workers = try await GatewayResourcesTests.startBillingAndReportWorkers()
+        let (storyWorker, storyLog) = try await UserDeletionTests.startStoryWorker(storage: storage)
+        let processes = GatewayHarness.Processes(
+            processes: workers.processes + [storyWorker],
+            logs: workers.logs + [storyLog]
+        )
+        defer { processes.stop() }
+        _ = try await Self.waitForZip(base, export: first, token: token)
+        let counts = try await exportCounts(user)
+        #expect(counts.exports == 1 && counts.chunkedExports == 1, "\(counts)")
+        let second = try GatewayResourcesTests.accepted(
+            try await GatewayHarness.request("POST", "\(base)/v1/me/export", token: token)
+        )
+        #expect(second != first)
+        let zip = try await Self.waitForZip(base, export: second, token: token)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("export-read-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        #expect(try await Self.read(zip, into: folder).document["exportId"]?.stringValue == second)
+        #expect(try await Self.download("\(base)/v1/me/exports/\(first)", token: token).status == 404)
+        let after = try await exportCounts(user)
+        #expect(after.jobs == 2 && after.exports == 1 && after.chunkedExports == 1, "\(after)")
+        await publisher.close()
+    }
+
+    /// The gateway's resident memory at its peak (VmHWM), in bytes.
+    static func peakMemory(of process: Process) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") })
+        let kilobytes = try #require(Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]))
+        return kilobytes * 1024
+    }
+
+    /// A 64 MiB export (packed by the real pack handler) is downloaded whole and intact, while the
+    /// gateway's peak memory grows by far less than the zip: it is sent a stored chunk at a time.
+    /// (Before, the download held the zip, its hex text and copies: +600 MiB for 100 MiB.)
+    @Test func aLargeExportIsStreamedWithoutHoldingItInGatewayMemory() async throws {
+        let gateway = try await GatewayHarness.launch(chartWorker: false, label: "export-stream-gateway")
+        defer { gateway.processes.stop() }
+        let (user, token) = try await GatewayHarness.register(gateway.base)
+        let export = JobID.random()
+        let random = try #require(FileHandle(forReadingAtPath: "/dev/urandom"))
+        defer { try? random.close() }
+        let files = (1...8).map { ("illustrations/s/page-\($0).png", random.readData(ofLength: 8 << 20)) }
+        _ = try await pool.withTransaction { database in
+            try database.execute("INSERT INTO user_exports (id, user_id) VALUES ($1, $2::uuid)", [export.uuid, user])
+            for (path, content) in files {
+                try database.execute(
+                    "INSERT INTO user_export_files (export_id, path, content) VALUES ($1, $2, $3)",
+                    [export.uuid, path, content]
+                )
+            }
+        }
+        let packed = try await BillingLedgerIntegrationTests().run(
+            UserExportPackHandler(pool: pool, maxBytes: 96 << 20),
+            [
+                "jobId": .string(UserExportFilesHandler.packJobID(for: export).description),
+                "userId": .string(user), "exportId": .string(export.description),
+            ],
+            type: .userExportPack
+        )
+        guard case .number(let size)? = packed.result?["bytes"] else {
+            Issue.record("the pack stored nothing: \(String(describing: packed.result))")
+            return
+        }
+        let bytes = Int(size)
+        #expect(bytes > 64 << 20)
+
+        let process = gateway.processes.processes[0]
+        let before = try Self.peakMemory(of: process)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("export-stream-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("download.zip")
+        let curl = try await ProcessRunner.run(
+            "/usr/bin/env",
+            [
+                "curl", "-sS", "-o", file.path, "-w", "%{http_code} %{size_download}", "-H",
+                "Authorization: Bearer \(token)", "\(gateway.base)/v1/me/exports/\(export)",
+            ]
+        )
+        #expect(curl.status == 0 && curl.output == "200 \(bytes)", "\(curl.output) \(curl.error)")
+        let grown = try Self.peakMemory(of: process) - before
+        #expect(
+            grown < 40 << 20,
+            "the gateway's peak memory grew by \(grown >> 20) MiB for a \(bytes >> 20) MiB download"
+        )
+        let (names, _) = try await Self.read(try Data(contentsOf: file), into: folder.appendingPathComponent("read"))
+        #expect(names == [UserExport.documentName] + files.map(\.0))
+        for (path, content) in files {
+            #expect(try Data(contentsOf: folder.appendingPathComponent("read/x/\(path)")) == content, "\(path)")
+        }
+    }
+
+    /// An export whose chunks stop short of its size (deleted while being sent) ends the
+    /// response before its Content-Length: the client sees a failed download, never a short zip
+    /// taken for whole.
+    @Test func aDownloadWhoseChunksRunOutEndsShortOfItsLength() async throws {
+        let gateway = try await GatewayHarness.launch(chartWorker: false, label: "export-short-gateway")
+        defer { gateway.processes.stop() }
+        let (user, token) = try await GatewayHarness.register(gateway.base)
+        let export = UUID()
+        let chunk = Data(repeating: 0x5A, count: UserExport.chunkBytes)
+        _ = try await pool.withTransaction { database in
+            try database.execute("INSERT INTO user_exports (id, user_id) VALUES ($1, $2::uuid)", [export, user])
+            for seq in [0, 2] {
+                try database.execute(
+                    "INSERT INTO user_export_chunks (export_id, seq, data) VALUES ($1, $2, $3)",
+                    [export, seq, chunk]
+                )
+            }
+            try database.execute(
+                """
+                UPDATE user_exports SET bytes = $2, ready_at = now(), expires_at = now() + interval '1 hour'
+                WHERE id = $1
+                """,
+                [export, 3 * UserExport.chunkBytes]
+            )
+        }
+        let curl = try await ProcessRunner.run(
+            "/usr/bin/env",
+            [
+                "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "-H",
+                "Authorization: Bearer \(token)", "\(gateway.base)/v1/me/exports/\(export)",
+            ]
+        )
+        // curl: 18, "transfer closed with outstanding read data remaining".
+        #expect(curl.status == 18, "\(curl.status) \(curl.output) \(curl.error)")
+        #expect(curl.output == "200 \(UserExport.chunkBytes)", "\(curl.output)")
+        try await RuntimeTestEnvironment.eventually("the gateway logs the short download", timeout: .seconds(10)) {
+            gateway.processes.output.contains("export download ended early")
+        }
     }
 }
