@@ -130,7 +130,7 @@ struct AstroctlChartTests {
         ]) { _, new in new }
         worker.standardOutput = FileHandle.nullDevice
         worker.standardError = FileHandle.nullDevice
-        try worker.run()
+        try worker.runTracked()
         let publisher = AMQPPublisher(
             configuration: try RuntimeTestEnvironment.amqpConfiguration(),
             logger: RuntimeTestEnvironment.logger

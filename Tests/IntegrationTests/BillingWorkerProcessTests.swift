@@ -89,7 +89,7 @@ struct BillingWorkerProcessTests {
             let handle = try FileHandle(forWritingTo: log)
             process.standardOutput = handle
             process.standardError = handle
-            try process.run()
+            try process.runTracked()
             processes.append(process)
             logs.append(log)
         }

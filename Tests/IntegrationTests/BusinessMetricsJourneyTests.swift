@@ -66,7 +66,7 @@ struct BusinessMetricsJourneyTests {
             ]) { _, new in new }
             if !billing { process.environment = process.environment?.merging(reportEnvironment) { _, new in new } }
             process.standardOutput = FileHandle.nullDevice
-            try process.run()
+            try process.runTracked()
             started.append(WorkerProcess(process: process, port: port))
         }
         try await RuntimeTestEnvironment.eventually("both workers consume", timeout: .seconds(30)) {

@@ -140,7 +140,7 @@ final class ChaosFleet: Sendable {
         let handle = try FileHandle(forWritingTo: log)
         process.standardOutput = handle
         process.standardError = handle
-        try process.run()
+        try process.runTracked()
         let member = Member(name: name, process: process, log: log)
         members.withLock { $0.append(member) }
         return member

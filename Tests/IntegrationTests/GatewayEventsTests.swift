@@ -47,7 +47,7 @@ struct GatewayEventsTests {
             process.standardError = FileHandle.nullDevice
             let buffer = self.buffer
             let handle = pipe.fileHandleForReading
-            try process.run()
+            try process.runTracked()
             // A thread of its own reads until curl's output ends. Not a readabilityHandler: its
             // dispatch source, cancelled from its own handler at the end of a stream the server
             // closed, crashed the test process once in libdispatch

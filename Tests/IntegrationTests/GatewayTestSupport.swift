@@ -69,7 +69,7 @@ enum GatewayHarness {
         let handle = try FileHandle(forWritingTo: log)
         process.standardOutput = handle
         process.standardError = handle
-        try process.run()
+        try process.runTracked()
         return (process, log)
     }
 

@@ -31,7 +31,7 @@ struct GracefulShutdownTests {
         let logHandle = try FileHandle(forWritingTo: log)
         process.standardOutput = logHandle
         process.standardError = logHandle
-        try process.run()
+        try process.runTracked()
         defer { if process.isRunning { process.terminate() } }
 
         let publisher = AMQPPublisher(

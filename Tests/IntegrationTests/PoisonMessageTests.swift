@@ -55,7 +55,7 @@ struct PoisonMessageTests {
                 usleep(300_000)
                 try? self.start()
             }
-            try process.run()
+            try process.runTracked()
             state.withLock {
                 $0.process = process
                 $0.starts += 1

@@ -210,7 +210,7 @@ struct ReportJourneyTests {
                 process.environment = process.environment?.merging(reportEnvironment) { _, new in new }
             }
             process.standardOutput = FileHandle.nullDevice
-            try process.run()
+            try process.runTracked()
             processes.append(process)
         }
         let workers = Workers(publisher: publisher, processes: processes, databaseURL: databaseURL)

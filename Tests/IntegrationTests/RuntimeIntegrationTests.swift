@@ -253,7 +253,7 @@ enum ProcessRunner {
                 let err = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
                 continuation.resume(returning: Result(status: process.terminationStatus, output: out, error: err))
             }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
+            do { try process.runTracked() } catch { continuation.resume(throwing: error) }
         }
     }
 }

@@ -45,7 +45,7 @@ struct StoryWorkerProcessTests {
         }
         process.environment = environment
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try process.runTracked()
         do {
             try await RuntimeTestEnvironment.eventually("the story-worker consumes", timeout: .seconds(30)) {
                 try await publisher.queueState(JobType.storyRead.rawValue).consumerCount > 0

@@ -32,7 +32,7 @@ struct WorkerStartupTests {
         let logHandle = try FileHandle(forWritingTo: log)
         process.standardOutput = logHandle
         process.standardError = logHandle
-        try process.run()
+        try process.runTracked()
         defer { if process.isRunning { process.terminate() } }
 
         let publisher = AMQPPublisher(
