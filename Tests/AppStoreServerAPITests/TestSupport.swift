@@ -126,8 +126,9 @@ final class RawConnection {
     }
 
     /// Reads one response (head and Content-Length body); `nil` when the connection closed or
-    /// stayed silent for `timeoutMilliseconds` first.
-    func readResponse(timeoutMilliseconds: Int32 = 3_000) -> RawResponse? {
+    /// stayed silent for `timeoutMilliseconds` first (by default long enough for a loaded
+    /// machine: a test expecting silence gives a short one).
+    func readResponse(timeoutMilliseconds: Int32 = 30_000) -> RawResponse? {
         while true {
             if let end = headEnd() {
                 let head = String(decoding: buffer[0..<end], as: UTF8.self)
@@ -153,7 +154,7 @@ final class RawConnection {
     }
 
     /// Whether the server closed the connection (EOF) within `timeoutMilliseconds`, with no bytes.
-    func closedByServer(timeoutMilliseconds: Int32 = 3_000) -> Bool {
+    func closedByServer(timeoutMilliseconds: Int32 = 30_000) -> Bool {
         guard buffer.isEmpty else { return false }
         var waiting = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
         guard poll(&waiting, 1, timeoutMilliseconds) > 0 else { return false }

@@ -69,7 +69,8 @@ struct LLMClientTests {
         #expect(completion.content == "after the wait")
         #expect(completion.attempts == 2)
         #expect(seconds >= 0.95, "waited only \(seconds) s")
-        #expect(seconds < 5, "\(seconds) s")
+        // Far below the client's longest backoff; only a machine stalled for half a minute fails it.
+        #expect(seconds < 30, "\(seconds) s")
         #expect(fixture.fake.requestCount == 2)
     }
 
@@ -246,8 +247,9 @@ struct LLMClientTests {
         #expect(completion.content == "second try")
         #expect(completion.attempts == 2)
         #expect(seconds >= 0.45, "\(seconds) s")
-        // Without its timeout the hanging request never ends; the bound leaves room for a busy machine.
-        #expect(seconds < 8, "\(seconds) s")
+        // Without its timeout the hanging request never ends; the bound leaves room for a machine
+        // stalled by other work.
+        #expect(seconds < 30, "\(seconds) s")
         #expect(fixture.fake.requestCount == 2)
     }
 
@@ -285,11 +287,12 @@ struct LLMClientTests {
         let seconds = elapsed(since: start)
         #expect(error.code == "deadline-exceeded")
         #expect(error.isTransient)
-        // Ten attempts of 0.5 s would take over 5 s: the deadline stops them after a few. On a
-        // loaded machine a timed-out attempt can end late, so one attempt may use it all up.
+        // Ten attempts of 0.5 s would take over 5 s: the deadline stops them after a few (counted,
+        // not timed: a loaded machine stretches durations). A timed-out attempt can end late, so
+        // one attempt may use it all up.
         #expect((1...4).contains(error.attempts), "\(error.attempts) attempts")
+        #expect(fixture.fake.requestCount <= 4)
         #expect(seconds >= 1.2, "\(seconds) s")
-        #expect(seconds < 4, "\(seconds) s")
     }
 
     @Test("a Retry-After past the deadline gives up at once instead of sleeping")
@@ -344,8 +347,7 @@ struct LLMClientTests {
         let seconds = elapsed(since: start)
         #expect(Set(contents) == Set((0..<32).map { "answer \($0)" }))
         #expect(seconds >= 0.95, "\(seconds) s")
-        // One after another they would take 32 s; the bound leaves room for a busy machine.
-        #expect(seconds < 12, "32 calls took \(seconds) s")
+        // Concurrency is what the fake saw, not a duration: a loaded machine stretches durations.
         #expect(fixture.fake.maxConcurrentRequests >= 16, "at most \(fixture.fake.maxConcurrentRequests) at once")
         #expect(fixture.fake.requestCount == 32)
     }
