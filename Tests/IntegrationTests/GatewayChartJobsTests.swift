@@ -414,7 +414,7 @@ struct GatewayChartResultBoundsTests {
         let retryAfter = try #require(refused.headers["retry-after"].flatMap(Int.init))
         #expect((1...86_400).contains(retryAfter))
         #expect(try await GatewayChartJobsTests.recordedChartJobs(pool, user: userID) == 2)
-        let metrics = try await GatewayHarness.rawGet("\(base)/metrics")
+        let metrics = try await GatewayHarness.rawGet(GatewayHarness.metricsURL(base))
         #expect(metrics.contains(#"gateway_rate_limited_total{limit="chart-results"} 1"#), "\(metrics)")
 
         let first = resultIDs[0]

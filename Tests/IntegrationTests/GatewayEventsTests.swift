@@ -402,7 +402,7 @@ struct GatewayEventStreamEndTests {
         #expect(ContinuousClock.now - opened < .seconds(15))
         // The same token can no longer open one.
         #expect(try await GatewayHarness.request("GET", "\(base)/v1/events", token: token).status == 401)
-        let metrics = try await GatewayHarness.rawGet("\(base)/metrics")
+        let metrics = try await GatewayHarness.rawGet(GatewayHarness.metricsURL(base))
         #expect(metrics.contains(#"gateway_event_streams_closed_total{reason="token-expired"} 1"#), "\(metrics)")
     }
 
@@ -456,7 +456,7 @@ struct GatewayEventStreamEndTests {
         #expect(bobs.isRunning)
         #expect(!bobs.events.contains { $0.type == "end" })
         for running in [first, second] {
-            let metrics = try await GatewayHarness.rawGet("\(running.base)/metrics")
+            let metrics = try await GatewayHarness.rawGet(GatewayHarness.metricsURL(running.base))
             #expect(metrics.contains(#"gateway_event_streams_closed_total{reason="user-deleted"} 1"#), "\(metrics)")
         }
     }

@@ -182,7 +182,7 @@ struct GatewayStreamAndZoneLimitsTests {
             return false
         }
         if let reopened { streams.append(reopened) }
-        let metrics = try await GatewayHarness.rawGet("\(base)/metrics")
+        let metrics = try await GatewayHarness.rawGet(GatewayHarness.metricsURL(base))
         #expect(metrics.contains(#"gateway_rate_limited_total{limit="streams-ip"} 3"#), "\(metrics)")
         #expect(!gateway.processes.output.contains("status not in the route table"))
     }
