@@ -142,7 +142,8 @@ child=$(psql "$DATABASE_URL" -Atc "SELECT child_profile_id FROM stories.stories 
 echo
 echo "==> the app's journey through the gateway, with curl, as the iOS app makes it"
 gateway_port=$(free_port)
-DATABASE_URL=$url_gateway AMQP_URL=$GATEWAY_AMQP_URL HTTP_PORT=$gateway_port \
+# /metrics is served apart from the API, on a port of its own (9464 unless told).
+DATABASE_URL=$url_gateway AMQP_URL=$GATEWAY_AMQP_URL HTTP_PORT=$gateway_port GATEWAY_METRICS_PORT=$(free_port) \
     "$bin/gateway" >"$logs/gateway.log" 2>&1 &
 pids+=($!)
 wait_ready gateway "$gateway_port"
