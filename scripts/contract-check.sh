@@ -61,8 +61,13 @@ port=$(free_port)
 gateway_amqp=${GATEWAY_AMQP_URL:-$CLIENT_AMQP_URL}
 # Rate limits high enough for a generator sending hundreds of requests a second from one
 # address: the limits themselves are tested by the integration tests.
+# Apple's notifications are verified before they are queued: the gateway gets a verification
+# policy as a deployment does (a development PKI's root here), so the route answers as it would
+# in production rather than 503 for a policy that is not set.
+"$bin/astroctl" billing dev-pki --out "$ASTRO_STACK_DIR/dev-pki" >/dev/null
 DATABASE_URL=$(role_url astro_gateway "$GATEWAY_DB_PASSWORD") AMQP_URL=$gateway_amqp \
-    HTTP_HOST=127.0.0.1 HTTP_PORT=$port LOG_LEVEL=info LOG_FORMAT=json \
+    BILLING_ENVIRONMENT=Sandbox BILLING_TRUSTED_ROOTS=$ASTRO_STACK_DIR/dev-pki/root.der \
+    HTTP_HOST=127.0.0.1 HTTP_PORT=$port GATEWAY_METRICS_PORT=$(free_port) LOG_LEVEL=info LOG_FORMAT=json \
     RATE_LIMIT_USER_PER_SECOND=100000 RATE_LIMIT_USER_BURST=100000 \
     RATE_LIMIT_IP_PER_SECOND=100000 RATE_LIMIT_IP_BURST=100000 RATE_LIMIT_REGISTER_PER_MINUTE=100000 \
     "$bin/gateway" >"$logs/gateway.log" 2>&1 &
