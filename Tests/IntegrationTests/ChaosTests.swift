@@ -487,6 +487,15 @@ struct ChaosRun {
             try await strike("RabbitMQ memory alarm blocks publishers for 8 s", wave: Self.ids(wave7), atLeast: 60) {
                 try await AMQPTestEnvironment.stack("rabbit-ctl", ["set_vm_memory_high_watermark", "absolute", "1"])
                 try await Task.sleep(for: .seconds(8))
+                // A publisher is blocked when it next publishes, and on a loaded machine the
+                // workers may publish nothing in 8 s (seen once: 0 blocked): the alarm is held
+                // until one is, for at most 30 s more, so the audit sees what an alarm does.
+                let held = ContinuousClock.now
+                while ContinuousClock.now - held < .seconds(30),
+                    !fleet.logText().contains("blocked by the broker (resource alarm)")
+                {
+                    try await Task.sleep(for: .milliseconds(500))
+                }
                 try await AMQPTestEnvironment.stack("rabbit-ctl", ["set_vm_memory_high_watermark", "0.4"])
             }
         )
