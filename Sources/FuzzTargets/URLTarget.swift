@@ -68,7 +68,7 @@ enum URLTarget {
     }
 
     private static func check(_ shown: Shown, _ change: Change, parser: String, texts: (String) -> Shown) {
-        guard shown.texts.contains(where: { $0.contains(change.secret) }) else { return }
+        guard shown.texts.contains(where: { occurrences(of: change.secret, in: $0) > 0 }) else { return }
         let changedShown = texts(change.changedURL)
         guard changedShown.failed == shown.failed else { return }
         for (index, text) in shown.texts.enumerated() where changedShown.texts.indices.contains(index) {
@@ -85,14 +85,29 @@ enum URLTarget {
         }
     }
 
+    /// Non-overlapping occurrences of `part` in `text`, byte for byte: Foundation's string search
+    /// traps (index out of bounds) on some strings with NUL bytes, which a fuzzer finds.
     private static func occurrences(of part: String, in text: String) -> Int {
-        text.components(separatedBy: part).count - 1
+        let needle = Array(part.utf8)
+        let haystack = Array(text.utf8)
+        guard !needle.isEmpty else { return 0 }
+        var count = 0
+        var index = 0
+        while index + needle.count <= haystack.count {
+            if haystack[index..<(index + needle.count)].elementsEqual(needle) {
+                count += 1
+                index += needle.count
+            } else {
+                index += 1
+            }
+        }
+        return count
     }
 
     /// The password of `scheme://user:PASSWORD@…`, read up to the first and up to the last `@` (a
     /// password may contain a raw `@`), when at least `minimumPasswordLength` characters long.
     static func passwordRanges(in url: String) -> [Range<String.Index>] {
-        guard let scheme = url.range(of: "://") else { return [] }
+        guard let scheme = url.firstRange(of: "://") else { return [] }
         let rest = url[scheme.upperBound...]
         var ranges: [Range<String.Index>] = []
         for at in [rest.firstIndex(of: "@"), rest.lastIndex(of: "@")] {
