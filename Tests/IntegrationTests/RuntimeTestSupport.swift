@@ -45,23 +45,7 @@ enum RuntimeTestEnvironment {
     static func databaseURL(as role: WorkerRole) async throws -> String {
         let database = try await database()
         let password = "test-\(role.rawValue)"
-        let pool = PostgresPool(configuration: database, options: .init(maxConnections: 1), logger: logger)
-        // Suites run in parallel: two ALTER ROLE of the same role at once fail with PostgreSQL's
-        // "tuple concurrently updated"; the statement is idempotent, so it is tried again.
-        var attempt = 0
-        while true {
-            do {
-                try await pool.withConnection { try role.enableLogin(password: password, database: $0) }
-                break
-            } catch let error as PostgresError where attempt < 5 && "\(error)".contains("concurrently updated") {
-                attempt += 1
-                try await Task.sleep(for: .milliseconds(20 * attempt))
-            } catch {
-                await pool.close()
-                throw error
-            }
-        }
-        await pool.close()
+        try await RoleLogins.shared.enable(role, password: password, in: database)
         return "postgres://\(role.rawValue):\(password)@\(database.host):\(database.port)/\(database.database)"
     }
 
@@ -285,5 +269,46 @@ struct RunningWorker: Sendable {
         }
         await publisher.close()
         await pool.close()
+    }
+}
+
+/// Gives worker roles their login one statement at a time: two `ALTER ROLE` of one role at once
+/// fail with PostgreSQL's "tuple concurrently updated", and tests running in parallel (eight
+/// `astroctl` runs in a race test) ask for the same role together. The statement is idempotent,
+/// so a clash with a statement from outside this process is tried again.
+actor RoleLogins {
+    static let shared = RoleLogins()
+    private var tail: Task<Void, Never>?
+
+    func enable(_ role: WorkerRole, password: String, in database: PostgresConfiguration) async throws {
+        let previous = tail
+        let work = Task {
+            await previous?.value
+            try await Self.alter(role, password: password, in: database)
+        }
+        tail = Task { _ = try? await work.value }
+        try await work.value
+    }
+
+    private static func alter(_ role: WorkerRole, password: String, in database: PostgresConfiguration) async throws {
+        let pool = PostgresPool(
+            configuration: database,
+            options: .init(maxConnections: 1),
+            logger: RuntimeTestEnvironment.logger
+        )
+        var attempt = 0
+        while true {
+            do {
+                try await pool.withConnection { try role.enableLogin(password: password, database: $0) }
+                await pool.close()
+                return
+            } catch let error as PostgresError where attempt < 20 && "\(error)".contains("concurrently updated") {
+                attempt += 1
+                try? await Task.sleep(for: .milliseconds(10 * attempt))
+            } catch {
+                await pool.close()
+                throw error
+            }
+        }
     }
 }
