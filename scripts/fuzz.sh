@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing (Fuzz/README.md): builds astro-fuzz with libFuzzer and AddressSanitizer in
 # .build-fuzz (the ordinary .build is left alone), then fuzzes each target for SECONDS on a copy of its
-# seed corpus (Fuzz/corpus/<target>), one target after the other.
+# seed corpus (Fuzz/corpus/<target>), as many targets at once as there are cores.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET…]     SECONDS defaults to 30; targets default to all of them:
 #                                           json amqp-table jws url http cbor
 #
 # Environment:
+#   FUZZ_JOBS        how many targets fuzz at once (default: the number of cores)
 #   FUZZ_OUT         where each target's working corpus, log and crash artifacts go
 #                    (default .build-fuzz/runs/<UTC time>)
 #   FUZZ_SANITIZERS  the -sanitize= list (default fuzzer,address; fuzzer alone builds and runs faster)
@@ -63,16 +64,14 @@ if [ "${FUZZ_KEEP_GOING:-0}" = 1 ]; then
     keep_going=(-fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
 fi
 
-failed=()
-summary=()
-for target in "${targets[@]}"; do
-    work=$out/$target
+# One target: fuzzes it, then writes its summary line to $work/summary and, if it failed, what a
+# person needs to replay it to $work/report.
+fuzz_one() {
+    local target=$1 work=$out/$1 start status=0 elapsed execs rate progress corpus line artifacts artifact
     rm -rf "$work"
     mkdir -p "$work/corpus" "$work/crashes"
     cp Fuzz/corpus/"$target"/* "$work/corpus/"
-    echo "--> $target"
     start=$(date +%s)
-    status=0
     # -rss_limit_mb also caps single allocations (-malloc_limit_mb defaults to it); -timeout is per input.
     # SWIFT_BACKTRACE: Swift's own crash handler would run before libFuzzer's (and trips AddressSanitizer).
     ASTRO_FUZZ_TARGET=$target SWIFT_BACKTRACE=enable=no "$bin" "$work/corpus" \
@@ -92,25 +91,57 @@ for target in "${targets[@]}"; do
         "$target" "${execs:-?}" "${rate:-?}" "$corpus" "$elapsed")
     artifacts=$(find "$work/crashes" -type f | sort)
     if [ "$status" -ne 0 ] || [ -n "$artifacts" ]; then
-        failed+=("$target")
         line+="  FAILED (exit $status)"
-        echo "$line"
-        grep -E '^(==[0-9]+==ERROR|SUMMARY|.*Fatal error|ALARM|.*out-of-memory|.*deadly signal)' "$work/log" \
-            | cut -c1-400 | sort -u | head -5 || true
-        if [ -n "$artifacts" ]; then
-            echo "    $(wc -l <<<"$artifacts") failing input(s) in $work/crashes; the first:"
-        else
-            echo "    no failing input was saved (see the log)"
-        fi
-        for artifact in $(head -3 <<<"$artifacts"); do
-            echo "    input: $artifact"
-            echo "    replay: ASTRO_FUZZ_TARGET=$target SWIFT_BACKTRACE=enable=no $bin $artifact"
-        done
-        echo "    log: $work/log"
-    else
-        echo "$line"
+        {
+            grep -E '^(==[0-9]+==ERROR|SUMMARY|.*Fatal error|ALARM|.*out-of-memory|.*deadly signal)' "$work/log" \
+                | cut -c1-400 | sort -u | head -5 || true
+            if [ -n "$artifacts" ]; then
+                echo "    $(wc -l <<<"$artifacts") failing input(s) in $work/crashes; the first:"
+            else
+                echo "    no failing input was saved (see the log)"
+            fi
+            for artifact in $(head -3 <<<"$artifacts"); do
+                echo "    input: $artifact"
+                echo "    replay: ASTRO_FUZZ_TARGET=$target SWIFT_BACKTRACE=enable=no $bin $artifact"
+            done
+            echo "    log: $work/log"
+        } >"$work/report"
     fi
-    summary+=("$line")
+    echo "$line" >"$work/summary"
+    echo "$line"
+}
+
+# Targets run side by side, FUZZ_JOBS at a time (default: one per core): each still gets its own
+# SECONDS of fuzzing on a core of its own, so the coverage per target is what it was one at a time.
+jobs_at_once=${FUZZ_JOBS:-$(nproc)}
+[[ $jobs_at_once =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: FUZZ_JOBS must be a whole number above 0, got '$jobs_at_once'" >&2; exit 2; }
+echo "==> $jobs_at_once target(s) at a time"
+running=0
+for target in "${targets[@]}"; do
+    if [ "$running" -ge "$jobs_at_once" ]; then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    fuzz_one "$target" &
+    running=$((running + 1))
+done
+wait || true
+
+failed=()
+summary=()
+for target in "${targets[@]}"; do
+    work=$out/$target
+    if [ ! -f "$work/summary" ]; then
+        failed+=("$target")
+        summary+=("$(printf '%-11s did not report (see %s)' "$target" "$work/log")")
+        continue
+    fi
+    summary+=("$(cat "$work/summary")")
+    if [ -f "$work/report" ]; then
+        failed+=("$target")
+        echo "--> $target failed"
+        cat "$work/report"
+    fi
 done
 
 echo
