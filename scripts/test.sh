@@ -6,7 +6,27 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step's duration, printed as a table when the script ends (passed or not), so a slow CI run
+# says where its time went.
+run_start=$(date +%s)
+step_names=()
+step_starts=()
+step() {
+    step_names+=("$*")
+    step_starts+=("$(date +%s)")
+    printf '\n==> %s\n' "$*"
+}
+timings() {
+    local status=$? now i end
+    now=$(date +%s)
+    printf '\n==> time per step (exit %s)\n' "$status"
+    for i in "${!step_names[@]}"; do
+        end=${step_starts[$((i + 1))]:-$now}
+        printf '%6ss  %s\n' "$((end - step_starts[i]))" "${step_names[$i]}"
+    done
+    printf '%6ss  total\n' "$((now - run_start))"
+}
+trap timings EXIT
 
 step "installing system packages (if missing)"
 bash scripts/stack.sh install
