@@ -95,17 +95,41 @@ enum RuntimeTestEnvironment {
     }
 
     /// Polls `condition` until it holds or `timeout` passes.
+    /// - Throws: `RuntimeTestError` naming `what` and how often it was checked, when `timeout`
+    ///   passes first; the condition's own error at once.
     static func eventually(
         _ what: String,
         timeout: Duration = .seconds(20),
         _ condition: () async throws -> Bool
     ) async throws {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if try await condition() { return }
+        _ = try await eventually(what, timeout: timeout, observe: condition, until: { $0 })
+    }
+
+    /// Reads a value with `observe` until `until` accepts it or `timeout` passes, and returns the
+    /// accepted value.
+    /// - Throws: `RuntimeTestError` naming `what`, how often and for how long it looked, and the
+    ///   last value it saw, when `timeout` passes first; `observe`'s own error at once.
+    @discardableResult
+    static func eventually<Value>(
+        _ what: String,
+        timeout: Duration = .seconds(20),
+        observe: () async throws -> Value,
+        until accept: (Value) -> Bool
+    ) async throws -> Value {
+        let start = ContinuousClock.now
+        var checks = 0
+        var last: Value?
+        while checks == 0 || ContinuousClock.now < start + timeout {
+            let value = try await observe()
+            checks += 1
+            if accept(value) { return value }
+            last = value
             try await Task.sleep(for: .milliseconds(50))
         }
-        throw RuntimeTestError("timed out waiting for: \(what)")
+        let seen = last.map { String(describing: $0) } ?? "nothing"
+        throw RuntimeTestError(
+            "timed out after \(ContinuousClock.now - start) waiting for: \(what) (checked \(checks) times; last seen: \(seen))"
+        )
     }
 
     /// Declares a queue bound to astro.events for the given routing key, to observe events.
