@@ -146,8 +146,28 @@ struct LLMReportTests {
                 mandatory: true
             )
         )
-        try await RuntimeTestEnvironment.eventually("the credit is refunded", timeout: .seconds(30)) {
-            try await journey.ledger.balance(user).refunded == 1
+        // scripts/test-under-load.sh --fail-on-purpose sets ASTRO_TEST_FAIL_ON_PURPOSE to a file:
+        // the test then waits, with the workers running, for a second refund that never comes, and
+        // writes the time it gave up into that file, to show that a failing test ends alone, soon,
+        // and leaves no process behind.
+        let failOnPurpose = ProcessInfo.processInfo.environment["ASTRO_TEST_FAIL_ON_PURPOSE"] ?? ""
+        let refunds = failOnPurpose.isEmpty ? 1 : 2
+        do {
+            try await RuntimeTestEnvironment.eventually(
+                "\(refunds) refund(s) of the credit",
+                timeout: .seconds(30),
+                observe: { try await journey.ledger.balance(user) },
+                until: { $0.refunded == refunds }
+            )
+        } catch {
+            if !failOnPurpose.isEmpty {
+                try? "\(Int(Date().timeIntervalSince1970))\n".write(
+                    toFile: failOnPurpose,
+                    atomically: true,
+                    encoding: .utf8
+                )
+            }
+            throw error
         }
         let balance = try await journey.ledger.balance(user)
         #expect(balance.available == 1 && balance.consumed == 1 && balance.balanced)
