@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every check CI runs, from a fresh clone: installs what is missing, lints, builds with warnings
-# as errors, runs the unit tests, fuzzes every fuzz target briefly, then the integration tests
-# against a real RabbitMQ and PostgreSQL started for the run (scripts/stack.sh) and stopped
-# afterwards, then the chaos suite.
+# as errors, runs the unit tests, then the integration tests against a real RabbitMQ and
+# PostgreSQL started for the run (scripts/stack.sh) and stopped afterwards and schemathesis against
+# the live gateway while every fuzz target is fuzzed briefly beside them, then the chaos suite.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -26,7 +26,18 @@ timings() {
     done
     printf '%6ss  total\n' "$((now - run_start))"
 }
-trap timings EXIT
+# The fuzzing runs in the background beside the integration tests (see below); it is ended with
+# the script if the script ends first.
+fuzz_pid=""
+finish() {
+    local status=$?
+    if [ -n "$fuzz_pid" ] && kill -0 "$fuzz_pid" 2>/dev/null; then
+        kill -TERM -- "-$fuzz_pid" 2>/dev/null || true
+    fi
+    (exit "$status")
+    timings
+}
+trap finish EXIT
 
 step "installing system packages (if missing)"
 bash scripts/stack.sh install
@@ -52,9 +63,14 @@ swift test --skip-build --skip IntegrationTests
 step "alert rules, their unit tests and the dashboards (promtool; deploy/observability)"
 bash scripts/observability-check.sh
 
-step "fuzzing (libFuzzer with AddressSanitizer, 30 s per target; Fuzz/README.md)"
-# A crash, hang or out-of-memory on any input fails CI; the failing input is printed for replay.
-bash scripts/fuzz.sh 30
+step "fuzzing starts in the background (libFuzzer with AddressSanitizer, 30 s per target; Fuzz/README.md)"
+# Its sanitizer build is CPU-bound and the integration tests mostly wait on servers: side by side,
+# they take about the time of the longer one (the tests must pass on a loaded machine anyway;
+# scripts/test-under-load.sh). Its own session, so that ending it ends its compiler and fuzzers.
+fuzz_log=$(mktemp)
+setsid bash scripts/fuzz.sh 30 >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+echo "fuzzing in the background (pid $fuzz_pid), its output follows when it ends"
 
 step "integration tests (real RabbitMQ and PostgreSQL)"
 # Serially: some tests restart RabbitMQ or PostgreSQL, which would disturb tests running beside them.
@@ -62,6 +78,20 @@ bash scripts/stack.sh run -- swift test --skip-build --no-parallel --filter Inte
 
 step "the live gateway against openapi.yaml (schemathesis, property-based; 60 s per generated phase)"
 bash scripts/contract-check.sh 60
+
+step "fuzzing: waiting for it to end"
+# A crash, hang or out-of-memory on any input fails CI; the failing input is printed for replay.
+fuzz_status=0
+wait "$fuzz_pid" || fuzz_status=$?
+fuzz_pid=""
+# Its build's progress lines are long and say nothing a failure needs, unless the build failed.
+if grep -q '^==> build took' "$fuzz_log"; then
+    sed -n '/^==> build took/,$p' "$fuzz_log"
+else
+    tail -60 "$fuzz_log"
+fi
+rm -f "$fuzz_log"
+[ "$fuzz_status" -eq 0 ] || { echo "test: fuzzing failed (exit $fuzz_status, above)" >&2; exit 1; }
 
 step "chaos suite (kill -9 workers, restart RabbitMQ and PostgreSQL with thousands of jobs in flight)"
 # On a stack of its own, after the fast tests: it prints what it found (outcomes, duplicates, losses,
