@@ -56,7 +56,7 @@ struct ConsumptionAnswerTests {
         try Data(key.pemRepresentation.utf8).write(to: keyFile)
         defer { try? FileManager.default.removeItem(at: keyFile) }
 
-        let (billing, billingLog) = try GatewayHarness.start(
+        let billing = try await GatewayHarness.start(
             "billing-worker",
             environment: [
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.billingWorker),
@@ -70,7 +70,7 @@ struct ConsumptionAnswerTests {
             ],
             label: "consumption-billing"
         )
-        let billingProcess = GatewayHarness.Processes(processes: [billing], logs: [billingLog])
+        let billingProcess = GatewayHarness.Processes(processes: [billing])
         defer { billingProcess.stop() }
         let gateway = try await GatewayHarness.launch(label: "consumption-gateway")
         defer { gateway.processes.stop() }

@@ -72,7 +72,7 @@ struct GatewayAppleTests {
                 await pool.close()
             }
         }
-        let (billing, billingLog) = try GatewayHarness.start(
+        let billing = try await GatewayHarness.start(
             "billing-worker",
             environment: [
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.billingWorker),
@@ -83,7 +83,7 @@ struct GatewayAppleTests {
             ],
             label: "gateway-apple-billing"
         )
-        let billingProcess = GatewayHarness.Processes(processes: [billing], logs: [billingLog])
+        let billingProcess = GatewayHarness.Processes(processes: [billing])
         defer { billingProcess.stop() }
         let gateway = try await GatewayHarness.launch(label: "gateway-apple")
         defer { gateway.processes.stop() }

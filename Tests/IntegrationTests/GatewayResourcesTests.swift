@@ -42,13 +42,12 @@ struct GatewayResourcesTests {
     /// A billing-worker and a report-worker (the built-in expert-rules writer: no LLM) as their
     /// own database roles and broker users, trusting the test PKI's root.
     static func startBillingAndReportWorkers() async throws -> GatewayHarness.Processes {
-        var processes: [Process] = []
-        var logs: [URL] = []
+        var processes: [ChildProcess] = []
         for (product, role, broker) in [
             ("billing-worker", WorkerRole.billingWorker, BrokerAccess.billingWorker),
             ("report-worker", WorkerRole.reportWorker, BrokerAccess.reportWorker),
         ] {
-            let (process, log) = try GatewayHarness.start(
+            let process = try await GatewayHarness.start(
                 product,
                 environment: [
                     "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: broker),
@@ -61,9 +60,8 @@ struct GatewayResourcesTests {
                 label: "resources-\(product)"
             )
             processes.append(process)
-            logs.append(log)
         }
-        return GatewayHarness.Processes(processes: processes, logs: logs)
+        return GatewayHarness.Processes(processes: processes)
     }
 
     /// Polls a job until it is finished; returns its last answer.
