@@ -294,6 +294,22 @@ final class ChildProcess: Sendable {
         throw RuntimeTestError("\(label) did not write \"\(text)\" within \(timeout)\n\(tail())")
     }
 
+    /// `RuntimeTestEnvironment.eventually` for a wait on this process: when it gives up, the
+    /// error names the log and quotes its last lines.
+    /// - Throws: `RuntimeTestError` when `condition` does not hold within `timeout`, what
+    ///   `condition` throws, or `CancellationError`.
+    func eventually(
+        _ what: String,
+        timeout: Duration = .seconds(60),
+        _ condition: () async throws -> Bool
+    ) async throws {
+        do {
+            try await RuntimeTestEnvironment.eventually(what, timeout: timeout, condition)
+        } catch let error as RuntimeTestError {
+            throw RuntimeTestError("\(error.description)\n\(tail())")
+        }
+    }
+
     /// The port a worker's health endpoint bound (`HTTP_PORT` 0 is any free one), from its
     /// "health endpoint listening" line: the worker must log at info.
     /// - Throws: `RuntimeTestError` with the log's tail when the line does not come.

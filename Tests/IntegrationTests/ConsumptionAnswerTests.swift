@@ -75,7 +75,7 @@ struct ConsumptionAnswerTests {
         let gateway = try await GatewayHarness.launch(label: "consumption-gateway")
         defer { gateway.processes.stop() }
         func output() -> String { gateway.processes.output + "\n" + billingProcess.output }
-        try await RuntimeTestEnvironment.eventually("the billing-worker consumes", timeout: .seconds(30)) {
+        try await billingProcess.eventually("the billing-worker consumes") {
             try await publisher.queueState(JobType.billingSendConsumption.rawValue).consumerCount >= 1
         }
 

@@ -263,7 +263,7 @@ struct GatewayProcessTests {
         let processes = Processes(processes: [gateway])
         defer { processes.stop() }
         let base = try await GatewayHarness.listening(gateway)
-        try await RuntimeTestEnvironment.eventually("the gateway answers", timeout: .seconds(30)) {
+        try await gateway.eventually("the gateway answers") {
             (try? await Self.request("GET", "\(base)/healthz"))?.status == 200
         }
         let ready = try await Self.request("GET", "\(base)/readyz")
@@ -336,7 +336,7 @@ struct GatewayProcessTests {
         let processes = Processes(processes: [gateway])
         defer { processes.stop() }
         let base = try await GatewayHarness.listening(gateway)
-        try await RuntimeTestEnvironment.eventually("the gateway is ready", timeout: .seconds(30)) {
+        try await gateway.eventually("the gateway is ready") {
             (try? await Self.request("GET", "\(base)/readyz"))?.status == 200
         }
         let access = try #require(

@@ -111,7 +111,7 @@ struct GatewayResourcesTests {
         defer { workers.stop() }
         let base = gateway.base
         let logs = { gateway.processes.output + "\n" + workers.output }
-        try await RuntimeTestEnvironment.eventually("billing- and report-workers consume", timeout: .seconds(30)) {
+        try await workers.eventually("billing- and report-workers consume") {
             let request = try await publisher.queueState(JobType.reportRequest.rawValue).consumerCount
             let generate = try await publisher.queueState(JobType.reportGenerate.rawValue).consumerCount
             return request > 0 && generate > 0

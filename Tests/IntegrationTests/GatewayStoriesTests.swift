@@ -101,7 +101,7 @@ struct GatewayStoriesTests {
             label: "gateway-story-worker"
         )
         do {
-            try await RuntimeTestEnvironment.eventually("the story-worker consumes", timeout: .seconds(30)) {
+            try await process.eventually("the story-worker consumes") {
                 try await publisher.queueState(JobType.storyRead.rawValue).consumerCount > 0
             }
         } catch {

@@ -33,6 +33,23 @@ enum GatewayHarness {
         var output: String {
             processes.map { "\($0.label) (log \($0.log.path)):\n\($0.output)" }.joined(separator: "\n")
         }
+        /// `RuntimeTestEnvironment.eventually` for a wait on these processes: when it gives up,
+        /// the error names each log and quotes its last lines.
+        /// - Throws: `RuntimeTestError` when `condition` does not hold within `timeout`, what
+        ///   `condition` throws, or `CancellationError`.
+        func eventually(
+            _ what: String,
+            timeout: Duration = .seconds(60),
+            _ condition: () async throws -> Bool
+        ) async throws {
+            do {
+                try await RuntimeTestEnvironment.eventually(what, timeout: timeout, condition)
+            } catch let error as RuntimeTestError {
+                throw RuntimeTestError(
+                    ([error.description] + processes.map { $0.tail(2_000) }).joined(separator: "\n")
+                )
+            }
+        }
     }
 
     static let profile: JSONValue = [

@@ -35,7 +35,7 @@ struct GracefulShutdownTests {
             logger: RuntimeTestEnvironment.logger
         )
         try await publisher.connect()
-        try await RuntimeTestEnvironment.eventually("the worker consumes \(queue)") {
+        try await process.eventually("the worker consumes \(queue)") {
             ((try? await publisher.queueState(String(queue)))?.consumerCount ?? 0) > 0
         }
 

@@ -43,7 +43,7 @@ struct StoryWorkerProcessTests {
         }
         let process = try await ChildProcess.product("story-worker", environment: environment, label: "story-worker")
         do {
-            try await RuntimeTestEnvironment.eventually("the story-worker consumes", timeout: .seconds(30)) {
+            try await RuntimeTestEnvironment.eventually("the story-worker consumes", timeout: .seconds(60)) {
                 try await publisher.queueState(JobType.storyRead.rawValue).consumerCount > 0
             }
         } catch {

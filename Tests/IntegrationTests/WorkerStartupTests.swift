@@ -37,7 +37,7 @@ struct WorkerStartupTests {
         )
         try await publisher.connect()
         defer { Task { await publisher.close() } }
-        try await RuntimeTestEnvironment.eventually("the worker consumes \(queue)", timeout: .seconds(30)) {
+        try await process.eventually("the worker consumes \(queue)") {
             ((try? await publisher.queueState(String(queue)))?.consumerCount ?? 0) > 0
                 || !process.isRunning
         }
