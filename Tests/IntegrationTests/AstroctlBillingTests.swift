@@ -29,26 +29,7 @@ struct AstroctlBillingTests {
 
     /// Runs astroctl with `input` on standard input.
     func astroctl(_ arguments: [String], input: String = "") async throws -> ProcessRunner.Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("astroctl"))
-        process.arguments = arguments
-        let stdin = Pipe()
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = stderr
-        try process.runTracked()
-        stdin.fileHandleForWriting.write(Data(input.utf8))
-        try stdin.fileHandleForWriting.close()
-        let output = stdout.fileHandleForReading.readDataToEndOfFile()
-        let error = stderr.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return ProcessRunner.Result(
-            status: process.terminationStatus,
-            output: String(decoding: output, as: UTF8.self),
-            error: String(decoding: error, as: UTF8.self)
-        )
+        try await ProcessRunner.run(ProcessRunner.productPath("astroctl"), arguments, input: input)
     }
 
     func verdict(_ result: ProcessRunner.Result) throws -> JSONValue {

@@ -119,25 +119,23 @@ struct AstroctlChartTests {
 
     /// A chart-worker process on its own least-privilege role and broker user, as deployed, once
     /// the topology exists as `astroctl migrate` leaves it. Stop it with SIGTERM.
-    func startChartWorker(databaseURL: String) async throws -> Process {
+    func startChartWorker(databaseURL: String) async throws -> ChildProcess {
         await (try await RuntimeTestEnvironment.contractPublisher(purging: [.chartCalculate])).close()
-        let worker = Process()
-        worker.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("chart-worker"))
-        worker.environment = ProcessInfo.processInfo.environment.merging([
-            "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker), "DATABASE_URL": databaseURL,
-            "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1",
-            "LOG_LEVEL": "warning",
-        ]) { _, new in new }
-        worker.standardOutput = FileHandle.nullDevice
-        worker.standardError = FileHandle.nullDevice
-        try worker.runTracked()
+        let worker = try await ChildProcess.product(
+            "chart-worker",
+            environment: [
+                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
+                "DATABASE_URL": databaseURL, "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning",
+            ],
+            label: "astroctl-chart-worker"
+        )
         let publisher = AMQPPublisher(
             configuration: try RuntimeTestEnvironment.amqpConfiguration(),
             logger: RuntimeTestEnvironment.logger
         )
         try await publisher.connect()
         defer { Task { await publisher.close() } }
-        try await RuntimeTestEnvironment.eventually("the chart-worker consumes") {
+        try await worker.eventually("the chart-worker consumes") {
             ((try? await publisher.queueState("chart.calculate"))?.consumerCount ?? 0) > 0
         }
         return worker
@@ -146,10 +144,7 @@ struct AstroctlChartTests {
     @Test func publishWaitsForTheWorkerAndPrintsTheStoredChart() async throws {
         let databaseURL = try await RuntimeTestEnvironment.databaseURL(as: .chartWorker)
         let worker = try await startChartWorker(databaseURL: databaseURL)
-        defer {
-            kill(worker.processIdentifier, SIGTERM)
-            worker.waitUntilExit()
-        }
+        defer { worker.stopWaiting() }
 
         let user = UUID().uuidString.lowercased()
         let result = try await ProcessRunner.run(
@@ -172,10 +167,7 @@ struct AstroctlChartTests {
     @Test func aJobIDOfAnotherServicesJobIsRefusedOnceAndChangesNothing() async throws {
         let databaseURL = try await RuntimeTestEnvironment.databaseURL(as: .chartWorker)
         let worker = try await startChartWorker(databaseURL: databaseURL)
-        defer {
-            kill(worker.processIdentifier, SIGTERM)
-            worker.waitUntilExit()
-        }
+        defer { worker.stopWaiting() }
         let pool = PostgresPool(
             configuration: try await RuntimeTestEnvironment.database(),
             options: .init(maxConnections: 1),

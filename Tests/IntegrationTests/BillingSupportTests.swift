@@ -42,27 +42,14 @@ struct BillingSupportTests {
     }
 
     func astroctl(_ arguments: [String]) async throws -> ProcessRunner.Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("astroctl"))
-        process.arguments = arguments
         // The test database as its owner, as an operator's astroctl connects.
         let database = try await RuntimeTestEnvironment.database()
         let url =
             "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)"
-        process.environment = ProcessInfo.processInfo.environment.merging(appStoreEnvironment) { _, new in new }
-            .merging(["DATABASE_URL": url]) { _, new in new }
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardOutput = stdout
-        process.standardError = stderr
-        try process.runTracked()
-        let output = stdout.fileHandleForReading.readDataToEndOfFile()
-        let error = stderr.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return ProcessRunner.Result(
-            status: process.terminationStatus,
-            output: String(decoding: output, as: UTF8.self),
-            error: String(decoding: error, as: UTF8.self)
+        return try await ProcessRunner.run(
+            ProcessRunner.productPath("astroctl"),
+            arguments,
+            environment: appStoreEnvironment.merging(["DATABASE_URL": url]) { _, new in new }
         )
     }
 
@@ -237,7 +224,7 @@ struct BillingSupportTests {
         fake.setPageSize(3)
 
         // The billing-worker starts after the "downtime": its start-up recovery reads both pages.
-        let (worker, workerLog) = try GatewayHarness.start(
+        let worker = try await GatewayHarness.start(
             "billing-worker",
             environment: appStoreEnvironment.merging([
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.billingWorker),
@@ -247,7 +234,7 @@ struct BillingSupportTests {
             ]) { _, new in new },
             label: "support-billing"
         )
-        let workerProcesses = GatewayHarness.Processes(processes: [worker], logs: [workerLog])
+        let workerProcesses = GatewayHarness.Processes(processes: [worker])
         defer { workerProcesses.stop() }
 
         func recovery(trigger: String) async throws -> [String: Int]? {

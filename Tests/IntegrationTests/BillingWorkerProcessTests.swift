@@ -29,22 +29,22 @@ struct BillingWorkerProcessTests {
     }()
 
     final class Workers: Sendable {
-        let processes: [Process]
-        let logs: [URL]
-        init(processes: [Process], logs: [URL]) {
+        let processes: [ChildProcess]
+        init(processes: [ChildProcess]) {
             self.processes = processes
-            self.logs = logs
         }
+        var logs: [URL] { processes.map(\.log) }
         func kill(_ index: Int) {
-            Glibc.kill(processes[index].processIdentifier, SIGKILL)
-            processes[index].waitUntilExit()
+            processes[index].kill()
         }
+        /// SIGTERM to every worker, then SIGKILL to any still running after 10 s (blocking: a
+        /// `defer` calls it).
         func stop() {
-            for process in processes where process.isRunning {
-                process.terminate()
-                process.waitUntilExit()
-            }
+            for process in processes { process.send(SIGTERM) }
+            for process in processes { process.stopWaiting() }
         }
+        /// What the workers logged, each log headed by its path.
+        var output: String { GatewayHarness.Processes(processes: processes).output }
     }
 
     let publisher: AMQPPublisher
@@ -72,37 +72,31 @@ struct BillingWorkerProcessTests {
     }
 
     func startWorkers(_ count: Int, label: String) async throws -> Workers {
-        var processes: [Process] = []
-        var logs: [URL] = []
+        var processes: [ChildProcess] = []
         for index in 0..<count {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("billing-worker"))
-            process.environment = ProcessInfo.processInfo.environment.merging([
-                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.billingWorker),
-                "DATABASE_URL": databaseURL,
-                "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "PREFETCH": "32", "LOG_LEVEL": "warning",
-                "MIGRATE_ON_START": "false", "BILLING_ENVIRONMENT": "Sandbox",
-                "BILLING_TRUSTED_ROOTS": Self.pkiFolder.appendingPathComponent("root.der").path,
-            ]) { _, new in new }
-            let log = FileManager.default.temporaryDirectory.appendingPathComponent("billing-\(label)-\(index).log")
-            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-            let handle = try FileHandle(forWritingTo: log)
-            process.standardOutput = handle
-            process.standardError = handle
-            try process.runTracked()
-            processes.append(process)
-            logs.append(log)
+            processes.append(
+                try await ChildProcess.product(
+                    "billing-worker",
+                    environment: [
+                        "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.billingWorker),
+                        "DATABASE_URL": databaseURL,
+                        "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "PREFETCH": "32", "LOG_LEVEL": "warning",
+                        "MIGRATE_ON_START": "false", "BILLING_ENVIRONMENT": "Sandbox",
+                        "BILLING_TRUSTED_ROOTS": Self.pkiFolder.appendingPathComponent("root.der").path,
+                    ],
+                    label: "billing-\(label)-\(index)"
+                )
+            )
         }
-        let workers = Workers(processes: processes, logs: logs)
+        let workers = Workers(processes: processes)
         do {
-            try await RuntimeTestEnvironment.eventually("\(count) billing-workers consume", timeout: .seconds(30)) {
+            try await RuntimeTestEnvironment.eventually("\(count) billing-workers consume", timeout: .seconds(60)) {
                 let state = try await publisher.queueState(JobType.reportRequest.rawValue)
                 return state.consumerCount >= count
             }
         } catch {
-            let output = logs.map { (try? String(contentsOf: $0, encoding: .utf8)) ?? "" }.joined(separator: "\n")
             workers.stop()
-            throw RuntimeTestError("billing-workers did not start: \(error)\n\(output)")
+            throw RuntimeTestError("billing-workers did not start: \(error)\n\(workers.output.suffix(6_000))")
         }
         return workers
     }

@@ -25,7 +25,7 @@ struct BusinessMetricsJourneyTests {
 
     /// A worker process and its health port.
     struct WorkerProcess {
-        var process: Process
+        var process: ChildProcess
         var port: Int
     }
 
@@ -48,28 +48,32 @@ struct BusinessMetricsJourneyTests {
         }
         var started: [WorkerProcess] = []
         for worker in ["billing-worker", "report-worker"] {
-            let port = try PoisonMessageTests.freePort()
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath(worker))
             let billing = worker == "billing-worker"
-            process.environment = ProcessInfo.processInfo.environment.merging([
-                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(
-                    as: billing ? BrokerAccess.billingWorker : BrokerAccess.reportWorker
-                ),
-                "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(
-                    as: billing ? .billingWorker : .reportWorker
-                ),
-                "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
-                "BILLING_ENVIRONMENT": "Sandbox",
-                "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path,
-                "LEDGER_AUDIT_INTERVAL_SECONDS": "10",
-            ]) { _, new in new }
-            if !billing { process.environment = process.environment?.merging(reportEnvironment) { _, new in new } }
-            process.standardOutput = FileHandle.nullDevice
-            try process.runTracked()
-            started.append(WorkerProcess(process: process, port: port))
+            let process = try await ChildProcess.product(
+                worker,
+                environment: [
+                    "AMQP_URL": try RuntimeTestEnvironment.amqpURL(
+                        as: billing ? BrokerAccess.billingWorker : BrokerAccess.reportWorker
+                    ),
+                    "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(
+                        as: billing ? .billingWorker : .reportWorker
+                    ),
+                    // Any free health port, which the worker logs at info.
+                    "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info", "MIGRATE_ON_START": "false",
+                    "BILLING_ENVIRONMENT": "Sandbox",
+                    "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der")
+                        .path,
+                    "LEDGER_AUDIT_INTERVAL_SECONDS": "10",
+                ].merging(billing ? [:] : reportEnvironment) { _, new in new },
+                label: "metrics-\(worker)"
+            )
+            // (Should this throw, `process` and `started` are released: ChildProcess kills them.)
+            started.append(WorkerProcess(process: process, port: try await process.healthPort()))
         }
-        try await RuntimeTestEnvironment.eventually("both workers consume", timeout: .seconds(30)) {
+        try await RuntimeTestEnvironment.eventually(
+            "both workers consume (logs \(started.map(\.process.log.path)))",
+            timeout: .seconds(60)
+        ) {
             let generate = try await publisher.queueState(JobType.reportGenerate.rawValue).consumerCount
             let request = try await publisher.queueState(JobType.reportRequest.rawValue).consumerCount
             return generate > 0 && request > 0
@@ -92,12 +96,7 @@ struct BusinessMetricsJourneyTests {
 
     @Test func thePaidJourneyShowsInTheWorkersBusinessCounters() async throws {
         let (publisher, billing, report) = try await startWorkers()
-        defer {
-            for worker in [billing, report] where worker.process.isRunning {
-                worker.process.terminate()
-                worker.process.waitUntilExit()
-            }
-        }
+        defer { for worker in [billing, report] { worker.process.stopWaiting() } }
         // One profile with a chart (its report is written), one whose chart cannot be read (its
         // credit comes back).
         let (user, profile, broken) = try await ReportJourneyTests.userWithReadableAndBrokenChart(ledger)
@@ -171,12 +170,7 @@ struct BusinessMetricsJourneyTests {
             "LLM_BASE_URL": fake.baseURL.absoluteString, "LLM_MODEL": "test-model", "LLM_API_KEY": LLMReportTests.key,
             "LLM_PRICE_INPUT_PER_1M_USD": "2.5", "LLM_PRICE_OUTPUT_PER_1M_USD": "10",
         ])
-        defer {
-            for worker in [billing, report] where worker.process.isRunning {
-                worker.process.terminate()
-                worker.process.waitUntilExit()
-            }
-        }
+        defer { for worker in [billing, report] { worker.process.stopWaiting() } }
         let journey = try await ReportJourneyTests()
         let (user, profile) = try await journey.buyer(chart: ReportJourneyTests.chartJSON)
         try await ReportJourneyTests.publishJob(

@@ -113,7 +113,7 @@ struct ChaosTests {
 final class ChaosFleet: Sendable {
     struct Member: Sendable {
         let name: String
-        let process: Process
+        let process: ChildProcess
         let log: URL
     }
 
@@ -129,18 +129,16 @@ final class ChaosFleet: Sendable {
     }
 
     /// Starts a worker product (`chart-worker`, `billing-worker`, `report-worker`).
-    func start(_ product: String, name: String) throws -> Member {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath(product))
-        process.environment = ProcessInfo.processInfo.environment.merging(environments[product] ?? [:]) { _, new in
-            new
-        }
+    func start(_ product: String, name: String) async throws -> Member {
         let log = folder.appendingPathComponent("\(name).log")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: log)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.runTracked()
+        let process = try await ChildProcess.start(
+            executable: ProcessRunner.productPath(product),
+            arguments: [],
+            environment: ProcessInfo.processInfo.environment.merging(environments[product] ?? [:]) { _, new in new },
+            label: name,
+            appendingTo: log
+        )
         let member = Member(name: name, process: process, log: log)
         members.withLock { $0.append(member) }
         return member
@@ -149,8 +147,7 @@ final class ChaosFleet: Sendable {
     /// SIGKILL: no graceful shutdown, no chance to acknowledge or commit anything more.
     func kill(_ member: Member) {
         killed.withLock { _ = $0.insert(member.name) }
-        Glibc.kill(member.process.processIdentifier, SIGKILL)
-        member.process.waitUntilExit()
+        member.process.kill()
     }
 
     /// The members that were not killed, and whether each still runs.
@@ -163,11 +160,10 @@ final class ChaosFleet: Sendable {
     /// Safe to call more than once.
     func stopAll(grace: Duration = .seconds(20)) {
         let all = members.withLock { $0 }
-        for member in all where member.process.isRunning { member.process.terminate() }
+        for member in all { member.process.send(SIGTERM) }
         let deadline = ContinuousClock.now + grace
         while all.contains(where: { $0.process.isRunning }), ContinuousClock.now < deadline { usleep(50_000) }
-        for member in all where member.process.isRunning { Glibc.kill(member.process.processIdentifier, SIGKILL) }
-        for member in all { member.process.waitUntilExit() }
+        for member in all { member.process.kill() }
     }
 
     /// Every member's whole log.
@@ -297,14 +293,14 @@ struct ChaosRun {
         }
 
         var chartWorkers = [
-            try fleet.start("chart-worker", name: "chart-worker-1"),
-            try fleet.start("chart-worker", name: "chart-worker-2"),
+            try await fleet.start("chart-worker", name: "chart-worker-1"),
+            try await fleet.start("chart-worker", name: "chart-worker-2"),
         ]
         var billingWorkers = [
-            try fleet.start("billing-worker", name: "billing-worker-1"),
-            try fleet.start("billing-worker", name: "billing-worker-2"),
+            try await fleet.start("billing-worker", name: "billing-worker-1"),
+            try await fleet.start("billing-worker", name: "billing-worker-2"),
         ]
-        _ = try fleet.start("report-worker", name: "report-worker-1")
+        _ = try await fleet.start("report-worker", name: "report-worker-1")
         try await waitForConsumers(.chartCalculate, 2)
         try await waitForConsumers(.reportRequest, 2)
         try await waitForConsumers(.reportGenerate, 1)
@@ -428,7 +424,7 @@ struct ChaosRun {
         strikes.append(
             try await strike("SIGKILL chart-worker-1", wave: Self.ids(wave1), atLeast: 60) {
                 fleet.kill(chartWorkers[0])
-                chartWorkers[0] = try fleet.start("chart-worker", name: "chart-worker-3")
+                chartWorkers[0] = try await fleet.start("chart-worker", name: "chart-worker-3")
             }
         )
         try await waitForConsumers(.chartCalculate, 2)
@@ -451,7 +447,7 @@ struct ChaosRun {
         strikes.append(
             try await strike("SIGKILL billing-worker-1", wave: wave4Requests.compactMap(\.id), atLeast: 20) {
                 fleet.kill(billingWorkers[0])
-                billingWorkers[0] = try fleet.start("billing-worker", name: "billing-worker-3")
+                billingWorkers[0] = try await fleet.start("billing-worker", name: "billing-worker-3")
             }
         )
 

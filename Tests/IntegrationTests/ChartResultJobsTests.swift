@@ -39,39 +39,45 @@ struct ChartResultJobsTests {
         let metricsURL: String
     }
 
-    /// Starts the chart-worker on a random metrics port, again on another one when that port was
-    /// taken (the worker then exits at once), and waits until it is ready.
+    /// Starts the chart-worker on any free metrics port (which it logs) and waits until it is
+    /// ready.
     static func start(label: String, environment: [String: String] = [:]) async throws -> Stack {
         let publisher = try await RuntimeTestEnvironment.contractPublisher(
             purging: [.chartCalculate] + JobType.chartResultJobs
         )
-        for _ in 0..<5 {
-            let port = Int.random(in: 40_000..<50_000)
-            let (process, log) = try GatewayHarness.start(
+        let process: ChildProcess
+        do {
+            process = try await GatewayHarness.start(
                 "chart-worker",
                 environment: [
                     "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
                     "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
-                    "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning",
+                    // Info: the health port is logged at info.
+                    "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
                     "MIGRATE_ON_START": "false",
                 ].merging(environment) { _, new in new },
                 label: label
             )
-            let worker = GatewayHarness.Processes(processes: [process], logs: [log])
-            let base = "http://127.0.0.1:\(port)"
-            do {
-                try await RuntimeTestEnvironment.eventually("the chart-worker is ready", timeout: .seconds(30)) {
-                    guard process.isRunning else { throw RuntimeTestError("exited: \(worker.output)") }
-                    return (try? await GatewayHarness.request("GET", "\(base)/readyz"))?.status == 200
-                }
-            } catch {
-                worker.stop()
-                continue
+        } catch {
+            await publisher.close()
+            throw error
+        }
+        let worker = GatewayHarness.Processes(processes: [process])
+        do {
+            let base = "http://127.0.0.1:\(try await process.healthPort())"
+            try await RuntimeTestEnvironment.eventually(
+                "the chart-worker answers 200 on \(base)/readyz",
+                timeout: .seconds(60)
+            ) {
+                guard process.isRunning else { throw RuntimeTestError("exited: \(worker.output)") }
+                return (try? await GatewayHarness.request("GET", "\(base)/readyz"))?.status == 200
             }
             return Stack(publisher: publisher, worker: worker, metricsURL: "\(base)/metrics")
+        } catch {
+            worker.stop()
+            await publisher.close()
+            throw RuntimeTestError("\(error)\n\(process.tail())")
         }
-        await publisher.close()
-        throw RuntimeTestError("the chart-worker did not start on any of five ports")
     }
 
     func publish(_ stack: Stack, _ type: JobType, _ body: JSONValue) async throws {

@@ -16,70 +16,104 @@ import Glibc
 ///   `swift test`'s pipe open after the tests ended, and the run would hang): its output goes to
 ///   a log file that `output` reads and failure messages quote.
 /// - A `ChildProcess` released without `stop()` is killed (SIGKILL to its group) in `deinit`.
+/// - It carries the test run's mark (`ASTRO_TEST_RUN_ID`, which scripts/test.sh sets) in its
+///   environment, so that the script can find whatever a run left behind, and only that.
 final class ChildProcess: Sendable {
     /// What the process is, for messages.
     let label: String
     /// Its process id, which is also its process group id.
     let pid: pid_t
-    /// The file its standard output and error go to.
+    /// The file its standard output goes to, and its standard error unless `errorLog` is set.
     let log: URL
+    /// The file its standard error goes to when kept apart from its output.
+    let errorLog: URL?
     /// The wait status once reaped.
     private let reaped = Mutex<Int32?>(nil)
 
-    private init(label: String, pid: pid_t, log: URL) {
+    /// The environment variable that marks every process a test run started (scripts/test.sh).
+    static let runMark = "ASTRO_TEST_RUN_ID"
+
+    private init(label: String, pid: pid_t, log: URL, errorLog: URL?) {
         self.label = label
         self.pid = pid
         self.log = log
+        self.errorLog = errorLog
     }
 
     /// Starts one of this package's executables (built beside the test bundle), with the test's
-    /// environment plus `environment`.
+    /// environment plus `environment` (or exactly `environment` when `replacingEnvironment`).
     /// - Throws: `RuntimeTestError` when the process cannot be started.
     static func product(
         _ name: String,
         arguments: [String] = [],
         environment: [String: String],
+        replacingEnvironment: Bool = false,
         label: String? = nil
     ) async throws -> ChildProcess {
         try await start(
             executable: ProcessRunner.productPath(name),
             arguments: arguments,
-            environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
+            environment: replacingEnvironment
+                ? environment : ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
             label: label ?? name
         )
     }
 
-    /// Starts `executable` with exactly `environment`.
+    /// Starts `executable` with exactly `environment` (plus the run's mark, when the test has one).
+    /// - Parameters:
+    ///   - separateError: standard error to a file of its own (`errorLog`, `error`) rather than
+    ///     into `log`.
+    ///   - existingLog: a log to append to (a restarted process's, say) instead of a new one.
+    ///   - input: a file to read standard input from, instead of /dev/null.
     /// - Throws: `RuntimeTestError` when the log file cannot be created or the process cannot be
     ///   started.
     static func start(
         executable: String,
         arguments: [String],
         environment: [String: String],
-        label: String
+        label: String,
+        separateError: Bool = false,
+        appendingTo existingLog: URL? = nil,
+        input: URL? = nil
     ) async throws -> ChildProcess {
-        let safeLabel = String(label.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" })
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "astro-test-\(safeLabel)-\(UUID().uuidString.prefix(8)).log"
-        )
-        guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
-            throw RuntimeTestError("\(label): cannot create its log file \(log.path)")
+        let safeLabel = String(label.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(80))
+        let stem = "astro-test-\(safeLabel)-\(UUID().uuidString.prefix(8))"
+        let log = existingLog ?? FileManager.default.temporaryDirectory.appendingPathComponent("\(stem).log")
+        let errorLog =
+            separateError ? FileManager.default.temporaryDirectory.appendingPathComponent("\(stem).err") : nil
+        for file in (existingLog == nil ? [log] : []) + (errorLog.map { [$0] } ?? []) {
+            guard FileManager.default.createFile(atPath: file.path, contents: nil) else {
+                throw RuntimeTestError("\(label): cannot create its log file \(file.path)")
+            }
+        }
+        var environment = environment
+        if environment[runMark] == nil, let mark = ProcessInfo.processInfo.environment[runMark] {
+            environment[runMark] = mark
         }
         let argv = ["/usr/bin/setpriv", "--pdeathsig", "KILL", "--", executable] + arguments
         let envp = environment.map { "\($0.key)=\($0.value)" }
         let logPath = log.path
+        let errorPath = errorLog?.path
+        let inputPath = input?.path ?? "/dev/null"
         let spawned: Result<pid_t, RuntimeTestError> = await SpawnerThread.shared.run {
-            Self.spawn(argv: argv, envp: envp, logPath: logPath)
+            Self.spawn(argv: argv, envp: envp, inputPath: inputPath, logPath: logPath, errorPath: errorPath)
         }
         switch spawned {
-        case .success(let pid): return ChildProcess(label: label, pid: pid, log: log)
+        case .success(let pid): return ChildProcess(label: label, pid: pid, log: log, errorLog: errorLog)
         case .failure(let error): throw RuntimeTestError("\(label): \(error.description)")
         }
     }
 
-    /// posix_spawn in a new process group, stdin from /dev/null, stdout and stderr to the log,
-    /// every other descriptor closed, SIGTERM/SIGINT at their defaults and no signal blocked.
-    private static func spawn(argv: [String], envp: [String], logPath: String) -> Result<pid_t, RuntimeTestError> {
+    /// posix_spawn in a new process group, stdin from `inputPath`, stdout to the log and stderr to
+    /// the error log or the log, every other descriptor closed, SIGTERM/SIGINT at their defaults
+    /// and no signal blocked.
+    private static func spawn(
+        argv: [String],
+        envp: [String],
+        inputPath: String,
+        logPath: String,
+        errorPath: String?
+    ) -> Result<pid_t, RuntimeTestError> {
         var actions = posix_spawn_file_actions_t()
         var attributes = posix_spawnattr_t()
         posix_spawn_file_actions_init(&actions)
@@ -88,9 +122,13 @@ final class ChildProcess: Sendable {
             posix_spawn_file_actions_destroy(&actions)
             posix_spawnattr_destroy(&attributes)
         }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 0, inputPath, O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, logPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        if let errorPath {
+            posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        } else {
+            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        }
         // Every other descriptor closed (glibc 2.34+; not in the Glibc module's headers, so
         // looked up): a pipe of the test runner's without close-on-exec stays out of the child.
         if let closeFrom = Self.addCloseFrom { _ = closeFrom(&actions, 3) }
@@ -138,7 +176,7 @@ final class ChildProcess: Sendable {
         if result == pid {
             reaped.withLock { $0 = status }
             // Anything the process left behind in its group goes with it.
-            kill(-pid, SIGKILL)
+            Glibc.kill(-pid, SIGKILL)
             return status
         }
         return nil
@@ -151,35 +189,96 @@ final class ChildProcess: Sendable {
         return signal == 0 ? (status >> 8) & 0xff : 128 + signal
     }
 
-    /// Everything the process wrote so far.
+    /// Everything the process wrote so far (its standard output alone when `errorLog` is set).
     var output: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
 
-    /// The last `characters` of the output, with the log's path, for failure messages.
+    /// What the process wrote to its standard error, when kept apart (`errorLog`); else "".
+    var error: String { errorLog.flatMap { try? String(contentsOf: $0, encoding: .utf8) } ?? "" }
+
+    /// The last `characters` of the output (and of the error output when kept apart), with the
+    /// log's path, for failure messages.
     func tail(_ characters: Int = 3_000) -> String {
-        "\(label) (log \(log.path)):\n" + String(output.suffix(characters))
+        var text = "\(label) (log \(log.path)):\n" + String(output.suffix(characters))
+        if let errorLog { text += "\n\(label) (standard error \(errorLog.path)):\n" + String(error.suffix(characters)) }
+        return text
     }
 
-    /// Ends the process and its group: SIGTERM, then SIGKILL once `grace` passed.
-    /// - Returns: the exit code (128 + signal when a signal ended it).
+    /// Sends `signal` to the process's group (SIGTERM, SIGINT, SIGKILL, SIGSTOP…); nothing once
+    /// it was reaped.
+    func send(_ signal: Int32) {
+        guard reaped.withLock({ $0 }) == nil else { return }
+        Glibc.kill(-pid, signal)
+    }
+
+    /// Ends the process and its group: SIGTERM, then SIGKILL once `grace` passed. A cancelled
+    /// task (a test past its time limit) skips the grace: SIGKILL at once.
+    /// - Returns: the exit code (128 + the signal when a signal ended it).
     @discardableResult
     func stop(grace: Duration = .seconds(10)) async -> Int32 {
         if let code = exitCode { return code }
-        kill(-pid, SIGTERM)
+        Glibc.kill(-pid, SIGTERM)
         let deadline = ContinuousClock.now + grace
-        while ContinuousClock.now < deadline {
+        while ContinuousClock.now < deadline, !Task.isCancelled {
             if let code = exitCode { return code }
             try? await Task.sleep(for: .milliseconds(50))
         }
-        kill(-pid, SIGKILL)
-        while true {
+        return kill()
+    }
+
+    /// `stop(grace:)` for where no `await` is possible (a `defer`): SIGTERM, then SIGKILL once
+    /// `grace` passed, blocking the calling thread meanwhile.
+    /// - Returns: the exit code (128 + the signal when a signal ended it).
+    @discardableResult
+    func stopWaiting(grace: Duration = .seconds(10)) -> Int32 {
+        if let code = exitCode { return code }
+        Glibc.kill(-pid, SIGTERM)
+        let deadline = ContinuousClock.now + grace
+        while ContinuousClock.now < deadline {
             if let code = exitCode { return code }
-            try? await Task.sleep(for: .milliseconds(20))
+            usleep(20_000)
         }
+        return kill()
+    }
+
+    /// Ends the process and its group at once (SIGKILL) and reaps it.
+    /// - Returns: the exit code (128 + the signal when a signal ended it).
+    @discardableResult
+    func kill() -> Int32 {
+        if let code = exitCode { return code }
+        Glibc.kill(-pid, SIGKILL)
+        // A killed process is reaped within moments (unless stuck in the kernel).
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        reaped.withLock { if $0 == nil { $0 = status } }
+        return exitCode ?? 128 + SIGKILL
+    }
+
+    /// Waits until the process exits by itself, at most `timeout`; kills it (and its group) when
+    /// it does not, or when the waiting task is cancelled.
+    /// - Returns: the exit code (128 + the signal when a signal ended it).
+    /// - Throws: `RuntimeTestError` naming the process, with its log's path and tail, when it did
+    ///   not exit in time; `CancellationError` when the task was cancelled.
+    @discardableResult
+    func waitForExit(timeout: Duration = .seconds(120)) async throws -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        var pause = 2
+        while ContinuousClock.now < deadline {
+            if let code = exitCode { return code }
+            if Task.isCancelled {
+                kill()
+                throw CancellationError()
+            }
+            try? await Task.sleep(for: .milliseconds(pause))
+            pause = min(pause * 2, 50)
+        }
+        if let code = exitCode { return code }
+        kill()
+        throw RuntimeTestError("\(label) did not exit within \(timeout), killed\n\(tail())")
     }
 
     /// Waits until the output contains `text`, or the process exits, or `timeout` passes.
     /// - Throws: `RuntimeTestError` naming what it waited for, with the output's tail, when the
-    ///   text does not appear.
+    ///   text does not appear; `CancellationError` when the task was cancelled.
     func waitForOutput(_ text: String, timeout: Duration = .seconds(60)) async throws {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
@@ -190,9 +289,36 @@ final class ChildProcess: Sendable {
                     "\(label) exited with \(exitCode ?? -1) before writing \"\(text)\"\n\(tail())"
                 )
             }
-            try? await Task.sleep(for: .milliseconds(50))
+            try await Task.sleep(for: .milliseconds(50))
         }
         throw RuntimeTestError("\(label) did not write \"\(text)\" within \(timeout)\n\(tail())")
+    }
+
+    /// `RuntimeTestEnvironment.eventually` for a wait on this process: when it gives up, the
+    /// error names the log and quotes its last lines.
+    /// - Throws: `RuntimeTestError` when `condition` does not hold within `timeout`, what
+    ///   `condition` throws, or `CancellationError`.
+    func eventually(
+        _ what: String,
+        timeout: Duration = .seconds(60),
+        _ condition: () async throws -> Bool
+    ) async throws {
+        do {
+            try await RuntimeTestEnvironment.eventually(what, timeout: timeout, condition)
+        } catch let error as RuntimeTestError {
+            throw RuntimeTestError("\(error.description)\n\(tail())")
+        }
+    }
+
+    /// The port a worker's health endpoint bound (`HTTP_PORT` 0 is any free one), from its
+    /// "health endpoint listening" line: the worker must log at info.
+    /// - Throws: `RuntimeTestError` with the log's tail when the line does not come.
+    func healthPort(timeout: Duration = .seconds(60)) async throws -> Int {
+        try await waitForOutput("health endpoint listening", timeout: timeout)
+        guard let port = logValue("http.port", onLineWith: "health endpoint listening").flatMap(Int.init) else {
+            throw RuntimeTestError("\(label) logged no health port\n\(tail())")
+        }
+        return port
     }
 
     /// The value of `key=` in the first output line containing `message` (the text log format).
@@ -207,7 +333,7 @@ final class ChildProcess: Sendable {
 
     deinit {
         if reaped.withLock({ $0 }) == nil {
-            kill(-pid, SIGKILL)
+            Glibc.kill(-pid, SIGKILL)
             var status: Int32 = 0
             waitpid(pid, &status, 0)
         }

@@ -204,11 +204,8 @@ extension RetentionTests {
         #expect(request.userID.uuid == user)
 
         let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: [.storyEraseIllustrations])
-        let (worker, _) = try await UserDeletionTests.startStoryWorker(storage: storage)
-        defer {
-            worker.terminate()
-            worker.waitUntilExit()
-        }
+        let worker = try await UserDeletionTests.startStoryWorker(storage: storage)
+        defer { worker.stopWaiting() }
         try await ReportJourneyTests.publishJob(.storyEraseIllustrations, request, with: publisher)
         // Published here instead: no other test's relay is to find the row.
         try await owner.withConnection { database in

@@ -56,7 +56,7 @@ struct ConsumptionAnswerTests {
         try Data(key.pemRepresentation.utf8).write(to: keyFile)
         defer { try? FileManager.default.removeItem(at: keyFile) }
 
-        let (billing, billingLog) = try GatewayHarness.start(
+        let billing = try await GatewayHarness.start(
             "billing-worker",
             environment: [
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.billingWorker),
@@ -70,12 +70,12 @@ struct ConsumptionAnswerTests {
             ],
             label: "consumption-billing"
         )
-        let billingProcess = GatewayHarness.Processes(processes: [billing], logs: [billingLog])
+        let billingProcess = GatewayHarness.Processes(processes: [billing])
         defer { billingProcess.stop() }
         let gateway = try await GatewayHarness.launch(label: "consumption-gateway")
         defer { gateway.processes.stop() }
         func output() -> String { gateway.processes.output + "\n" + billingProcess.output }
-        try await RuntimeTestEnvironment.eventually("the billing-worker consumes", timeout: .seconds(30)) {
+        try await billingProcess.eventually("the billing-worker consumes") {
             try await publisher.queueState(JobType.billingSendConsumption.rawValue).consumerCount >= 1
         }
 

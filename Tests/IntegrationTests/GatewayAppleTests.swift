@@ -72,7 +72,7 @@ struct GatewayAppleTests {
                 await pool.close()
             }
         }
-        let (billing, billingLog) = try GatewayHarness.start(
+        let billing = try await GatewayHarness.start(
             "billing-worker",
             environment: [
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.billingWorker),
@@ -83,12 +83,12 @@ struct GatewayAppleTests {
             ],
             label: "gateway-apple-billing"
         )
-        let billingProcess = GatewayHarness.Processes(processes: [billing], logs: [billingLog])
+        let billingProcess = GatewayHarness.Processes(processes: [billing])
         defer { billingProcess.stop() }
         let gateway = try await GatewayHarness.launch(label: "gateway-apple")
         defer { gateway.processes.stop() }
         func output() -> String { gateway.processes.output + "\n" + billingProcess.output }
-        try await RuntimeTestEnvironment.eventually("the billing-worker consumes", timeout: .seconds(30)) {
+        try await billingProcess.eventually("the billing-worker consumes") {
             try await publisher.queueState(JobType.billingStoreNotification.rawValue).consumerCount >= 1
         }
         let endpoint = "\(gateway.base)/v1/appstore/notifications"

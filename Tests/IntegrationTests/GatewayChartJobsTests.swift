@@ -231,7 +231,7 @@ struct GatewayChartJobsTests {
         let partner = try await Self.profile(base, token: token, name: "Partner", birthDate: "1992-03-14", logs: logs)
 
         // The caller's event stream, open before the job: chart.computed reaches it.
-        let stream = try GatewayEventsTests.SSEClient(base, token: token)
+        let stream = try await GatewayEventsTests.SSEClient(base, token: token)
         defer { stream.close() }
         try await stream.waitUntilOpen()
 

@@ -117,12 +117,6 @@ struct GatewayEdgeTests {
         #expect(!gateway.processes.output.contains("status not in the route table"))
     }
 
-    /// Waits until `process` exits (at most `timeout`).
-    static func exit(of process: Process, timeout: Duration = .seconds(30)) async throws -> Int32 {
-        try await RuntimeTestEnvironment.eventually("the gateway exits", timeout: timeout) { !process.isRunning }
-        return process.terminationStatus
-    }
-
     /// F5: `GATEWAY_ENV=production` without App Attest exits 2 naming the variable; with
     /// `APP_ATTEST_ALLOW_UNATTESTED=true` it starts and warns.
     @Test func productionWithoutAppAttestRefusesToStartUnlessAllowed() async throws {
@@ -131,31 +125,31 @@ struct GatewayEdgeTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let keyFile = folder.appendingPathComponent("signing.pem")
         try P256.Signing.PrivateKey().pemRepresentation.write(to: keyFile, atomically: true, encoding: .utf8)
-        let port = Int.random(in: 10_000..<20_000) * 2
         let production: [String: String] = [
             "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.gateway),
             "DATABASE_URL": try await GatewayHarness.gatewayDatabaseURL(),
-            "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
+            "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
             "GATEWAY_ENV": "production", "GATEWAY_SIGNING_KEY_FILE": keyFile.path,
         ]
-        let (refused, refusedLog) = try GatewayHarness.start("gateway", environment: production, label: "gateway-prod")
-        let refusedProcesses = GatewayHarness.Processes(processes: [refused], logs: [refusedLog])
+        let refused = try await GatewayHarness.start("gateway", environment: production, label: "gateway-prod")
+        let refusedProcesses = GatewayHarness.Processes(processes: [refused])
         defer { refusedProcesses.stop() }
-        #expect(try await Self.exit(of: refused) == 2, "\(refusedProcesses.output)")
+        #expect(try await refused.waitForExit(timeout: .seconds(60)) == 2, "\(refusedProcesses.output)")
         #expect(refusedProcesses.output.contains("APP_ATTEST_APP_ID"), "\(refusedProcesses.output)")
         #expect(refusedProcesses.output.contains("APP_ATTEST_ALLOW_UNATTESTED=true"))
 
-        let (allowed, allowedLog) = try GatewayHarness.start(
+        let allowed = try await GatewayHarness.start(
             "gateway",
             environment: production.merging(["APP_ATTEST_ALLOW_UNATTESTED": "true"]) { $1 },
             label: "gateway-prod-unattested"
         )
-        let allowedProcesses = GatewayHarness.Processes(processes: [allowed], logs: [allowedLog])
+        let allowedProcesses = GatewayHarness.Processes(processes: [allowed])
         defer { allowedProcesses.stop() }
-        try await RuntimeTestEnvironment.eventually("the unattested production gateway is ready", timeout: .seconds(30))
+        let base = try await GatewayHarness.listening(allowed)
+        try await RuntimeTestEnvironment.eventually("the unattested production gateway is ready", timeout: .seconds(60))
         {
             guard allowed.isRunning else { throw RuntimeTestError("exited: \(allowedProcesses.output)") }
-            return (try? await GatewayHarness.request("GET", "http://127.0.0.1:\(port)/readyz"))?.status == 200
+            return (try? await GatewayHarness.request("GET", "\(base)/readyz"))?.status == 200
         }
         #expect(allowedProcesses.output.contains("App Attest is off in production"), "\(allowedProcesses.output)")
         #expect(allowedProcesses.output.contains("warning"), "\(allowedProcesses.output)")

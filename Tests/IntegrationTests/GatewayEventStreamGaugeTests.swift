@@ -52,7 +52,7 @@ struct GatewayEventStreamGaugeTests {
         defer { for client in clients { client.close() } }
         for _ in 0..<6 {
             let user = try await GatewayHarness.register(base)
-            for _ in 0..<4 { clients.append(try GatewayEventsTests.SSEClient(base, token: user.token)) }
+            for _ in 0..<4 { clients.append(try await GatewayEventsTests.SSEClient(base, token: user.token)) }
         }
         for client in clients { try await client.waitUntilOpen() }
         #expect(try await Self.openStreams(base) == Double(clients.count))
@@ -84,7 +84,7 @@ struct GatewayEventStreamGaugeTests {
 
         // And again: a second round ends at 0 too (no stream is counted twice or left behind).
         let user = try await GatewayHarness.register(base)
-        let again = try GatewayEventsTests.SSEClient(base, token: user.token)
+        let again = try await GatewayEventsTests.SSEClient(base, token: user.token)
         try await again.waitUntilOpen()
         #expect(try await Self.openStreams(base) == 1)
         again.close()

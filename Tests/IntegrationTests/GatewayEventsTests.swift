@@ -27,41 +27,26 @@ struct GatewayEventsTests {
     }
 
     /// A `curl -N` reading an event stream; what it read so far, parsed.
-    final class SSEClient: @unchecked Sendable {
-        private final class Buffer: Sendable {
-            let data = Mutex(Data())
-        }
-        private let process = Process()
-        private let buffer = Buffer()
+    final class SSEClient: Sendable {
+        private let process: ChildProcess
 
         /// - Parameter interface: the local address to connect from (another loopback address is
         ///   another client address to the gateway).
-        init(_ base: String, token: String, lastEventID: String? = nil, interface: String? = nil) throws {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        init(_ base: String, token: String, lastEventID: String? = nil, interface: String? = nil) async throws {
             var arguments = ["-sS", "-N", "-i", "-H", "Authorization: Bearer \(token)"]
             if let lastEventID { arguments += ["-H", "Last-Event-ID: \(lastEventID)"] }
             if let interface { arguments += ["--interface", interface] }
-            process.arguments = arguments + ["\(base)/v1/events"]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            let buffer = self.buffer
-            let handle = pipe.fileHandleForReading
-            try process.runTracked()
-            // A thread of its own reads until curl's output ends. Not a readabilityHandler: its
-            // dispatch source, cancelled from its own handler at the end of a stream the server
-            // closed, crashed the test process once in libdispatch
-            // (_dispatch_source_refs_finalize_unregistration).
-            Thread {
-                while true {
-                    let data = handle.availableData
-                    if data.isEmpty { break }
-                    buffer.data.withLock { $0.append(data) }
-                }
-            }.start()
+            // What curl reads goes to a file (`text` reads it back), its errors to another.
+            process = try await ChildProcess.start(
+                executable: "/usr/bin/curl",
+                arguments: arguments + ["\(base)/v1/events"],
+                environment: ProcessInfo.processInfo.environment,
+                label: "curl-events",
+                separateError: true
+            )
         }
 
-        var text: String { buffer.data.withLock { String(decoding: $0, as: UTF8.self) } }
+        var text: String { process.output }
 
         /// The status line's code, once the head arrived.
         var status: Int? {
@@ -99,13 +84,9 @@ struct GatewayEventsTests {
 
         var isRunning: Bool { process.isRunning }
 
-        /// Disconnects. SIGKILL, because the test process may hand its children SIGTERM ignored
-        /// (an ignored signal stays ignored across exec), and curl then never exits.
+        /// Disconnects (SIGKILL: nothing of curl's is worth a graceful end).
         func close() {
-            if process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-            }
+            process.kill()
         }
 
         /// Waits until the stream answered 200 and wrote its first line.
@@ -152,9 +133,9 @@ struct GatewayEventsTests {
         // Without a token: 401.
         #expect(try await GatewayHarness.request("GET", "\(base)/v1/events").status == 401)
 
-        let aliceStream = try SSEClient(base, token: alice.token)
+        let aliceStream = try await SSEClient(base, token: alice.token)
         defer { aliceStream.close() }
-        let bobStream = try SSEClient(base, token: bob.token)
+        let bobStream = try await SSEClient(base, token: bob.token)
         defer { bobStream.close() }
         try await aliceStream.waitUntilOpen()
         try await bobStream.waitUntilOpen()
@@ -196,7 +177,7 @@ struct GatewayEventsTests {
             missed.append(job)
         }
         // Resuming from her first event: exactly the two she missed, in order, then live ones.
-        let resumed = try SSEClient(base, token: alice.token, lastEventID: firstID)
+        let resumed = try await SSEClient(base, token: alice.token, lastEventID: firstID)
         defer { resumed.close() }
         try await resumed.waitUntilOpen()
         try await RuntimeTestEnvironment.eventually("the missed events are replayed", timeout: .seconds(10)) {
@@ -208,7 +189,7 @@ struct GatewayEventsTests {
         _ = try await resumed.waitFor("a live event after the replay") { $0.data?["jobId"]?.stringValue == live }
 
         // An id the server does not hold: a reset first, with an empty id.
-        let unknown = try SSEClient(base, token: alice.token, lastEventID: UUID().uuidString.lowercased())
+        let unknown = try await SSEClient(base, token: alice.token, lastEventID: UUID().uuidString.lowercased())
         defer { unknown.close() }
         try await unknown.waitUntilOpen()
         let reset = try await unknown.waitFor("a reset", timeout: .seconds(5)) { $0.type == "reset" }
@@ -221,7 +202,7 @@ struct GatewayEventsTests {
         var streams: [SSEClient] = []
         defer { for stream in streams { stream.close() } }
         for _ in 0..<4 {
-            let stream = try SSEClient(base, token: carol.token)
+            let stream = try await SSEClient(base, token: carol.token)
             streams.append(stream)
             try await stream.waitUntilOpen()
         }
@@ -234,7 +215,7 @@ struct GatewayEventsTests {
         streams.removeFirst().close()
         var another: SSEClient?
         try await RuntimeTestEnvironment.eventually("a place is free again", timeout: .seconds(5)) {
-            let attempt = try SSEClient(base, token: carol.token)
+            let attempt = try await SSEClient(base, token: carol.token)
             try await RuntimeTestEnvironment.eventually("an answer", timeout: .seconds(5)) { attempt.status != nil }
             if attempt.status == 200 {
                 another = attempt
@@ -253,11 +234,11 @@ struct GatewayEventsTests {
 
         // A graceful shutdown ends the open streams cleanly and the gateway exits 0.
         let gateway = running.processes.processes[0]
-        gateway.terminate()
-        try await RuntimeTestEnvironment.eventually("the streams end on shutdown", timeout: .seconds(15)) {
+        gateway.send(SIGTERM)
+        try await RuntimeTestEnvironment.eventually("the streams end on shutdown", timeout: .seconds(30)) {
             !resumed.isRunning && !reopened.isRunning && !gateway.isRunning
         }
-        #expect(gateway.terminationStatus == 0, "\(running.processes.output)")
+        #expect(gateway.exitCode == 0, "\(running.processes.output)")
         #expect(!running.processes.output.contains("status not in the route table"))
     }
 
@@ -268,7 +249,7 @@ struct GatewayEventsTests {
         defer { running.processes.stop() }
         let base = running.base
         let alice = try await GatewayHarness.register(base)
-        let stream = try SSEClient(base, token: alice.token)
+        let stream = try await SSEClient(base, token: alice.token)
         defer { stream.close() }
         try await stream.waitUntilOpen()
         try await AMQPTestEnvironment.stack(
@@ -330,7 +311,7 @@ struct GatewayEventsTests {
         started = clock.now
         let poll = Task { try await GatewayHarness.request("GET", url, token: token, timeout: 40) }
         try await Task.sleep(for: .seconds(1))
-        let (worker, workerLog) = try GatewayHarness.start(
+        let worker = try await GatewayHarness.start(
             "chart-worker",
             environment: [
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
@@ -339,7 +320,7 @@ struct GatewayEventsTests {
             ],
             label: "gateway-wait-chart-worker"
         )
-        let workers = GatewayHarness.Processes(processes: [worker], logs: [workerLog])
+        let workers = GatewayHarness.Processes(processes: [worker])
         defer { workers.stop() }
         let finished = try await poll.value
         let elapsed = clock.now - started
@@ -388,7 +369,7 @@ struct GatewayEventStreamEndTests {
         // (the gateway's 30 s leeway for clock skew).
         let userID = try #require(UserID(user))
         let token = try signer.sign(user: userID, now: Date().addingTimeInterval(-86))
-        let stream = try SSEClient(base, token: token)
+        let stream = try await SSEClient(base, token: token)
         defer { stream.close() }
         try await stream.waitUntilOpen()
         let opened = ContinuousClock.now
@@ -415,7 +396,7 @@ struct GatewayEventStreamEndTests {
         let second = try await GatewayHarness.launch(environment: keyEnvironment, label: "gateway-stream-delete-b")
         defer { second.processes.stop() }
         // The billing-worker runs user.delete and records the deletion, which the other replica reads.
-        let (billing, _) = try GatewayHarness.start(
+        let billing = try await GatewayHarness.start(
             "billing-worker",
             environment: [
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.billingWorker),
@@ -426,18 +407,15 @@ struct GatewayEventStreamEndTests {
             ],
             label: "gateway-stream-delete-billing"
         )
-        defer {
-            billing.terminate()
-            billing.waitUntilExit()
-        }
+        defer { billing.stopWaiting() }
         let (alice, aliceToken) = try await GatewayHarness.register(first.base)
         let (_, bobToken) = try await GatewayHarness.register(first.base)
         // Alice on both replicas (the first replica's token is good on the second: one key).
-        let onFirst = try SSEClient(first.base, token: aliceToken)
+        let onFirst = try await SSEClient(first.base, token: aliceToken)
         defer { onFirst.close() }
-        let onSecond = try SSEClient(second.base, token: try signer.sign(user: try #require(UserID(alice))))
+        let onSecond = try await SSEClient(second.base, token: try signer.sign(user: try #require(UserID(alice))))
         defer { onSecond.close() }
-        let bobs = try SSEClient(first.base, token: bobToken)
+        let bobs = try await SSEClient(first.base, token: bobToken)
         defer { bobs.close() }
         for stream in [onFirst, onSecond, bobs] { try await stream.waitUntilOpen() }
 

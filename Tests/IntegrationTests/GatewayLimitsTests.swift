@@ -146,7 +146,7 @@ struct GatewayStreamAndZoneLimitsTests {
             let (_, token) = try await GatewayHarness.register(base)
             for _ in 0..<4 {
                 if streams.count < 6 {
-                    let stream = try SSEClient(base, token: token, interface: "127.0.0.1")
+                    let stream = try await SSEClient(base, token: token, interface: "127.0.0.1")
                     streams.append(stream)
                     try await stream.waitUntilOpen()
                 } else {
@@ -165,14 +165,14 @@ struct GatewayStreamAndZoneLimitsTests {
         let (_, third) = try await GatewayHarness.register(base)
         #expect(try await GatewayHarness.request("GET", "\(base)/v1/events", token: third).status == 429)
         // Another client address still opens one, for the same user.
-        let other = try SSEClient(base, token: third, interface: "127.0.0.2")
+        let other = try await SSEClient(base, token: third, interface: "127.0.0.2")
         defer { other.close() }
         try await other.waitUntilOpen()
         // A closed stream frees its address's place.
         streams.removeFirst().close()
         var reopened: SSEClient?
         try await RuntimeTestEnvironment.eventually("a place is free again", timeout: .seconds(10)) {
-            let attempt = try SSEClient(base, token: third, interface: "127.0.0.1")
+            let attempt = try await SSEClient(base, token: third, interface: "127.0.0.1")
             try await RuntimeTestEnvironment.eventually("an answer", timeout: .seconds(5)) { attempt.status != nil }
             if attempt.status == 200 {
                 reopened = attempt

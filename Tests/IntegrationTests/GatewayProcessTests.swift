@@ -20,8 +20,8 @@ struct GatewayProcessTests {
     typealias Processes = GatewayHarness.Processes
     static let profile = GatewayHarness.profile
     static func gatewayDatabaseURL() async throws -> String { try await GatewayHarness.gatewayDatabaseURL() }
-    static func start(_ product: String, environment: [String: String], label: String) throws -> (Process, URL) {
-        try GatewayHarness.start(product, environment: environment, label: label)
+    static func start(_ product: String, environment: [String: String], label: String) async throws -> ChildProcess {
+        try await GatewayHarness.start(product, environment: environment, label: label)
     }
     static func request(
         _ method: String,
@@ -36,11 +36,9 @@ struct GatewayProcessTests {
     static func padded(_ base64URL: String) -> String { GatewayHarness.padded(base64URL) }
 
     @Test func aDeviceRegistersPostsAProfileAndReadsItsJob() async throws {
-        let port = Int.random(in: 20_000..<40_000)
-        let base = "http://127.0.0.1:\(port)"
         let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: [.chartCalculate])
         defer { Task { await publisher.close() } }
-        let (worker, workerLog) = try Self.start(
+        let worker = try await Self.start(
             "chart-worker",
             environment: [
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
@@ -49,19 +47,21 @@ struct GatewayProcessTests {
             ],
             label: "gateway-chart-worker"
         )
-        let (gateway, gatewayLog) = try Self.start(
+        let gateway = try await Self.start(
             "gateway",
             environment: [
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.gateway),
                 "DATABASE_URL": try await Self.gatewayDatabaseURL(),
-                "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
+                "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
             ],
             label: "gateway"
         )
-        let processes = Processes(processes: [gateway, worker], logs: [gatewayLog, workerLog])
+        let gatewayLog = gateway.log
+        let processes = Processes(processes: [gateway, worker])
         defer { processes.stop() }
+        let base = try await GatewayHarness.listening(gateway)
         do {
-            try await RuntimeTestEnvironment.eventually("the gateway is ready", timeout: .seconds(30)) {
+            try await RuntimeTestEnvironment.eventually("the gateway is ready", timeout: .seconds(60)) {
                 (try? await Self.request("GET", "\(base)/readyz"))?.status == 200
             }
         } catch {
@@ -240,9 +240,8 @@ struct GatewayProcessTests {
         #expect(metrics.contains("gateway_publishes_total{outcome=\"confirmed\"}"))
 
         // SIGTERM: a graceful shutdown, exit status 0.
-        gateway.terminate()
-        gateway.waitUntilExit()
-        #expect(gateway.terminationStatus == 0, "\(processes.output)")
+        let code = await gateway.stop(grace: .seconds(20))
+        #expect(code == 0, "\(processes.output)")
         // Every answer above was one openapi.yaml lists for its route.
         #expect(!(try String(contentsOf: gatewayLog, encoding: .utf8)).contains("status not in the route table"))
     }
@@ -250,21 +249,21 @@ struct GatewayProcessTests {
     /// With the broker out of reach a POST is answered 503, never 202, and the job it would have
     /// been is not shown; /readyz says not ready.
     @Test func noConfirmNo202() async throws {
-        let port = Int.random(in: 20_000..<40_000)
-        let base = "http://127.0.0.1:\(port)"
-        let (gateway, log) = try Self.start(
+        let gateway = try await Self.start(
             "gateway",
             environment: [
                 // A port nothing listens on.
                 "AMQP_URL": "amqp://astro-client:astro-client-dev@127.0.0.1:1/%2F",
                 "DATABASE_URL": try await Self.gatewayDatabaseURL(),
-                "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "REQUEST_TIMEOUT_MS": "1500",
+                // Info: the bound ports are logged at info.
+                "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info", "REQUEST_TIMEOUT_MS": "1500",
             ],
             label: "gateway-no-broker"
         )
-        let processes = Processes(processes: [gateway], logs: [log])
+        let processes = Processes(processes: [gateway])
         defer { processes.stop() }
-        try await RuntimeTestEnvironment.eventually("the gateway answers", timeout: .seconds(30)) {
+        let base = try await GatewayHarness.listening(gateway)
+        try await gateway.eventually("the gateway answers") {
             (try? await Self.request("GET", "\(base)/healthz"))?.status == 200
         }
         let ready = try await Self.request("GET", "\(base)/readyz")
@@ -310,7 +309,7 @@ struct GatewayProcessTests {
             [
                 "-c",
                 """
-                exec 3<>/dev/tcp/127.0.0.1/\(port)
+                exec 3<>/dev/tcp/127.0.0.1/\(URL(string: base)?.port ?? 0)
                 printf 'POST /v1/devices HTTP/1.1\\r\\nHost: localhost\\r\\nContent-Length: 100\\r\\n\\r\\n' >&3
                 for i in 1 2 3 4 5 6 7 8 9 10; do printf x >&3 2>/dev/null || break; sleep 0.4; done &
                 timeout 8 head -c 12 <&3
@@ -323,21 +322,21 @@ struct GatewayProcessTests {
     /// A broker that stops confirming mid-test (a memory alarm blocks publishers): 503, never
     /// 202; once it confirms again, the retry with the same key is accepted with one job id.
     @Test func aBlockedBrokerGets503ThenTheRetryIsAccepted() async throws {
-        let port = Int.random(in: 20_000..<40_000)
-        let base = "http://127.0.0.1:\(port)"
         let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: [.chartCalculate])
-        let (gateway, log) = try Self.start(
+        let gateway = try await Self.start(
             "gateway",
             environment: [
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.gateway),
                 "DATABASE_URL": try await Self.gatewayDatabaseURL(),
-                "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "REQUEST_TIMEOUT_MS": "1500",
+                // Info: the bound ports are logged at info.
+                "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info", "REQUEST_TIMEOUT_MS": "1500",
             ],
             label: "gateway-blocked"
         )
-        let processes = Processes(processes: [gateway], logs: [log])
+        let processes = Processes(processes: [gateway])
         defer { processes.stop() }
-        try await RuntimeTestEnvironment.eventually("the gateway is ready", timeout: .seconds(30)) {
+        let base = try await GatewayHarness.listening(gateway)
+        try await gateway.eventually("the gateway is ready") {
             (try? await Self.request("GET", "\(base)/readyz"))?.status == 200
         }
         let access = try #require(

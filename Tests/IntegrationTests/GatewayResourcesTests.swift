@@ -42,13 +42,12 @@ struct GatewayResourcesTests {
     /// A billing-worker and a report-worker (the built-in expert-rules writer: no LLM) as their
     /// own database roles and broker users, trusting the test PKI's root.
     static func startBillingAndReportWorkers() async throws -> GatewayHarness.Processes {
-        var processes: [Process] = []
-        var logs: [URL] = []
+        var processes: [ChildProcess] = []
         for (product, role, broker) in [
             ("billing-worker", WorkerRole.billingWorker, BrokerAccess.billingWorker),
             ("report-worker", WorkerRole.reportWorker, BrokerAccess.reportWorker),
         ] {
-            let (process, log) = try GatewayHarness.start(
+            let process = try await GatewayHarness.start(
                 product,
                 environment: [
                     "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: broker),
@@ -61,9 +60,8 @@ struct GatewayResourcesTests {
                 label: "resources-\(product)"
             )
             processes.append(process)
-            logs.append(log)
         }
-        return GatewayHarness.Processes(processes: processes, logs: logs)
+        return GatewayHarness.Processes(processes: processes)
     }
 
     /// Polls a job until it is finished; returns its last answer.
@@ -113,7 +111,7 @@ struct GatewayResourcesTests {
         defer { workers.stop() }
         let base = gateway.base
         let logs = { gateway.processes.output + "\n" + workers.output }
-        try await RuntimeTestEnvironment.eventually("billing- and report-workers consume", timeout: .seconds(30)) {
+        try await workers.eventually("billing- and report-workers consume") {
             let request = try await publisher.queueState(JobType.reportRequest.rawValue).consumerCount
             let generate = try await publisher.queueState(JobType.reportGenerate.rawValue).consumerCount
             return request > 0 && generate > 0

@@ -84,11 +84,11 @@ struct GatewayStoriesTests {
         images: OpenAIImagesFake,
         storage: URL,
         environment: [String: String] = [:]
-    ) async throws -> (Process, URL, AMQPPublisher) {
+    ) async throws -> (ChildProcess, AMQPPublisher) {
         let publisher = try await RuntimeTestEnvironment.contractPublisher(
             purging: [.storyGenerate, .storyIllustrate, .storyRead]
         )
-        let (process, log) = try GatewayHarness.start(
+        let process = try await GatewayHarness.start(
             "story-worker",
             environment: [
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.storyWorker),
@@ -101,15 +101,15 @@ struct GatewayStoriesTests {
             label: "gateway-story-worker"
         )
         do {
-            try await RuntimeTestEnvironment.eventually("the story-worker consumes", timeout: .seconds(30)) {
+            try await process.eventually("the story-worker consumes") {
                 try await publisher.queueState(JobType.storyRead.rawValue).consumerCount > 0
             }
         } catch {
-            process.terminate()
+            await process.stop()
             await publisher.close()
             throw error
         }
-        return (process, log, publisher)
+        return (process, publisher)
     }
 
     @Test func aStoryIsWrittenIllustratedReadAndItsPicturesServed() async throws {
@@ -118,15 +118,14 @@ struct GatewayStoriesTests {
         let storage = FileManager.default.temporaryDirectory.appendingPathComponent("gateway-stories-\(UUID())")
         try FileManager.default.createDirectory(at: storage, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: storage) }
-        let (worker, workerLog, publisher) = try await startStoryWorker(images: images, storage: storage)
-        defer { worker.terminate() }
+        let (worker, publisher) = try await startStoryWorker(images: images, storage: storage)
+        defer { worker.stopWaiting() }
         let running = try await GatewayHarness.launch(
             environment: ["STORY_STORAGE_ROOT": storage.path],
             label: "gateway-stories"
         )
         let processes = GatewayHarness.Processes(
-            processes: running.processes.processes + [worker],
-            logs: running.processes.logs + [workerLog]
+            processes: running.processes.processes + [worker]
         )
         defer { processes.stop() }
         let base = running.base
@@ -347,13 +346,11 @@ struct GatewayStoriesTests {
 
         // SIGTERM; every answer above was one the route table lists.
         let gateway = running.processes.processes[0]
-        gateway.terminate()
-        gateway.waitUntilExit()
-        #expect(gateway.terminationStatus == 0)
-        let log = try String(contentsOf: running.processes.logs[0], encoding: .utf8)
+        let code = await gateway.stop(grace: .seconds(20))
+        #expect(code == 0, "\(gateway.tail())")
+        let log = gateway.output
         #expect(!log.contains("status not in the route table"), "\(log)")
-        worker.terminate()
-        worker.waitUntilExit()
+        await worker.stop()
         await publisher.close()
     }
 
@@ -504,9 +501,8 @@ struct GatewayStoriesTests {
             )
         }
         let gateway = running.processes.processes[0]
-        gateway.terminate()
-        gateway.waitUntilExit()
-        let log = try String(contentsOf: running.processes.logs[0], encoding: .utf8)
+        await gateway.stop(grace: .seconds(20))
+        let log = gateway.output
         #expect(log.components(separatedBy: "illustration-path-refused").count - 1 == 2, "\(log)")
         #expect(log.contains("illustration-unreadable") && log.contains("illustration-type-unknown"))
         #expect(!log.contains("status not in the route table"))

@@ -1,5 +1,6 @@
 import AstroDomain
 import Foundation
+import Synchronization
 import Testing
 import WorkerRuntime
 
@@ -16,20 +17,39 @@ enum GatewayHarness {
         var json: JSONValue?
     }
 
+    /// Processes a test started, stopped together (`stop()`, SIGTERM then SIGKILL to each
+    /// group); `output` is their logs, each headed by its path.
     final class Processes: Sendable {
-        let processes: [Process]
-        let logs: [URL]
-        init(processes: [Process], logs: [URL]) {
+        let processes: [ChildProcess]
+        init(processes: [ChildProcess]) {
             self.processes = processes
-            self.logs = logs
         }
+        var logs: [URL] { processes.map(\.log) }
+        /// Stops every process (blocking: it is what a `defer` can call).
         func stop() {
-            for process in processes where process.isRunning {
-                process.terminate()
-                process.waitUntilExit()
+            for process in processes { process.send(SIGTERM) }
+            for process in processes { process.stopWaiting() }
+        }
+        var output: String {
+            processes.map { "\($0.label) (log \($0.log.path)):\n\($0.output)" }.joined(separator: "\n")
+        }
+        /// `RuntimeTestEnvironment.eventually` for a wait on these processes: when it gives up,
+        /// the error names each log and quotes its last lines.
+        /// - Throws: `RuntimeTestError` when `condition` does not hold within `timeout`, what
+        ///   `condition` throws, or `CancellationError`.
+        func eventually(
+            _ what: String,
+            timeout: Duration = .seconds(60),
+            _ condition: () async throws -> Bool
+        ) async throws {
+            do {
+                try await RuntimeTestEnvironment.eventually(what, timeout: timeout, condition)
+            } catch let error as RuntimeTestError {
+                throw RuntimeTestError(
+                    ([error.description] + processes.map { $0.tail(2_000) }).joined(separator: "\n")
+                )
             }
         }
-        var output: String { logs.map { (try? String(contentsOf: $0, encoding: .utf8)) ?? "" }.joined(separator: "\n") }
     }
 
     static let profile: JSONValue = [
@@ -44,33 +64,46 @@ enum GatewayHarness {
         try await RuntimeTestEnvironment.databaseURL(as: .gateway)
     }
 
-    /// Starts `product` with `environment` over the test's own; its output goes to a log file.
+    /// Starts `product` with `environment` over the test's own, as a `ChildProcess` (its output
+    /// goes to a log file).
     ///
     /// A gateway also gets, unless `environment` says otherwise, the billing-worker's App Store
     /// policy of the tests (Sandbox, trusting the development PKI's root, as
     /// `BillingWorkerProcessTests` starts the worker: the gateway verifies notifications before
-    /// queuing them) and its metrics on `HTTP_PORT` + 1 (`metricsURL`), so that no two test
-    /// gateways want the default metrics port.
-    static func start(_ product: String, environment: [String: String], label: String) throws -> (Process, URL) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath(product))
+    /// queuing them), any free API and metrics port (`HTTP_PORT` and `GATEWAY_METRICS_PORT` 0:
+    /// `listening` reads the ports it bound from its log) and the text log format.
+    /// - Throws: `RuntimeTestError` when the process cannot start.
+    static func start(_ product: String, environment: [String: String], label: String) async throws -> ChildProcess {
         var environment = environment
         if product == "gateway" {
-            let httpPort = Int(environment["HTTP_PORT"] ?? "") ?? 0
             environment = [
                 "BILLING_ENVIRONMENT": "Sandbox",
                 "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path,
-                "GATEWAY_METRICS_PORT": httpPort == 0 ? "0" : "\(httpPort + 1)",
+                "HTTP_PORT": "0", "GATEWAY_METRICS_PORT": "0", "LOG_FORMAT": "text",
             ].merging(environment) { _, given in given }
         }
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("\(label)-\(UUID()).log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: log)
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.runTracked()
-        return (process, log)
+        return try await ChildProcess.product(product, environment: environment, label: label)
+    }
+
+    /// The metrics port of each gateway `listening` saw, by its API base URL (`metricsURL`).
+    private static let metricsPorts = Mutex<[String: Int]>([:])
+
+    /// Waits until `gateway` logged the ports it bound ("gateway listening" `http.port`,
+    /// "metrics listening" `metrics.port`; the log level must let info through) and returns its
+    /// API base URL; `metricsURL` then knows its metrics port.
+    /// - Throws: `RuntimeTestError` naming the log (with its tail) when the gateway exits or does
+    ///   not log a port within `timeout`.
+    static func listening(_ gateway: ChildProcess, timeout: Duration = .seconds(60)) async throws -> String {
+        try await gateway.waitForOutput("gateway listening", timeout: timeout)
+        try await gateway.waitForOutput("metrics listening", timeout: timeout)
+        guard let port = gateway.logValue("http.port", onLineWith: "gateway listening").flatMap(Int.init),
+            let metricsPort = gateway.logValue("metrics.port", onLineWith: "metrics listening").flatMap(Int.init)
+        else {
+            throw RuntimeTestError("\(gateway.label) logged no bound port\n\(gateway.tail())")
+        }
+        let base = "http://127.0.0.1:\(port)"
+        metricsPorts.withLock { $0[base] = metricsPort }
+        return base
     }
 
     static func request(
@@ -99,13 +132,14 @@ enum GatewayHarness {
         return HTTPAnswer(status: http.statusCode, headers: fields, json: try? JSONValue.parse(data))
     }
 
-    /// The `/metrics` URL of a gateway `start` started at `base` (its metrics port is one above
-    /// its API's, which no longer serves `/metrics`).
+    /// The `/metrics` URL of the gateway at `base`, on the metrics port it reported
+    /// (`listening`); its API's port no longer serves `/metrics`.
     static func metricsURL(_ base: String) -> String {
-        guard var components = URLComponents(string: base), let port = components.port else { return base + "/metrics" }
-        components.port = port + 1
-        components.path = "/metrics"
-        return components.string ?? base + "/metrics"
+        guard let port = metricsPorts.withLock({ $0[base] }) else {
+            Issue.record("no metrics port known for \(base): start the gateway with `launch` or wait with `listening`")
+            return base + "/metrics"
+        }
+        return "http://127.0.0.1:\(port)/metrics"
     }
 
     static func rawGet(_ url: String) async throws -> String {
@@ -126,10 +160,10 @@ enum GatewayHarness {
         let processes: Processes
     }
 
-    /// Starts the gateway on a random port (plus a chart-worker when `chartWorker`) and waits
+    /// Starts the gateway on any free port (plus a chart-worker when `chartWorker`) and waits
     /// until `/readyz` answers 200.
-    /// - Throws: when a process cannot start or the gateway is not ready within 30 s (its log
-    ///   is recorded as an issue).
+    /// - Throws: when a process cannot start or the gateway is not ready within 60 s (its log
+    ///   is recorded as an issue); every process started is stopped then.
     static func launch(
         chartWorker: Bool = false,
         environment: [String: String] = [:],
@@ -138,62 +172,52 @@ enum GatewayHarness {
         // The broker's topology, as `astroctl migrate` declares it before any service starts in a
         // deployment: the gateway's event queue binds to `astro.events`.
         await (try RuntimeTestEnvironment.contractPublisher(purging: [])).close()
-        var processes: [Process] = []
-        var logs: [URL] = []
+        var processes: [ChildProcess] = []
         if chartWorker {
-            let (worker, workerLog) = try start(
-                "chart-worker",
-                environment: [
-                    "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
-                    "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
-                    "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
-                ],
-                label: "\(label)-chart-worker"
+            processes.append(
+                try await start(
+                    "chart-worker",
+                    environment: [
+                        "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
+                        "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
+                        "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning",
+                        "MIGRATE_ON_START": "false",
+                    ],
+                    label: "\(label)-chart-worker"
+                )
             )
-            processes.append(worker)
-            logs.append(workerLog)
         }
-        // A random port, and another one when it was taken (other stacks share this machine):
-        // the gateway then exits at once with "Address already in use". Even, so that the metrics
-        // port (one above) is not another test gateway's API port.
-        var port = 0
-        var gateway = Process()
-        var gatewayLog = URL(fileURLWithPath: "/dev/null")
-        for attempt in 1...5 {
-            port = Int.random(in: 10_000..<20_000) * 2
-            (gateway, gatewayLog) = try start(
+        let started = Processes(processes: processes)
+        do {
+            let gateway = try await start(
                 "gateway",
                 environment: [
                     "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.gateway),
                     "DATABASE_URL": try await gatewayDatabaseURL(),
-                    "HTTP_PORT": "\(port)", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
+                    "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
                 ].merging(Self.unlimited) { _, new in new }.merging(environment) { _, new in new },
                 label: label
             )
-            let started = gateway
-            let health = "http://127.0.0.1:\(port)/healthz"
-            try await RuntimeTestEnvironment.eventually("the gateway binds or exits", timeout: .seconds(30)) {
-                if !started.isRunning { return true }
-                return (try? await request("GET", health))?.status == 200
-            }
-            let output = (try? String(contentsOf: gatewayLog, encoding: .utf8)) ?? ""
-            if gateway.isRunning || attempt == 5 || !output.contains("Address already in use") { break }
-            gateway.waitUntilExit()
-        }
-        let base = "http://127.0.0.1:\(port)"
-        processes.insert(gateway, at: 0)
-        logs.insert(gatewayLog, at: 0)
-        let running = Running(base: base, processes: Processes(processes: processes, logs: logs))
-        do {
-            try await RuntimeTestEnvironment.eventually("the gateway is ready", timeout: .seconds(30)) {
-                (try? await request("GET", "\(base)/readyz"))?.status == 200
+            let all = Processes(processes: [gateway] + processes)
+            do {
+                let base = try await listening(gateway)
+                try await RuntimeTestEnvironment.eventually(
+                    "\(label) answers 200 on \(base)/readyz",
+                    timeout: .seconds(60)
+                ) {
+                    if !gateway.isRunning { throw RuntimeTestError("\(label) exited\n\(gateway.tail())") }
+                    return (try? await request("GET", "\(base)/readyz"))?.status == 200
+                }
+                return Running(base: base, processes: all)
+            } catch {
+                Issue.record("the gateway did not become ready: \(error)\n\(all.output.suffix(6_000))")
+                all.stop()
+                throw error
             }
         } catch {
-            Issue.record("the gateway did not become ready: \(error)\n\(running.processes.output)")
-            running.processes.stop()
+            started.stop()
             throw error
         }
-        return running
     }
 
     /// Rate limits far above anything a test sends from its one address (the limits stay on,

@@ -19,27 +19,23 @@ struct GracefulShutdownTests {
         let databaseURL =
             "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)"
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("sample-worker"))
-        process.environment = ProcessInfo.processInfo.environment.merging([
-            "AMQP_URL": amqpURL, "DATABASE_URL": databaseURL, "SAMPLE_QUEUE": String(queue), "HTTP_PORT": "0",
-            "HTTP_HOST": "127.0.0.1", "PREFETCH": "8", "SHUTDOWN_DRAIN_SECONDS": "20", "LOG_LEVEL": "info",
-            "MIGRATE_ON_START": "false",
-        ]) { _, new in new }
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("\(queue).log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let logHandle = try FileHandle(forWritingTo: log)
-        process.standardOutput = logHandle
-        process.standardError = logHandle
-        try process.runTracked()
-        defer { if process.isRunning { process.terminate() } }
+        let process = try await ChildProcess.product(
+            "sample-worker",
+            environment: [
+                "AMQP_URL": amqpURL, "DATABASE_URL": databaseURL, "SAMPLE_QUEUE": String(queue), "HTTP_PORT": "0",
+                "HTTP_HOST": "127.0.0.1", "PREFETCH": "8", "SHUTDOWN_DRAIN_SECONDS": "20", "LOG_LEVEL": "info",
+                "MIGRATE_ON_START": "false",
+            ],
+            label: "sigterm-sample-worker"
+        )
+        defer { process.stopWaiting() }
 
         let publisher = AMQPPublisher(
             configuration: try RuntimeTestEnvironment.amqpConfiguration(),
             logger: RuntimeTestEnvironment.logger
         )
         try await publisher.connect()
-        try await RuntimeTestEnvironment.eventually("the worker consumes \(queue)") {
+        try await process.eventually("the worker consumes \(queue)") {
             ((try? await publisher.queueState(String(queue)))?.consumerCount ?? 0) > 0
         }
 
@@ -59,12 +55,11 @@ struct GracefulShutdownTests {
         }
         try await Task.sleep(for: .milliseconds(200))
         let signalled = ContinuousClock.now
-        kill(process.processIdentifier, SIGTERM)
+        process.send(SIGTERM)
 
-        try await RuntimeTestEnvironment.eventually("the worker exits", timeout: .seconds(30)) { !process.isRunning }
+        let code = try await process.waitForExit(timeout: .seconds(60))
         let shutdown = ContinuousClock.now - signalled
-        let output = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        #expect(process.terminationStatus == 0, "worker log:\n\(output)")
+        #expect(code == 0, "\(process.tail())")
         #expect(shutdown < .seconds(20), "the drain took \(shutdown)")
 
         let pool = PostgresPool(
@@ -79,7 +74,7 @@ struct GracefulShutdownTests {
             ).map { try $0.decode(String.self, "status") }
         }
         await pool.close()
-        #expect(statuses == Array(repeating: "succeeded", count: 5), "worker log:\n\(output)")
+        #expect(statuses == Array(repeating: "succeeded", count: 5), "\(process.tail())")
         // Everything was acknowledged: nothing waits for redelivery.
         let state = try await publisher.queueState(String(queue))
         #expect(state.messageCount == 0)
@@ -87,6 +82,6 @@ struct GracefulShutdownTests {
         try? await publisher.deleteQueue(String(queue))
         try? await publisher.deleteQueue(String(queue) + ".dead")
         await publisher.close()
-        try? FileManager.default.removeItem(at: log)
+        try? FileManager.default.removeItem(at: process.log)
     }
 }

@@ -23,8 +23,8 @@ struct InfoLogPrivacyTests {
         role: WorkerRole,
         broker: BrokerAccess.Service,
         extra: [String: String] = [:]
-    ) async throws -> (Process, URL) {
-        try GatewayHarness.start(
+    ) async throws -> ChildProcess {
+        try await GatewayHarness.start(
             product,
             environment: [
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: broker),
@@ -42,7 +42,7 @@ struct InfoLogPrivacyTests {
         try FileManager.default.createDirectory(at: storage, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: storage) }
         let billingRoots = BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path
-        var started: [(Process, URL)] = []
+        var started: [ChildProcess] = []
         started.append(try await Self.startWorker("chart-worker", role: .chartWorker, broker: BrokerAccess.chartWorker))
         started.append(
             try await Self.startWorker(
@@ -98,8 +98,7 @@ struct InfoLogPrivacyTests {
         )
         let gateway = try await GatewayHarness.launch(label: "log-privacy-gateway")
         let processes = GatewayHarness.Processes(
-            processes: gateway.processes.processes + started.map(\.0),
-            logs: gateway.processes.logs + started.map(\.1)
+            processes: gateway.processes.processes + started
         )
         defer { processes.stop() }
         let base = gateway.base
@@ -179,7 +178,7 @@ struct InfoLogPrivacyTests {
         // Let the last lines reach the files, then stop every process (its shutdown lines too).
         try await Task.sleep(for: .milliseconds(500))
         processes.stop()
-        let logs = processes.logs.map { ($0.lastPathComponent, (try? String(contentsOf: $0, encoding: .utf8)) ?? "") }
+        let logs = processes.processes.map { ($0.log.lastPathComponent, $0.output) }
         // The capture is real: every process wrote info lines, and the jobs were logged by id.
         for (file, text) in logs {
             #expect(text.contains("info"), "\(file) has no info line")

@@ -313,12 +313,12 @@ extension GatewayStoriesTests {
         let storage = FileManager.default.temporaryDirectory.appendingPathComponent("paid-work-\(UUID())")
         try FileManager.default.createDirectory(at: storage, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: storage) }
-        let (worker, workerLog, publisher) = try await startStoryWorker(
+        let (worker, publisher) = try await startStoryWorker(
             images: images,
             storage: storage,
             environment: ["IMAGE_PRICE_PER_IMAGE_USD": "0.04", "IMAGE_CALLS_PER_USER_DAY": "12"]
         )
-        defer { worker.terminate() }
+        defer { worker.stopWaiting() }
         let running = try await GatewayHarness.launch(
             environment: [
                 "STORY_STORAGE_ROOT": storage.path, "STORY_GENERATIONS_PER_DAY": "2",
@@ -327,8 +327,7 @@ extension GatewayStoriesTests {
             label: "gateway-paid-work"
         )
         let processes = GatewayHarness.Processes(
-            processes: running.processes.processes + [worker],
-            logs: running.processes.logs + [workerLog]
+            processes: running.processes.processes + [worker]
         )
         defer { processes.stop() }
         let base = running.base

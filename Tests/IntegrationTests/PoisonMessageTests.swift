@@ -22,7 +22,8 @@ struct PoisonMessageTests {
         let queue: String
         let log: URL
         private let environment: [String: String]
-        private let state = Mutex<(process: Process?, starts: Int, stopping: Bool)>((nil, 0, false))
+        private let state = Mutex<(process: ChildProcess?, starts: Int, stopping: Bool)>((nil, 0, false))
+        private let supervisor = Mutex<Task<Void, Never>?>(nil)
 
         init(queue: String, environment extra: [String: String]) async throws {
             self.queue = queue
@@ -38,44 +39,76 @@ struct PoisonMessageTests {
             ) { _, new in new }
             log = FileManager.default.temporaryDirectory.appendingPathComponent("\(queue).log")
             _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-            try start()
+            try await start()
+            // Restarts the worker when it exits (not stopped), after a short pause, like
+            // `restart: unless-stopped`. Holds the worker only while it looks.
+            let task = Task { [weak self] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(50))
+                    guard let self, await self.restartIfExited() else { return }
+                }
+            }
+            supervisor.withLock { $0 = task }
         }
 
-        private func start() throws {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("sample-worker"))
-            process.environment = environment
-            let handle = try FileHandle(forWritingTo: log)
-            handle.seekToEndOfFile()
-            process.standardOutput = handle
-            process.standardError = handle
-            process.terminationHandler = { [weak self] _ in
-                guard let self, !self.state.withLock({ $0.stopping }) else { return }
-                // Restarted after a short pause, like `restart: unless-stopped`.
-                usleep(300_000)
-                try? self.start()
+        /// Starts the worker again if it exited; `false` once stopping.
+        private func restartIfExited() async -> Bool {
+            guard let process = state.withLock({ $0.stopping ? nil : $0.process }) else { return false }
+            if process.isRunning { return true }
+            try? await Task.sleep(for: .milliseconds(300))
+            do {
+                try await start()
+            } catch {
+                Issue.record("the supervised worker did not restart: \(error)")
+                return false
             }
-            try process.runTracked()
-            state.withLock {
-                $0.process = process
-                $0.starts += 1
+            return true
+        }
+
+        private func start() async throws {
+            let process = try await ChildProcess.start(
+                executable: ProcessRunner.productPath("sample-worker"),
+                arguments: [],
+                environment: environment,
+                label: "supervised-\(queue)",
+                appendingTo: log
+            )
+            let kept = state.withLock { state -> Bool in
+                guard !state.stopping else { return false }
+                state.process = process
+                state.starts += 1
+                return true
             }
+            if !kept { process.kill() }
         }
 
         /// Processes started so far (1 + restarts).
         var starts: Int { state.withLock { $0.starts } }
         var isRunning: Bool { state.withLock { $0.process?.isRunning ?? false } }
-        var pid: pid_t? { state.withLock { $0.process?.processIdentifier } }
+        var pid: pid_t? { state.withLock { $0.process?.pid } }
 
+        /// Stops supervising, then the worker (SIGTERM, then SIGKILL; blocking, for a `defer`).
         func stop() {
-            let process = state.withLock { state -> Process? in
+            let process = state.withLock { state -> ChildProcess? in
                 state.stopping = true
                 return state.process
             }
-            if let process, process.isRunning {
-                process.terminate()
-                process.waitUntilExit()
+            supervisor.withLock { $0?.cancel() }
+            process?.stopWaiting()
+        }
+
+        /// The port its health endpoint bound (logged at info: the worker must run at that level).
+        func healthPort() async throws -> Int {
+            try await RuntimeTestEnvironment.eventually(
+                "the worker logs its health port (log \(log.path))",
+                timeout: .seconds(60)
+            ) {
+                output.contains("health endpoint listening")
             }
+            guard let process = state.withLock({ $0.process }),
+                let port = process.logValue("http.port", onLineWith: "health endpoint listening").flatMap(Int.init)
+            else { throw RuntimeTestError("no health port in \(log.path)\n\(output.suffix(2_000))") }
+            return port
         }
 
         var output: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
@@ -291,30 +324,15 @@ struct PoisonMessageTests {
         return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 
-    /// A free TCP port on the loopback interface.
-    static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { Glibc.close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, length) == 0 ? getsockname(descriptor, $0, &length) : -1
-            }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
     /// A worker out of file descriptors keeps its health endpoint from spinning on a listener
     /// it cannot accept from, and answers again once connections go.
     @Test func aWorkerOutOfFileDescriptorsDoesNotSpin() async throws {
         defer { Task { await close() } }
         let queue = Self.queueName("fds")
-        let port = try Self.freePort()
-        let worker = try await SupervisedWorker(queue: queue, environment: ["HTTP_PORT": "\(port)"])
+        // Any free health port, which the worker logs at info.
+        let worker = try await SupervisedWorker(queue: queue, environment: ["LOG_LEVEL": "info"])
         defer { worker.stop() }
+        let port = try await worker.healthPort()
         try await waitForConsumer(queue)
         let pid = try #require(worker.pid)
         let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count

@@ -164,18 +164,20 @@ struct ReportJourneyTests {
     /// A billing-worker and a report-worker process on the contract's (emptied) queues.
     final class Workers: Sendable {
         let publisher: AMQPPublisher
-        let processes: [Process]
+        /// Killed when released unstopped (`ChildProcess`): a test that throws before `stop()`
+        /// leaves none running.
+        let processes: [ChildProcess]
         let databaseURL: String
-        init(publisher: AMQPPublisher, processes: [Process], databaseURL: String) {
+        init(publisher: AMQPPublisher, processes: [ChildProcess], databaseURL: String) {
             self.publisher = publisher
             self.processes = processes
             self.databaseURL = databaseURL
         }
+        /// What the workers logged, each log headed by its path.
+        var output: String { GatewayHarness.Processes(processes: processes).output }
         func stop() async {
-            for process in processes where process.isRunning {
-                process.terminate()
-                process.waitUntilExit()
-            }
+            for process in processes { process.send(SIGTERM) }
+            for process in processes { await process.stop() }
             await publisher.close()
         }
     }
@@ -191,38 +193,38 @@ struct ReportJourneyTests {
         let publisher = try await RuntimeTestEnvironment.contractPublisher(
             purging: JobType.all.filter { $0 != .chartCalculate }
         )
-        var processes: [Process] = []
+        var processes: [ChildProcess] = []
         for worker in ["billing-worker", "report-worker"] {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath(worker))
             // Each worker runs as its own least-privilege role, as deployed.
             let role: WorkerRole = worker == "billing-worker" ? .billingWorker : .reportWorker
-            process.environment = ProcessInfo.processInfo.environment.merging([
-                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(
-                    as: worker == "billing-worker" ? BrokerAccess.billingWorker : BrokerAccess.reportWorker
-                ),
-                "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: role),
-                "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
-                "BILLING_ENVIRONMENT": "Sandbox",
-                "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der").path,
-            ]) { _, new in new }.merging(environment) { _, new in new }
-            if worker == "report-worker" {
-                process.environment = process.environment?.merging(reportEnvironment) { _, new in new }
-            }
-            process.standardOutput = FileHandle.nullDevice
-            try process.runTracked()
-            processes.append(process)
+            processes.append(
+                try await ChildProcess.product(
+                    worker,
+                    environment: [
+                        "AMQP_URL": try RuntimeTestEnvironment.amqpURL(
+                            as: worker == "billing-worker" ? BrokerAccess.billingWorker : BrokerAccess.reportWorker
+                        ),
+                        "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: role),
+                        "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning",
+                        "MIGRATE_ON_START": "false", "BILLING_ENVIRONMENT": "Sandbox",
+                        "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der")
+                            .path,
+                    ].merging(environment) { _, new in new }
+                        .merging(worker == "report-worker" ? reportEnvironment : [:]) { _, new in new },
+                    label: "journey-\(worker)"
+                )
+            )
         }
         let workers = Workers(publisher: publisher, processes: processes, databaseURL: databaseURL)
         do {
-            try await RuntimeTestEnvironment.eventually("both workers consume", timeout: .seconds(30)) {
+            try await RuntimeTestEnvironment.eventually("both workers consume", timeout: .seconds(60)) {
                 let generate = try await publisher.queueState(JobType.reportGenerate.rawValue).consumerCount
                 let request = try await publisher.queueState(JobType.reportRequest.rawValue).consumerCount
                 return generate > 0 && request > 0
             }
         } catch {
             await workers.stop()
-            throw error
+            throw RuntimeTestError("\(error)\n\(workers.output.suffix(6_000))")
         }
         return workers
     }

@@ -238,23 +238,39 @@ enum ProcessRunner {
         return directory.appendingPathComponent(name).path
     }
 
-    static func run(_ path: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
-        try await withCheckedThrowingContinuation { continuation in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: path)
-            process.arguments = arguments
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-            let output = Pipe()
-            let error = Pipe()
-            process.standardOutput = output
-            process.standardError = error
-            process.terminationHandler = { process in
-                let out = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                let err = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                continuation.resume(returning: Result(status: process.terminationStatus, output: out, error: err))
-            }
-            do { try process.runTracked() } catch { continuation.resume(throwing: error) }
+    /// Runs `path` to completion with the test's environment plus `environment`, as a
+    /// `ChildProcess` (its own process group, the parent-death signal, output to files read back
+    /// as `output` and `error`), `input` on its standard input.
+    /// - Throws: `RuntimeTestError` when it cannot start or does not end within `timeout` (it is
+    ///   then killed, its group with it; the message names its output files);
+    ///   `CancellationError` when the test is cancelled (it is killed too).
+    static func run(
+        _ path: String,
+        _ arguments: [String],
+        environment: [String: String] = [:],
+        input: String? = nil,
+        timeout: Duration = .seconds(300)
+    ) async throws -> Result {
+        var inputFile: URL?
+        if let input {
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("astro-test-input-\(UUID()).txt")
+            try Data(input.utf8).write(to: file)
+            inputFile = file
         }
+        defer { if let inputFile { try? FileManager.default.removeItem(at: inputFile) } }
+        let process = try await ChildProcess.start(
+            executable: path,
+            arguments: arguments,
+            environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
+            label: ([URL(fileURLWithPath: path).lastPathComponent] + arguments.prefix(2)).joined(separator: "-"),
+            separateError: true,
+            input: inputFile
+        )
+        let status = try await process.waitForExit(timeout: timeout)
+        let result = Result(status: status, output: process.output, error: process.error)
+        try? FileManager.default.removeItem(at: process.log)
+        if let errorLog = process.errorLog { try? FileManager.default.removeItem(at: errorLog) }
+        return result
     }
 }
 

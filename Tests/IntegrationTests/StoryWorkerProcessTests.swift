@@ -25,35 +25,31 @@ struct StoryWorkerProcessTests {
 
     /// A story-worker process on the emptied story queues, drawing through `images` (or the
     /// built-in illustrator), storing pictures under `storage`.
-    func startWorker(images: OpenAIImagesFake?, storage: URL) async throws -> (Process, AMQPPublisher) {
+    func startWorker(images: OpenAIImagesFake?, storage: URL) async throws -> (ChildProcess, AMQPPublisher) {
         let publisher = try await RuntimeTestEnvironment.contractPublisher(
             purging: [.storyGenerate, .storyIllustrate, .storyRead]
         )
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("story-worker"))
-        var environment = ProcessInfo.processInfo.environment.merging([
+        var environment = [
             "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.storyWorker),
             // As deployed: its own least-privilege role.
             "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .storyWorker),
             "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
             "STORY_STORAGE_ROOT": storage.path,
-        ]) { _, new in new }
+        ]
         if let images {
             environment["IMAGE_BASE_URL"] = images.baseURL.absoluteString
             environment["IMAGE_MODEL"] = "fake-image-model"
             environment["IMAGE_API_KEY"] = images.apiKey
         }
-        process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        try process.runTracked()
+        let process = try await ChildProcess.product("story-worker", environment: environment, label: "story-worker")
         do {
-            try await RuntimeTestEnvironment.eventually("the story-worker consumes", timeout: .seconds(30)) {
+            try await RuntimeTestEnvironment.eventually("the story-worker consumes", timeout: .seconds(60)) {
                 try await publisher.queueState(JobType.storyRead.rawValue).consumerCount > 0
             }
         } catch {
-            process.terminate()
+            await process.stop()
             await publisher.close()
-            throw error
+            throw RuntimeTestError("\(error)\n\(process.tail())")
         }
         return (process, publisher)
     }
@@ -95,7 +91,7 @@ struct StoryWorkerProcessTests {
         let storage = FileManager.default.temporaryDirectory.appendingPathComponent("story-journey-\(UUID())")
         defer { try? FileManager.default.removeItem(at: storage) }
         let (worker, publisher) = try await startWorker(images: images, storage: storage)
-        defer { worker.terminate() }
+        defer { worker.stopWaiting() }
         let user = UUID().uuidString.lowercased()
 
         // 1. A three-page story, waited for and printed.
@@ -151,8 +147,7 @@ struct StoryWorkerProcessTests {
         #expect(achievements.status == 0, "\(achievements.error)")
         #expect(achievements.output.contains("★ First Story"))
         #expect(achievements.output.contains("Mia (Europe/Kyiv)"))
-        worker.terminate()
-        worker.waitUntilExit()
+        await worker.stop()
         await publisher.close()
     }
 
@@ -160,7 +155,7 @@ struct StoryWorkerProcessTests {
         let storage = FileManager.default.temporaryDirectory.appendingPathComponent("story-journey-\(UUID())")
         defer { try? FileManager.default.removeItem(at: storage) }
         let (worker, publisher) = try await startWorker(images: nil, storage: storage)
-        defer { worker.terminate() }
+        defer { worker.stopWaiting() }
         let result = try await astroctl([
             "stories", "generate", "--user", UUID().uuidString, "--child", "Mia", "--hero", "Felix", "--theme",
             "pirates", "--age", "1", "--wait", "--timeout", "30",
@@ -172,8 +167,7 @@ struct StoryWorkerProcessTests {
             try await publisher.queueState(BrokerNames.deadLetterQueue(of: JobType.storyGenerate.rawValue))
                 .messageCount >= 1
         }
-        worker.terminate()
-        worker.waitUntilExit()
+        await worker.stop()
         await publisher.close()
     }
 }

@@ -34,8 +34,8 @@ struct UserDeletionTests {
     // MARK: - Helpers
 
     /// A story-worker with the built-in illustrator, storing under `storage`.
-    static func startStoryWorker(storage: URL) async throws -> (Process, URL) {
-        try GatewayHarness.start(
+    static func startStoryWorker(storage: URL) async throws -> ChildProcess {
+        try await GatewayHarness.start(
             "story-worker",
             environment: [
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.storyWorker),
@@ -163,11 +163,10 @@ struct UserDeletionTests {
         try FileManager.default.createDirectory(at: storage, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: storage) }
         let workers = try await GatewayResourcesTests.startBillingAndReportWorkers()
-        let (storyWorker, storyLog) = try await Self.startStoryWorker(storage: storage)
+        let storyWorker = try await Self.startStoryWorker(storage: storage)
         let gateway = try await GatewayHarness.launch(chartWorker: true, label: "deletion-gateway")
         let processes = GatewayHarness.Processes(
-            processes: gateway.processes.processes + workers.processes + [storyWorker],
-            logs: gateway.processes.logs + workers.logs + [storyLog]
+            processes: gateway.processes.processes + workers.processes + [storyWorker]
         )
         defer { processes.stop() }
         let base = gateway.base
@@ -302,13 +301,8 @@ struct UserDeletionTests {
         let (publisher, billing, report) = try await metricsJourney.startWorkers(reportEnvironment: [
             "LLM_BASE_URL": fake.baseURL.absoluteString, "LLM_MODEL": "test-model", "LLM_API_KEY": LLMReportTests.key,
         ])
-        defer {
-            for worker in [billing, report] where worker.process.isRunning {
-                worker.process.terminate()
-                worker.process.waitUntilExit()
-            }
-        }
-        try await RuntimeTestEnvironment.eventually("the billing-worker consumes user.delete", timeout: .seconds(30)) {
+        defer { for worker in [billing, report] { worker.process.stopWaiting() } }
+        try await billing.process.eventually("the billing-worker consumes user.delete") {
             try await publisher.queueState(JobType.userDelete.rawValue).consumerCount > 0
         }
         let journey = try await ReportJourneyTests()
@@ -436,7 +430,7 @@ struct UserDeletionTests {
         )
         let job = try GatewayResourcesTests.accepted(put)
         #expect(try await GatewayHarness.request("DELETE", path, token: token).status == 204)
-        let (worker, log) = try GatewayHarness.start(
+        let worker = try await GatewayHarness.start(
             "chart-worker",
             environment: [
                 "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
@@ -446,8 +440,7 @@ struct UserDeletionTests {
             label: "deletion-chart-worker"
         )
         processes = GatewayHarness.Processes(
-            processes: processes.processes + [worker],
-            logs: processes.logs + [log]
+            processes: processes.processes + [worker]
         )
         let done = try await GatewayResourcesTests.finished(base, job, token: token) { processes.output }
         #expect(done["status"] == "failed" && done["error"]?["code"] == "profile-deleted", "\(done)")

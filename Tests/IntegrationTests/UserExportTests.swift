@@ -36,13 +36,12 @@ struct UserExportTests {
         label: String
     ) async throws -> (base: String, processes: GatewayHarness.Processes) {
         let workers = try await GatewayResourcesTests.startBillingAndReportWorkers()
-        let (storyWorker, storyLog) = try await UserDeletionTests.startStoryWorker(storage: storage)
+        let storyWorker = try await UserDeletionTests.startStoryWorker(storage: storage)
         let gateway = try await GatewayHarness.launch(chartWorker: true, label: label)
         return (
             gateway.base,
             GatewayHarness.Processes(
-                processes: gateway.processes.processes + workers.processes + [storyWorker],
-                logs: gateway.processes.logs + workers.logs + [storyLog]
+                processes: gateway.processes.processes + workers.processes + [storyWorker]
             )
         )
     }
@@ -349,7 +348,7 @@ struct UserExportTests {
         defer { processes.stop() }
         let (user, token) = try await GatewayHarness.register(base)
         // The caller's event stream announces the export.
-        let stream = try GatewayEventsTests.SSEClient(base, token: token)
+        let stream = try await GatewayEventsTests.SSEClient(base, token: token)
         defer { stream.close() }
         try await stream.waitUntilOpen()
         let asked = try await GatewayHarness.request("POST", "\(base)/v1/me/export", token: token)
@@ -529,10 +528,9 @@ struct UserExportTests {
 
         // The workers build it; the next request starts another, which replaces it once stored.
         let workers = try await GatewayResourcesTests.startBillingAndReportWorkers()
-        let (storyWorker, storyLog) = try await UserDeletionTests.startStoryWorker(storage: storage)
+        let storyWorker = try await UserDeletionTests.startStoryWorker(storage: storage)
         let processes = GatewayHarness.Processes(
-            processes: workers.processes + [storyWorker],
-            logs: workers.logs + [storyLog]
+            processes: workers.processes + [storyWorker]
         )
         defer { processes.stop() }
         _ = try await Self.waitForZip(base, export: first, token: token)
@@ -553,8 +551,8 @@ struct UserExportTests {
     }
 
     /// The gateway's resident memory at its peak (VmHWM), in bytes.
-    static func peakMemory(of process: Process) throws -> Int {
-        let status = try String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)
+    static func peakMemory(of process: ChildProcess) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(process.pid)/status", encoding: .utf8)
         let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") })
         let kilobytes = try #require(Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]))
         return kilobytes * 1024

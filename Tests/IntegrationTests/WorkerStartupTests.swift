@@ -20,20 +20,16 @@ struct WorkerStartupTests {
         let databaseURL =
             "postgres://\(database.user):\(database.password ?? "")@\(database.host):\(database.port)/\(database.database)"
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ProcessRunner.productPath("sample-worker"))
-        process.environment = ProcessInfo.processInfo.environment.merging([
-            "AMQP_URL": ChaosTests.through(proxy, amqpURL), "DATABASE_URL": databaseURL,
-            "SAMPLE_QUEUE": String(queue), "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
-            "MIGRATE_ON_START": "false",
-        ]) { _, new in new }
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("\(queue).log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let logHandle = try FileHandle(forWritingTo: log)
-        process.standardOutput = logHandle
-        process.standardError = logHandle
-        try process.runTracked()
-        defer { if process.isRunning { process.terminate() } }
+        let process = try await ChildProcess.product(
+            "sample-worker",
+            environment: [
+                "AMQP_URL": ChaosTests.through(proxy, amqpURL), "DATABASE_URL": databaseURL,
+                "SAMPLE_QUEUE": String(queue), "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
+                "MIGRATE_ON_START": "false",
+            ],
+            label: "startup-sample-worker"
+        )
+        defer { process.stopWaiting() }
 
         let publisher = AMQPPublisher(
             configuration: try RuntimeTestEnvironment.amqpConfiguration(),
@@ -41,13 +37,12 @@ struct WorkerStartupTests {
         )
         try await publisher.connect()
         defer { Task { await publisher.close() } }
-        try await RuntimeTestEnvironment.eventually("the worker consumes \(queue)", timeout: .seconds(30)) {
+        try await process.eventually("the worker consumes \(queue)") {
             ((try? await publisher.queueState(String(queue)))?.consumerCount ?? 0) > 0
                 || !process.isRunning
         }
-        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        #expect(process.isRunning, "the worker exited: \(text.suffix(2_000))")
-        #expect(text.contains("AMQP consumer could not start; retrying"), "log: \(text.suffix(2_000))")
+        #expect(process.isRunning, "the worker exited: \(process.tail())")
+        #expect(process.output.contains("AMQP consumer could not start; retrying"), "\(process.tail())")
 
         // And it works: a job sent now is taken and acknowledged.
         try await publisher.publish(
@@ -61,7 +56,6 @@ struct WorkerStartupTests {
             let state = try await publisher.queueState(String(queue))
             return state.messageCount == 0 && state.consumerCount > 0
         }
-        process.terminate()
-        process.waitUntilExit()
+        await process.stop()
     }
 }
