@@ -1,37 +1,31 @@
 #!/usr/bin/env bash
-# Lists the processes still running from this checkout's builds: any process whose executable is
-# under one of its .build folders (workers, the gateway, astroctl, fuzzers, test bundles), one line
-# each (pid, elapsed time, command line). Exits 1 if there is one, 0 if there is none.
+# Lists the processes that carry a test run's mark and are still running, one line each (pid,
+# parent, elapsed time, command line); with --kill, kills them too. Exits 1 if there is one.
 #
-#   scripts/leftovers.sh            list them
-#   scripts/leftovers.sh --kill     list them, then SIGKILL them (still exits 1 if there were any)
+#   scripts/leftovers.sh [--kill] MARK
 #
-# Exact by design: other checkouts on this machine run the same binaries from their own folders,
-# and their processes are not ours to list or end. A process started through setpriv has exec'd
-# the binary, so its executable is the binary.
+# Every process a test starts carries its run's mark in its environment as ASTRO_TEST_RUN_ID=MARK
+# (ChildProcess in Tests/IntegrationTests passes it on; scripts/test.sh and
+# scripts/test-under-load.sh give `swift test` a mark of its own per run), so the test binary and
+# everything it started are found, and nothing of another run of the same binaries on this
+# machine: exact where a name pattern would not be.
 set -euo pipefail
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 kill_them=0
-[ "${1:-}" = "--kill" ] && kill_them=1
+if [ "${1:-}" = "--kill" ]; then kill_them=1; shift; fi
+mark=${1:?usage: leftovers.sh [--kill] MARK}
 
-found=()
-for proc in /proc/[0-9]*; do
-    pid=${proc#/proc/}
-    [ "$pid" = "$$" ] && continue
-    exe=$(readlink "$proc/exe" 2>/dev/null) || continue
-    case $exe in
-        "$repo"/.build/* | "$repo"/.build-*/*) found+=("$pid") ;;
-    esac
+pids=()
+for dir in /proc/[0-9]*; do
+    [ "${dir#/proc/}" = "$$" ] && continue
+    if { tr '\0' '\n' <"$dir/environ"; } 2>/dev/null | grep -qxF "ASTRO_TEST_RUN_ID=$mark"; then
+        pids+=("${dir#/proc/}")
+    fi
 done
-
-[ ${#found[@]} -eq 0 ] && exit 0
-echo "leftovers: ${#found[@]} process(es) from $repo still running:" >&2
-for pid in "${found[@]}"; do
-    line=$(ps -o pid=,etime=,args= -p "$pid" 2>/dev/null | cut -c1-300) || continue
-    echo "  $line" >&2
-done
+[ ${#pids[@]} -eq 0 ] && exit 0
+echo "leftovers: ${#pids[@]} process(es) of test run $mark still running:" >&2
+ps -o pid,ppid,etime,args -p "$(IFS=,; echo "${pids[*]}")" >&2 || true
 if [ "$kill_them" = 1 ]; then
-    kill -KILL "${found[@]}" 2>/dev/null || true
+    kill -KILL "${pids[@]}" 2>/dev/null || true
     echo "leftovers: killed them" >&2
 fi
 exit 1

@@ -51,15 +51,17 @@ run() {
     local name=$1 start end status passed failed left hung=""
     shift
     start=$(date +%s)
-    timeout --kill-after=30 "$RUN_TIMEOUT" "$@" >"$OUT/$name.log" 2>&1
+    # The run's mark reaches every process the tests start (scripts/leftovers.sh).
+    local mark="under-load-$$-$name"
+    ASTRO_TEST_RUN_ID=$mark timeout --kill-after=30 "$RUN_TIMEOUT" "$@" >"$OUT/$name.log" 2>&1
     status=$?
     end=$(date +%s)
     [ "$status" -eq 124 ] || [ "$status" -eq 137 ] && hung=" (hung: killed after ${RUN_TIMEOUT}s)"
     passed=$(grep -E '✔ Test .* passed after' "$OUT/$name.log" | grep -vc '✔ Test run with')
     failed=$(grep -E '✘ Test .* failed after' "$OUT/$name.log" | grep -vc '✘ Test run with')
     left=0
-    if ! bash scripts/leftovers.sh --kill >"$OUT/$name.leftovers" 2>&1; then
-        left=$(grep -c '^  ' "$OUT/$name.leftovers")
+    if ! bash scripts/leftovers.sh --kill "$mark" >"$OUT/$name.leftovers" 2>&1; then
+        left=$(grep -cE '^ *[0-9]+ ' "$OUT/$name.leftovers")
     fi
     rows+=("$(printf '%-16s %7s %7s %10s %8ss  exit %s%s' "$name" "$passed" "$failed" "$left" "$((end - start))" "$status" "$hung")")
     echo "${rows[-1]}"

@@ -47,17 +47,10 @@ test_run_mark="test-sh-$$-$(date +%s%N)"
 # fails loudly if a process the tests started is still running: lists it and kills it. The exit
 # status is the tests' when they failed.
 run_tests() {
-    local status=0 dir pids=()
+    local status=0
     bash scripts/stack.sh run -- env "ASTRO_TEST_RUN_ID=$test_run_mark" swift test "$@" || status=$?
-    for dir in /proc/[0-9]*; do
-        if { tr '\0' '\n' <"$dir/environ"; } 2>/dev/null | grep -qxF "ASTRO_TEST_RUN_ID=$test_run_mark"; then
-            pids+=("${dir#/proc/}")
-        fi
-    done
-    if [ ${#pids[@]} -gt 0 ]; then
-        echo "test: ${#pids[@]} process(es) the tests started are still running (killed now):" >&2
-        ps -o pid,ppid,etime,args -p "$(IFS=,; echo "${pids[*]}")" >&2 || true
-        kill -KILL "${pids[@]}" 2>/dev/null || true
+    if ! bash scripts/leftovers.sh --kill "$test_run_mark"; then
+        echo "test: the processes above were started by the tests and outlived them" >&2
         if [ "$status" -eq 0 ]; then status=1; fi
     fi
     return "$status"
