@@ -96,7 +96,7 @@ if [ "$on_purpose" = 1 ]; then
 fi
 
 for i in $(seq "$UNIT_RUNS"); do
-    run "unit-$i" swift test --skip-build --skip IntegrationTests
+    run "unit-$i" bash scripts/unit-tests.sh
     [ "$LAST_STATUS" -eq 0 ] && [ "$LAST_LEFT" -eq 0 ] || bad=1
 done
 for i in $(seq "$INTEGRATION_RUNS"); do

@@ -75,7 +75,7 @@ fi
 rm -f "$build_log"
 
 step "unit tests (no servers)"
-swift test --skip-build --skip IntegrationTests
+bash scripts/unit-tests.sh
 
 step "alert rules, their unit tests and the dashboards (promtool; deploy/observability)"
 bash scripts/observability-check.sh
