@@ -524,7 +524,12 @@ struct UserExportTests {
         #expect(Set(ids).count == 1, "\(Set(ids).count) exports for 30 requests")
         let first = try #require(ids.first)
         #expect(try await exportCounts(user).jobs == 1)
-        #expect(try await publisher.queueState(JobType.userExport.rawValue).messageCount == 1)
+        // One job, but not always one message: a request with a key that finds the export before
+        // the first request's publish is confirmed and marked publishes the same job id again
+        // (GatewayStore.record: a keyed job is marked only after the broker's confirm), which the
+        // worker runs once; that it does is checked below (one export, one chunked export).
+        let queued = try await publisher.queueState(JobType.userExport.rawValue).messageCount
+        #expect((1...30).contains(queued), "\(queued) user.export messages for 30 requests")
 
         // The workers build it; the next request starts another, which replaces it once stored.
         let workers = try await GatewayResourcesTests.startBillingAndReportWorkers()
