@@ -64,6 +64,30 @@ public struct LLMPricing: Sendable, Hashable {
     }
 }
 
+extension PaidCallUsage {
+    /// What one answered chat completion cost: the tokens the API counted, or estimates where it
+    /// counted none (`estimatedPromptTokens`, and the answer's own length), priced by `pricing`;
+    /// the model the API names, or `configuredModel`. The report and story writers meter every
+    /// answer with it before checking it, since the call is paid whatever is done with the answer.
+    public init(
+        purpose: PaidPurpose,
+        answer: ChatCompletion,
+        estimatedPromptTokens: Int,
+        configuredModel: String,
+        pricing: LLMPricing
+    ) {
+        let prompt = answer.promptTokens ?? estimatedPromptTokens
+        let completion = answer.completionTokens ?? ReportPrompt.estimateTokens(answer.content)
+        self.init(
+            purpose: purpose,
+            model: answer.model ?? configuredModel,
+            promptTokens: prompt,
+            completionTokens: completion,
+            costUSD: pricing.cost(prompt: prompt, completion: completion)
+        )
+    }
+}
+
 /// Writes reports through an OpenAI-compatible chat-completions endpoint, following the seed's
 /// prompt templates. The answer is checked (finished, not truncated; 300–700 words; in the asked
 /// language); a bad answer is asked for once more, then the report fails permanently.
@@ -196,20 +220,17 @@ public struct LLMReportWriter: Sendable {
                     isPermanent: !error.isTransient
                 )
             }
-            let callPrompt = completion.promptTokens ?? prompt.estimatedTokens
-            let callCompletion = completion.completionTokens ?? ReportPrompt.estimateTokens(completion.content)
-            // Paid whatever is done with the answer: metered before it is checked.
-            await meter?.record(
-                PaidCallUsage(
-                    purpose: .report,
-                    model: completion.model ?? model,
-                    promptTokens: callPrompt,
-                    completionTokens: callCompletion,
-                    costUSD: pricing.cost(prompt: callPrompt, completion: callCompletion)
-                )
+            let call = PaidCallUsage(
+                purpose: .report,
+                answer: completion,
+                estimatedPromptTokens: prompt.estimatedTokens,
+                configuredModel: model,
+                pricing: pricing
             )
-            promptTokens += callPrompt
-            completionTokens += callCompletion
+            // Paid whatever is done with the answer: metered before it is checked.
+            await meter?.record(call)
+            promptTokens += call.promptTokens
+            completionTokens += call.completionTokens
             let text = completion.content.trimmingCharacters(in: .whitespacesAndNewlines)
             let words = BuiltInReportWriter.countWords(text)
             if completion.finishReason != "stop" {

@@ -213,22 +213,17 @@ public struct LLMStoryWriter: Sendable {
                     isPermanent: !error.isTransient
                 )
             }
-            let callPrompt =
-                completion.promptTokens
-                ?? request.messages.reduce(0) { $0 + ReportPrompt.estimateTokens($1.content) }
-            let callCompletion = completion.completionTokens ?? ReportPrompt.estimateTokens(completion.content)
-            // Paid whatever is done with the answer: metered before it is checked.
-            await meter?.record(
-                PaidCallUsage(
-                    purpose: .story,
-                    model: completion.model ?? model,
-                    promptTokens: callPrompt,
-                    completionTokens: callCompletion,
-                    costUSD: pricing.cost(prompt: callPrompt, completion: callCompletion)
-                )
+            let call = PaidCallUsage(
+                purpose: .story,
+                answer: completion,
+                estimatedPromptTokens: request.messages.reduce(0) { $0 + ReportPrompt.estimateTokens($1.content) },
+                configuredModel: model,
+                pricing: pricing
             )
-            promptTokens += callPrompt
-            completionTokens += callCompletion
+            // Paid whatever is done with the answer: metered before it is checked.
+            await meter?.record(call)
+            promptTokens += call.promptTokens
+            completionTokens += call.completionTokens
             switch Self.check(completion, details: details, checked: checked, base: base) {
             case .failure(let rejection):
                 problem = rejection.reason
