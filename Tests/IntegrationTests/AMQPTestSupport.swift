@@ -33,6 +33,10 @@ enum AMQPTestEnvironment {
         return config
     }
 
+    /// The virtual host of AMQP_URL: scripts/integration-tests.sh gives each suite one of its own, so
+    /// a `rabbitmqctl` command scoped to a vhost (`-p`) must name this one, not the default `/`.
+    static func virtualHost() throws -> String { try AMQPConfiguration(url: variable("AMQP_URL")).virtualHost }
+
     /// AMQPS_URL trusting AMQP_CA_FILE.
     static func tlsConfiguration() throws -> AMQPConfiguration {
         var config = try AMQPConfiguration(url: variable("AMQPS_URL"))

@@ -73,7 +73,8 @@ struct BrokerAccessTests {
         let listed = try await ProcessRunner.run(
             "/bin/bash",
             [
-                script.path, "rabbit-ctl", "list_bindings", "-q", "--no-table-headers", "-p", "/", "source_name",
+                script.path, "rabbit-ctl", "list_bindings", "-q", "--no-table-headers", "-p",
+                try AMQPTestEnvironment.virtualHost(), "source_name",
                 "destination_name", "destination_kind", "routing_key",
             ]
         )

@@ -85,7 +85,8 @@ struct MaintenanceMetricsTests {
         try await AMQPTestEnvironment.stack(
             "rabbit-ctl",
             [
-                "set_policy", "--priority", "10", "--apply-to", "queues", policy,
+                "set_policy", "-p", try AMQPTestEnvironment.virtualHost(), "--priority", "10", "--apply-to", "queues",
+                policy,
                 "^" + queue.replacingOccurrences(of: ".", with: "\\.") + "$", JSONValue.object(definition).jsonString(),
             ]
         )
@@ -155,7 +156,10 @@ struct MaintenanceMetricsTests {
         let series = #"astro_dead_letters_dropped_total{queue="other",reason="broker-max-length"}"#
         #expect((Self.value(after, series) ?? 0) - (Self.value(before, series) ?? 0) == 2, "\(after)")
 
-        try await AMQPTestEnvironment.stack("rabbit-ctl", ["clear_policy", policy])
+        try await AMQPTestEnvironment.stack(
+            "rabbit-ctl",
+            ["clear_policy", "-p", try AMQPTestEnvironment.virtualHost(), policy]
+        )
         try await admin.deleteQueue(queue)
     }
 
