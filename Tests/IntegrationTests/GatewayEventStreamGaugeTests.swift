@@ -21,6 +21,22 @@ struct GatewayEventStreamGaugeTests {
         sample("gateway_event_streams_open", in: try await GatewayHarness.rawGet(GatewayHarness.metricsURL(base)))
     }
 
+    /// The streams open now, and every stream the gateway ever started: open plus ended, whatever
+    /// the reason.
+    struct StreamCounts: Equatable, CustomStringConvertible {
+        var open: Double
+        var started: Double
+        var description: String { "\(open) open of \(started) started" }
+    }
+
+    static func streamCounts(_ base: String) async throws -> StreamCounts {
+        let text = try await GatewayHarness.rawGet(GatewayHarness.metricsURL(base))
+        let ended = text.split(separator: "\n").filter { $0.hasPrefix("gateway_event_streams_closed_total{") }
+            .compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
+        let open = sample("gateway_event_streams_open", in: text) ?? 0
+        return StreamCounts(open: open, started: open + ended)
+    }
+
     /// Sends `GET /v1/events` on a new TCP connection and closes it with a reset (SO_LINGER 0).
     static func requestAndReset(_ base: String, token: String) throws {
         guard let url = URL(string: base), let port = url.port else { throw POSIXError(.EINVAL) }
@@ -77,9 +93,20 @@ struct GatewayEventStreamGaugeTests {
             let user = try await GatewayHarness.register(base)
             for _ in 0..<4 { try Self.requestAndReset(base, token: user.token) }
         }
-        try await RuntimeTestEnvironment.eventually("reset streams are no longer counted", timeout: .seconds(5)) {
-            try await Self.openStreams(base) == 0
-        }
+        // Whether the gateway has read a reset request yet cannot be seen from here; so it waits
+        // until no stream is open and none has started for a second: a read of 0 before a
+        // request was read would otherwise pass at once.
+        var since: (counts: StreamCounts, at: ContinuousClock.Instant)?
+        try await RuntimeTestEnvironment.eventually(
+            "no reset stream counted as open, and none started for 1 s",
+            timeout: .seconds(30),
+            observe: { () async throws -> (counts: StreamCounts, unchangedFor: Duration) in
+                let counts = try await Self.streamCounts(base)
+                if since?.counts != counts { since = (counts, ContinuousClock.now) }
+                return (counts, ContinuousClock.now - (since?.at ?? ContinuousClock.now))
+            },
+            until: { $0.counts.open == 0 && $0.unchangedFor >= .seconds(1) }
+        )
         #expect(try await Self.openStreams(base) == 0)
 
         // And again: a second round ends at 0 too (no stream is counted twice or left behind).
