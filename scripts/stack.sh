@@ -8,6 +8,8 @@
 #   scripts/stack.sh start              start both servers and print `export` lines for a shell;
 #                                       stop them later with `scripts/stack.sh stop`
 #   scripts/stack.sh stop               stop the servers of ASTRO_STACK_DIR and remove its folder
+#   scripts/stack.sh definitions        print the broker definitions the stack loads (users with
+#                                       their development passwords, permissions, policies)
 #   scripts/stack.sh rabbit-stop | rabbit-start | rabbit-restart | rabbit-ctl ARG…
 #   scripts/stack.sh pg-stop | pg-start | pg-restart
 #                                       stop/start one server of ASTRO_STACK_DIR, keeping its data
@@ -153,7 +155,9 @@ wait_tcp() { # host port seconds
 rabbit_start() {
     local d=$ASTRO_STACK_DIR/rabbit port
     port=$(cat "$d/port")
-    ( rabbit_env; nohup "$RABBITBIN/rabbitmq-server" >>"$d/server.out" 2>&1 & echo $! > "$d/launcher.pid" )
+    # The servers belong to the stack, not to a test that restarts them: they do not carry its mark
+    # (scripts/leftovers.sh would end them with the test).
+    ( rabbit_env; unset ASTRO_TEST_RUN_ID; nohup "$RABBITBIN/rabbitmq-server" >>"$d/server.out" 2>&1 & echo $! > "$d/launcher.pid" )
     # The AMQP listener opens only once the broker has booted completely.
     if ! wait_tcp 127.0.0.1 "$port" 90; then
         tail -20 "$d/server.out" >&2 || true
@@ -196,7 +200,7 @@ epmd_stop() {
     done
 }
 
-pg_ctl_as() { runuser -u postgres -- "$PGBIN/pg_ctl" "$@"; }
+pg_ctl_as() { env -u ASTRO_TEST_RUN_ID runuser -u postgres -- "$PGBIN/pg_ctl" "$@"; }
 
 pg_start() {
     local d=$ASTRO_STACK_DIR/pg port
@@ -302,6 +306,7 @@ case "$cmd" in
         cat "$ASTRO_STACK_DIR/env.sh"
         ;;
     stop) stop_all ;;
+    definitions) render_definitions ;;
     rabbit-stop) need_dir; rabbit_stop ;;
     rabbit-start) need_dir; rabbit_start ;;
     rabbit-restart) need_dir; rabbit_stop; rabbit_start ;;
@@ -310,7 +315,7 @@ case "$cmd" in
     pg-start) need_dir; pg_start ;;
     pg-restart) need_dir; pg_stop "${1:-fast}"; pg_start ;;
     *)
-        sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
         [ -z "$cmd" ] || exit 2
         ;;
 esac

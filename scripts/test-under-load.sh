@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test suites under load: while BURNERS CPU-burning processes compete for the cores, runs the
-# unit suite UNIT_RUNS times and the integration suites (each run on a stack of its own, as
-# scripts/test.sh runs them: the suites, then the chaos suite) INTEGRATION_RUNS times, then prints
+# unit suite UNIT_RUNS times and the integration suites, the chaos suite among them
+# (scripts/integration-tests.sh, as scripts/test.sh runs them) INTEGRATION_RUNS times, then prints
 # one line per run: what ran, tests passed, tests failed, processes left over, duration. Issue 30's
 # proof that a loaded machine makes the suites slower, never red, and never leaves a process behind.
 #
@@ -26,6 +26,9 @@ OUT=${OUT:-$(mktemp -d /tmp/astro-under-load.XXXXXX)}
 mkdir -p "$OUT"
 on_purpose=0
 [ "${1:-}" = "--fail-on-purpose" ] && on_purpose=1
+for setting in UNIT_RUNS INTEGRATION_RUNS BURNERS RUN_TIMEOUT; do
+    [[ ${!setting} =~ ^[0-9]+$ ]] || { echo "under-load: $setting must be a whole number, not '${!setting}'" >&2; exit 2; }
+done
 
 burners=()
 stop_burners() {
@@ -77,7 +80,7 @@ echo "$header"
 if [ "$on_purpose" = 1 ]; then
     mark=$OUT/failed-at
     ASTRO_TEST_FAIL_ON_PURPOSE=$mark run fail-on-purpose \
-        bash scripts/stack.sh run -- swift test --skip-build --no-parallel --filter IntegrationTests.LLMReportTests
+        bash scripts/integration-tests.sh LLMReportTests
     failures=$(grep -E '✘ Test .* failed after' "$LAST_LOG" | grep -v '✘ Test run with' | sed -E 's/.*✘ Test ([A-Za-z0-9_]+).*/\1/' | sort -u)
     # The test writes the second it gave up (the run's own output reaches the log only at its end).
     failed_at=$(cat "$mark" 2>/dev/null || true)
@@ -100,10 +103,7 @@ for i in $(seq "$UNIT_RUNS"); do
     [ "$LAST_STATUS" -eq 0 ] && [ "$LAST_LEFT" -eq 0 ] || bad=1
 done
 for i in $(seq "$INTEGRATION_RUNS"); do
-    run "integration-$i" bash scripts/stack.sh run -- \
-        swift test --skip-build --no-parallel --filter IntegrationTests --skip ChaosTests
-    [ "$LAST_STATUS" -eq 0 ] && [ "$LAST_LEFT" -eq 0 ] || bad=1
-    run "chaos-$i" bash scripts/stack.sh run -- swift test --skip-build --no-parallel --filter ChaosTests
+    run "integration-$i" bash scripts/integration-tests.sh
     [ "$LAST_STATUS" -eq 0 ] && [ "$LAST_LEFT" -eq 0 ] || bad=1
 done
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every check CI runs, from a fresh clone: installs what is missing, lints, builds with warnings
-# as errors, runs the unit tests, then the integration tests against a real RabbitMQ and
-# PostgreSQL started for the run (scripts/stack.sh) and stopped afterwards and schemathesis against
-# the live gateway while every fuzz target is fuzzed briefly beside them, then the chaos suite.
+# as errors, runs the unit tests, then the integration tests (the chaos suite among them) against
+# real RabbitMQ and PostgreSQL servers started for the run (scripts/stack.sh) and stopped
+# afterwards and schemathesis against the live gateway, while every fuzz target is fuzzed briefly
+# beside them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -40,22 +41,9 @@ finish() {
 trap finish EXIT
 
 # Every process a test starts carries the mark of the run in its environment (ChildProcess in
-# Tests/IntegrationTests): exact, where other runs of the same binaries on this machine carry
-# another mark or none.
+# Tests/IntegrationTests; scripts/leftovers.sh): exact, where other runs of the same binaries on
+# this machine carry another mark or none.
 test_run_mark="test-sh-$$-$(date +%s%N)"
-# Runs `swift test ARG…` against a stack of its own (scripts/stack.sh), then, passed or failed,
-# fails loudly if a process the tests started is still running: lists it and kills it. The exit
-# status is the tests' when they failed.
-run_tests() {
-    local status=0
-    bash scripts/stack.sh run -- env "ASTRO_TEST_RUN_ID=$test_run_mark" swift test "$@" || status=$?
-    if ! bash scripts/leftovers.sh --kill "$test_run_mark"; then
-        echo "test: the processes above were started by the tests and outlived them" >&2
-        if [ "$status" -eq 0 ]; then status=1; fi
-    fi
-    return "$status"
-}
-
 step "installing system packages (if missing)"
 bash scripts/stack.sh install
 command -v swift >/dev/null || { echo "test: the Swift 6 toolchain (swift) is not on PATH" >&2; exit 1; }
@@ -89,9 +77,18 @@ setsid bash scripts/fuzz.sh 30 >"$fuzz_log" 2>&1 &
 fuzz_pid=$!
 echo "fuzzing in the background (pid $fuzz_pid), its output follows when it ends"
 
-step "integration tests (real RabbitMQ and PostgreSQL)"
-# Serially: some tests restart RabbitMQ or PostgreSQL, which would disturb tests running beside them.
-run_tests --skip-build --no-parallel --filter IntegrationTests --skip ChaosTests
+step "integration tests (real RabbitMQ and PostgreSQL; scripts/integration-tests.sh)"
+# Each suite in a process, a vhost and a database of its own, three at once; the suites that
+# restart or alarm a server (the chaos suite among them: kill -9 workers, restart RabbitMQ and
+# PostgreSQL with thousands of jobs in flight, then exactly one outcome per job) one at a time on a
+# second stack beside them. A process a suite leaves running fails it.
+integration_status=0
+ASTRO_TEST_RUN_ID=$test_run_mark bash scripts/integration-tests.sh || integration_status=$?
+if ! bash scripts/leftovers.sh --kill "$test_run_mark"; then
+    echo "test: the processes above were started by the integration tests and outlived them" >&2
+    integration_status=1
+fi
+[ "$integration_status" -eq 0 ] || exit "$integration_status"
 
 step "the live gateway against openapi.yaml (schemathesis, property-based; 60 s per generated phase)"
 bash scripts/contract-check.sh 60
@@ -110,7 +107,3 @@ fi
 rm -f "$fuzz_log"
 [ "$fuzz_status" -eq 0 ] || { echo "test: fuzzing failed (exit $fuzz_status, above)" >&2; exit 1; }
 
-step "chaos suite (kill -9 workers, restart RabbitMQ and PostgreSQL with thousands of jobs in flight)"
-# On a stack of its own, after the fast tests: it prints what it found (outcomes, duplicates, losses,
-# dead letters, ledger balance) and fails if any job has other than exactly one outcome.
-run_tests --skip-build --no-parallel --filter ChaosTests
