@@ -9,8 +9,7 @@ enum AMQPTestEnvironment {
     struct Missing: Error, CustomStringConvertible {
         let variable: String
         var description: String {
-            "\(variable) is not set: start the brokers with `bash scripts/stack.sh run -- swift test --filter "
-                + "IntegrationTests`"
+            "\(variable) is not set: run the integration tests with `bash scripts/integration-tests.sh [Suite…]`"
         }
     }
 

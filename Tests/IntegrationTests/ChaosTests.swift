@@ -20,8 +20,8 @@ import Glibc
 /// every buyer's ledger balances, and the dead-letter queues hold only the poison messages planted
 /// here. It prints its figures.
 ///
-/// It restarts the servers, so CI runs it on its own after every other test:
-/// `bash scripts/stack.sh run -- swift test --skip-build --no-parallel --filter ChaosTests`.
+/// It restarts the servers, so it runs on the stack that only the suites acting on a whole server
+/// use, one at a time (scripts/integration-tests.sh): `bash scripts/integration-tests.sh ChaosTests`.
 @Suite(.serialized, .timeLimit(.minutes(10)))
 struct ChaosTests {
     /// Quick retries, so a job caught by an outage finishes soon after it, and enough attempts that

@@ -21,9 +21,7 @@ struct PostgresTestDatabase: Sendable {
     /// - Throws: `PostgresTestSetupError` (and records an issue) when `DATABASE_URL` is missing.
     static func baseConfiguration() throws -> PostgresConfiguration {
         guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
-            let message =
-                "DATABASE_URL is not set: start the servers with "
-                + "`scripts/stack.sh run -- swift test --filter IntegrationTests`"
+            let message = "DATABASE_URL is not set: run the integration tests with `bash scripts/integration-tests.sh`"
             throw PostgresTestSetupError(description: message)
         }
         return try PostgresConfiguration(url: url)

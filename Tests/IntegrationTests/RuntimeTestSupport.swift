@@ -18,7 +18,8 @@ enum RuntimeTestEnvironment {
 
     static func variable(_ name: String) throws -> String {
         guard let value = ProcessInfo.processInfo.environment[name], !value.isEmpty else {
-            let message = "\(name) is not set: run the integration tests under scripts/stack.sh (see README)"
+            let message =
+                "\(name) is not set: run the integration tests with `bash scripts/integration-tests.sh` (see README)"
             Issue.record(Comment(rawValue: message))
             throw RuntimeTestError(message)
         }
