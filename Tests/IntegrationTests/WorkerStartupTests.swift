@@ -37,7 +37,7 @@ struct WorkerStartupTests {
         )
         try await publisher.connect()
         defer { Task { await publisher.close() } }
-        try await process.eventually("the worker consumes \(queue)") {
+        try await ChildProcess.eventually("the sample-worker consumes \(queue)", on: [process]) {
             ((try? await publisher.queueState(String(queue)))?.consumerCount ?? 0) > 0
                 || !process.isRunning
         }
