@@ -41,7 +41,7 @@ struct AMQPIntegrationTests {
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
         #expect(consumer.isConnected)
-        let deliveries = await collector.wait(count: 1)
+        let deliveries = try await collector.wait(count: 1)
         let delivery = try #require(deliveries.first)
         #expect(delivery.body == body)
         #expect(delivery.queue == queue)
@@ -82,8 +82,8 @@ struct AMQPIntegrationTests {
                 try await consumer.ack(delivery)
             }
             if batch.isEmpty {
-                let more = await collector.wait(count: 1, timeout: .seconds(10))
-                if more.isEmpty { break }
+                // Nothing more for 10 s: the rest is not coming (the set is checked below).
+                guard (try? await collector.wait(count: 1, timeout: .seconds(10))) != nil else { break }
             }
         }
         #expect(ids == Set((0..<500).map { "m\($0)" }))
@@ -199,7 +199,7 @@ struct AMQPIntegrationTests {
         let consumer = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
-        await collector.wait(count: 1)
+        try await collector.wait(count: 1)
         let state = try await publisher.queueState(queue)
         #expect(state.consumerCount == 1)
         #expect(state.messageCount == 3)  // one of four is delivered and unacked
@@ -222,13 +222,13 @@ struct AMQPIntegrationTests {
         let consumer = amqpConsumer(config, queue: queue, prefetch: 5, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
-        await collector.wait(count: 5)
+        try await collector.wait(count: 5)
         try await Task.sleep(for: .milliseconds(500))
         let first = collector.all
         #expect(first.count == 5)
         // One ack frees exactly one slot.
         try await consumer.ack(try #require(first.first))
-        await collector.wait(count: 6)
+        try await collector.wait(count: 6)
         try await Task.sleep(for: .milliseconds(300))
         #expect(collector.all.count == 6)
         await consumer.close()
@@ -247,7 +247,7 @@ struct AMQPIntegrationTests {
         let consumer = amqpConsumer(config, queue: queue, prefetch: 20, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
-        let deliveries = await collector.wait(count: 10)
+        let deliveries = try await collector.wait(count: 10)
         #expect(deliveries.count == 10)
         try await consumer.ack(deliveries[9], multiple: true)
         await #expect {
@@ -273,10 +273,10 @@ struct AMQPIntegrationTests {
         let consumer = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
-        let first = try #require(await collector.wait(count: 1).first)
+        let first = try #require(try await collector.wait(count: 1).first)
         #expect(!first.redelivered)
         try await consumer.nack(first, requeue: true)
-        let second = try #require(await collector.wait(count: 2).dropFirst().first)
+        let second = try #require(try await collector.wait(count: 2).dropFirst().first)
         #expect(second.redelivered)
         #expect(second.body == first.body)
         #expect(second.deliveryTag != first.deliveryTag)
@@ -310,9 +310,14 @@ struct AMQPIntegrationTests {
         )
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
-        let delivery = try #require(await collector.wait(count: 1).first)
+        let delivery = try #require(try await collector.wait(count: 1).first)
         try await consumer.reject(delivery, requeue: false)
-        #expect(try await amqpEventually { try await publisher.queueState(dead).messageCount == 1 })
+        try await RuntimeTestEnvironment.eventually(
+            "the rejected message is dead-lettered into \(dead) (messages there)",
+            timeout: .seconds(30),
+            observe: { try await publisher.queueState(dead).messageCount },
+            until: { $0 == 1 }
+        )
         #expect(try await publisher.queueState(work).messageCount == 0)
         await consumer.close()
         try await publisher.deleteQueue(work)
@@ -345,8 +350,11 @@ struct AMQPIntegrationTests {
         let start = ContinuousClock.now
         try await publisher.publish(amqpTextMessage("later", to: delay))
         #expect(try await publisher.queueState(target).messageCount == 0)
-        #expect(
-            try await amqpEventually(timeout: .seconds(10)) { try await publisher.queueState(target).messageCount == 1 }
+        try await RuntimeTestEnvironment.eventually(
+            "the message moves from \(delay) to \(target) once its 400 ms TTL passes (messages in \(target))",
+            timeout: .seconds(30),
+            observe: { try await publisher.queueState(target).messageCount },
+            until: { $0 == 1 }
         )
         #expect(ContinuousClock.now - start >= .milliseconds(300))
         #expect(try await publisher.queueState(delay).messageCount == 0)
@@ -354,7 +362,7 @@ struct AMQPIntegrationTests {
         let consumer = amqpConsumer(config, queue: target, prefetch: 1, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
-        let delivery = try #require(await collector.wait(count: 1).first)
+        let delivery = try #require(try await collector.wait(count: 1).first)
         #expect(delivery.body == Data("later".utf8))
         #expect(delivery.exchange == exchange)
         #expect(delivery.routingKey == "due")
@@ -376,9 +384,14 @@ struct AMQPIntegrationTests {
         let first = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer1")
         let firstCollector = AMQPDeliveryCollector(first)
         try await first.start()
-        let unacked = try #require(await firstCollector.wait(count: 1).first)
+        let unacked = try #require(try await firstCollector.wait(count: 1).first)
         await first.close()
-        #expect(await amqpEventually { firstCollector.isFinished })
+        try await RuntimeTestEnvironment.eventually(
+            "the closed consumer's delivery stream finishes",
+            timeout: .seconds(30)
+        ) {
+            firstCollector.isFinished
+        }
         await #expect {
             try await first.ack(unacked)
         } throws: { error in
@@ -388,7 +401,7 @@ struct AMQPIntegrationTests {
         let second = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer2")
         let secondCollector = AMQPDeliveryCollector(second)
         try await second.start()
-        let again = try #require(await secondCollector.wait(count: 1).first)
+        let again = try #require(try await secondCollector.wait(count: 1).first)
         #expect(again.redelivered)
         #expect(again.body == unacked.body)
         try await second.ack(again)
@@ -408,7 +421,7 @@ struct AMQPIntegrationTests {
         let consumer = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
-        let delivery = try #require(await collector.wait(count: 1).first)
+        let delivery = try #require(try await collector.wait(count: 1).first)
         try await consumer.ack(delivery)
         await #expect {
             try await consumer.ack(delivery)
@@ -422,7 +435,7 @@ struct AMQPIntegrationTests {
         }
 
         try await publisher.publish(amqpTextMessage("two", to: queue))
-        let next = try #require(await collector.wait(count: 2).dropFirst().first)
+        let next = try #require(try await collector.wait(count: 2).dropFirst().first)
         #expect(next.body == Data("two".utf8))
         #expect(next.generation == delivery.generation, "the connection must not have been replaced")
         try await consumer.ack(next)
@@ -449,7 +462,7 @@ struct AMQPIntegrationTests {
         #expect(publisher.isConnected)
         #expect(consumer.isConnected)
         try await publisher.publish(amqpTextMessage("still here", to: queue), timeout: .seconds(3))
-        let delivery = try #require(await collector.wait(count: 1, timeout: .seconds(3)).first)
+        let delivery = try #require(try await collector.wait(count: 1, timeout: .seconds(3)).first)
         #expect(delivery.generation == 1, "the consumer must not have reconnected")
         try await consumer.ack(delivery)
         await consumer.close()
@@ -483,7 +496,7 @@ struct AMQPIntegrationTests {
         let consumer = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
-        let delivery = try #require(await collector.wait(count: 1).first)
+        let delivery = try #require(try await collector.wait(count: 1).first)
         #expect(delivery.body == Data("secret".utf8))
         try await consumer.ack(delivery)
         await consumer.close()
@@ -525,14 +538,19 @@ struct AMQPIntegrationTests {
         let consumer = amqpConsumer(config, queue: queue, prefetch: 1, name: "consumer")
         let collector = AMQPDeliveryCollector(consumer)
         try await consumer.start()
-        await collector.wait(count: 1)
+        try await collector.wait(count: 1)
         await consumer.stopConsuming()
         try await publisher.publish(amqpTextMessage("after stop", to: queue))
         try await Task.sleep(for: .milliseconds(300))
         #expect(collector.all.count == 1, "no deliveries after stopConsuming")
         try await consumer.ack(try #require(collector.all.first))
         await consumer.close()
-        #expect(await amqpEventually { collector.isFinished })
+        try await RuntimeTestEnvironment.eventually(
+            "the closed consumer's delivery stream finishes",
+            timeout: .seconds(30)
+        ) {
+            collector.isFinished
+        }
         #expect(!consumer.isConnected)
         await consumer.close()
 
@@ -620,11 +638,31 @@ struct AMQPIntegrationTests {
             }
         }
 
-        #expect(await amqpEventually { confirmed.withLock { $0.count } >= 50 })
+        // A wait that gives up ends the test: the producer and the consumer loop end with it.
+        defer {
+            stop.withLock { $0 = true }
+            consumerTask.cancel()
+        }
+        try await RuntimeTestEnvironment.eventually(
+            "50 publishes are confirmed before the restart (confirmed so far)",
+            timeout: .seconds(30),
+            observe: { confirmed.withLock { $0.count } },
+            until: { $0 >= 50 }
+        )
         try await AMQPTestEnvironment.stack("rabbit-restart")
-        #expect(await amqpEventually(timeout: .seconds(30)) { publisher.isConnected && consumer.isConnected })
+        try await RuntimeTestEnvironment.eventually(
+            "publisher and consumer reconnect after the restart (publisher, consumer connected)",
+            timeout: .seconds(30),
+            observe: { (publisher.isConnected, consumer.isConnected) },
+            until: { $0.0 && $0.1 }
+        )
         let afterRestart = confirmed.withLock { $0.count }
-        #expect(await amqpEventually(timeout: .seconds(30)) { confirmed.withLock { $0.count } >= afterRestart + 50 })
+        try await RuntimeTestEnvironment.eventually(
+            "50 more publishes are confirmed after the restart (confirmed so far, \(afterRestart) before)",
+            timeout: .seconds(30),
+            observe: { confirmed.withLock { $0.count } },
+            until: { $0 >= afterRestart + 50 }
+        )
         stop.withLock { $0 = true }
         await producer.value
 
@@ -637,11 +675,12 @@ struct AMQPIntegrationTests {
         }
 
         let expected = confirmed.withLock { $0 }
-        let complete = await amqpEventually(timeout: .seconds(30)) {
-            expected.isSubset(of: consumed.withLock { $0 })
-        }
-        let missing = expected.subtracting(consumed.withLock { $0 })
-        #expect(complete, "confirmed but never consumed: \(missing.sorted().prefix(20))")
+        try await RuntimeTestEnvironment.eventually(
+            "every confirmed message is consumed (the first 20 confirmed but not consumed)",
+            timeout: .seconds(30),
+            observe: { Array(expected.subtracting(consumed.withLock { $0 }).sorted().prefix(20)) },
+            until: { $0.isEmpty }
+        )
         consumerTask.cancel()
         await consumerTask.value
 

@@ -154,16 +154,17 @@ final class AMQPDeliveryCollector: Sendable {
         storage.finished.load(ordering: .relaxed)
     }
 
-    /// Waits until at least `count` deliveries arrived or `timeout` passed; returns all so far.
+    /// Waits until at least `count` deliveries arrived; returns all so far.
+    /// - Throws: `RuntimeTestError` naming the count wanted and the count seen when `timeout`
+    ///   passes first.
     @discardableResult
-    func wait(count: Int, timeout: Duration = .seconds(10)) async -> [Delivery] {
-        let clock = ContinuousClock()
-        let end = clock.now + timeout
-        while clock.now < end {
-            let current = all
-            if current.count >= count { return current }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
+    func wait(count: Int, timeout: Duration = .seconds(30)) async throws -> [Delivery] {
+        try await RuntimeTestEnvironment.eventually(
+            "\(count) deliveries reach the test's consumer (deliveries so far)",
+            timeout: timeout,
+            observe: { all.count },
+            until: { $0 >= count }
+        )
         return all
     }
 
@@ -175,20 +176,6 @@ final class AMQPDeliveryCollector: Sendable {
             return taken
         }
     }
-}
-
-/// Polls `condition` until it holds or `timeout` passes.
-func amqpEventually(
-    timeout: Duration = .seconds(10),
-    _ condition: () async throws -> Bool
-) async rethrows -> Bool {
-    let clock = ContinuousClock()
-    let end = clock.now + timeout
-    while clock.now < end {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return try await condition()
 }
 
 /// A value shared between test tasks, behind a mutex (a class, so escaping closures can capture it).

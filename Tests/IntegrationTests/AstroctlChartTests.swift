@@ -135,7 +135,7 @@ struct AstroctlChartTests {
         )
         try await publisher.connect()
         defer { Task { await publisher.close() } }
-        try await worker.eventually("the chart-worker consumes") {
+        try await ChildProcess.eventually("the chart-worker consumes chart.calculate", on: [worker]) {
             ((try? await publisher.queueState("chart.calculate"))?.consumerCount ?? 0) > 0
         }
         return worker

@@ -120,7 +120,12 @@ struct BusinessMetricsJourneyTests {
             .billingVerifyPurchase,
             VerifyPurchaseRequest(jobID: .random(), userID: user, signedTransaction: unknown)
         )
-        try await RuntimeTestEnvironment.eventually("credits issued") { try await ledger.balance(user).available == 5 }
+        try await RuntimeTestEnvironment.eventually(
+            "the verified purchase issues the user 5 credits (credits available)",
+            timeout: .seconds(30),
+            observe: { try await ledger.balance(user).available },
+            until: { $0 == 5 }
+        )
         for target in [profile, broken] {
             try await publish(
                 .reportRequest,

@@ -337,10 +337,12 @@ struct ChaosRun {
         }
         plan(verifications) { _ in .succeeded }
         try await send(verifications)
-        #expect(
-            try await waitUntilFinished(verifications.compactMap(\.id), until: clock.now + .seconds(60)),
-            "the purchases were not verified before the chaos"
+        let verified = try await waitUntilFinished(
+            verifications.compactMap(\.id),
+            "the purchase verifications",
+            until: clock.now + .seconds(60)
         )
+        #expect(verified.held, "the purchases were not verified before the chaos: \(verified)")
         for buyer in buyers {
             #expect(try await balance(buyer.user).issued == buyer.credits, "credits of \(buyer.user) before the chaos")
         }
@@ -516,7 +518,7 @@ struct ChaosRun {
         // the refunds of the reports that could not be written.
         let deadline = lastStrike + .seconds(150)
         let firstIDs = Array(expected.keys)
-        var allFinished = try await waitUntilFinished(firstIDs, until: deadline)
+        var finishing = [try await waitUntilFinished(firstIDs, "the jobs published", until: deadline)]
         var rows = try await jobRows(firstIDs)
         var generates: [JobID: (request: JobID, readable: Bool)] = [:]
         let buyerOf = Dictionary(uniqueKeysWithValues: buyers.flatMap { b in b.requests.map { ($0.jobID, b) } })
@@ -532,7 +534,9 @@ struct ChaosRun {
             expected[generate] = origin.readable ? .succeeded : .failed("chart-unreadable")
             kinds[generate] = .reportGenerate
         }
-        allFinished = try await waitUntilFinished(Array(generates.keys), until: deadline) && allFinished
+        finishing.append(
+            try await waitUntilFinished(Array(generates.keys), "the report.generate jobs", until: deadline)
+        )
         var refunds: [JobID] = []
         for (generate, origin) in generates where !origin.readable {
             let refund = JobID.derived(from: generate, purpose: JobType.billingRefundCredit.rawValue)
@@ -540,17 +544,30 @@ struct ChaosRun {
             expected[refund] = .succeeded
             kinds[refund] = .billingRefundCredit
         }
-        allFinished = try await waitUntilFinished(refunds, until: deadline) && allFinished
-        let outboxDrained = try await waitFor(until: deadline) {
-            try await scalar("SELECT count(*)::int AS n FROM outbox WHERE sent_at IS NULL") == 0
-        }
+        finishing.append(try await waitUntilFinished(refunds, "the refunds", until: deadline))
+        let allFinished = finishing.allSatisfy(\.held)
+        let outboxWait = try await waitFor(
+            "every outbox row is sent (rows unsent)",
+            until: deadline,
+            observe: { try await scalar("SELECT count(*)::int AS n FROM outbox WHERE sent_at IS NULL") },
+            until: { $0 == 0 }
+        )
+        let outboxDrained = outboxWait.held
         let workQueues = topology.queues.map(\.name).filter { !$0.hasSuffix(".dead") }
-        let queuesEmpty = try await waitFor(until: deadline) {
-            for queue in workQueues {
-                if try await publisher.queueState(queue).messageCount > 0 { return false }
-            }
-            return true
-        }
+        let queuesWait = try await waitFor(
+            "the work and retry queues are empty (queues holding messages)",
+            until: deadline,
+            observe: {
+                var holding: [String: UInt32] = [:]
+                for queue in workQueues {
+                    let count = try await publisher.queueState(queue).messageCount
+                    if count > 0 { holding[queue] = count }
+                }
+                return holding
+            },
+            until: { $0.isEmpty }
+        )
+        let queuesEmpty = queuesWait.held
         let recovery = (clock.now - lastStrike) / .seconds(1)
         let survivors = fleet.survivors()
 
@@ -669,7 +686,10 @@ struct ChaosRun {
             print("chaos: problem: \(note)")
         }
 
-        #expect(allFinished, "not every job finished within 150 s of the last strike")
+        #expect(
+            allFinished,
+            "not every job finished within 150 s of the last strike: \(finishing.filter { !$0.held })"
+        )
         #expect(missing.isEmpty, "\(missing.count) jobs have no jobs row (lost): \(missing.prefix(5))")
         #expect(unfinished.isEmpty, "\(unfinished.count) jobs are not finished: \(unfinished.prefix(5))")
         #expect(outcomes == expected.count, "not every job has exactly one outcome event")
@@ -680,8 +700,8 @@ struct ChaosRun {
         #expect(ledgerAudit.problems.isEmpty, "\(ledgerAudit.problems.prefix(5))")
         #expect(ledgerAudit.balanced == buyers.count, "ledgers out of balance")
         #expect(undelivered.isEmpty, "\(undelivered.count) outcome events never reached the broker")
-        #expect(outboxDrained, "outbox rows were never sent")
-        #expect(queuesEmpty, "messages are left in the work or retry queues")
+        #expect(outboxDrained, "outbox rows were never sent: \(outboxWait)")
+        #expect(queuesEmpty, "messages are left in the work or retry queues: \(queuesWait)")
         #expect(deadAudit.problems.isEmpty, "\(deadAudit.problems.prefix(5))")
         #expect(lost == 0)
         // The cuts were noticed by the workers' own deadlines (they had nothing else to go by).
@@ -879,10 +899,14 @@ struct ChaosRun {
         _ action: () async throws -> Void
     ) async throws -> Strike {
         let clock = ContinuousClock()
-        let reached = try await waitFor(until: clock.now + .seconds(90), poll: .milliseconds(10)) {
-            (try await finishedCount(wave)) >= threshold
-        }
-        #expect(reached, "\(what): the wave never got under way")
+        let reached = try await waitFor(
+            "\(threshold) jobs of the wave finish before \(what) (finished of \(wave.count))",
+            until: clock.now + .seconds(90),
+            poll: .milliseconds(10),
+            observe: { try await finishedCount(wave) },
+            until: { $0 >= threshold }
+        )
+        #expect(reached.held, "\(what): the wave never got under way: \(reached)")
         let finished = (try? await finishedCount(wave)) ?? 0
         let started = clock.now
         try await action()
@@ -901,22 +925,51 @@ struct ChaosRun {
         }
     }
 
-    /// Polls `condition` (an error counts as not yet: the servers restart under it) until it holds
-    /// or `deadline` passes; returns whether it held.
-    func waitFor(
+    /// What a wait of the recovery found: whether its condition held by the deadline, and what it
+    /// saw last (for the audit's messages).
+    struct Waited: CustomStringConvertible {
+        let what: String
+        let held: Bool
+        let lastSeen: String
+        var description: String { "\(what): \(held ? "held" : "not by the deadline"), last seen \(lastSeen)" }
+    }
+
+    /// Reads a value with `observe` (an error counts as not yet: the servers restart under it)
+    /// until `accept` takes it or `deadline` passes; the audit reports whether it held, named
+    /// `what`, with the last value seen.
+    func waitFor<Value>(
+        _ what: String,
         until deadline: ContinuousClock.Instant,
         poll: Duration = .milliseconds(250),
-        _ condition: () async throws -> Bool
-    ) async throws -> Bool {
+        observe: () async throws -> Value,
+        until accept: (Value) -> Bool
+    ) async throws -> Waited {
+        var lastSeen = "nothing"
         while true {
-            if (try? await condition()) == true { return true }
-            if ContinuousClock.now >= deadline { return false }
+            do {
+                let value = try await observe()
+                lastSeen = "\(value)"
+                if accept(value) { return Waited(what: what, held: true, lastSeen: lastSeen) }
+            } catch {
+                lastSeen = "an error: \(error)"
+            }
+            if ContinuousClock.now >= deadline { return Waited(what: what, held: false, lastSeen: lastSeen) }
             try await Task.sleep(for: poll)
         }
     }
 
-    func waitUntilFinished(_ ids: [JobID], until deadline: ContinuousClock.Instant) async throws -> Bool {
-        try await waitFor(until: deadline) { try await finishedCount(ids) == ids.count }
+    /// Waits until every job of `ids` (named `what`) finished (succeeded, failed or dead).
+    func waitUntilFinished(
+        _ ids: [JobID],
+        _ what: String,
+        until deadline: ContinuousClock.Instant
+    ) async throws -> Waited {
+        try await waitFor(
+            "\(what) finish (finished of \(ids.count))",
+            until: deadline,
+            observe: { try await finishedCount(ids) },
+            until: { $0 == ids.count }
+        )
     }
 
     // MARK: Queries

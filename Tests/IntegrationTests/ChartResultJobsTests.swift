@@ -49,13 +49,9 @@ struct ChartResultJobsTests {
         do {
             process = try await GatewayHarness.start(
                 "chart-worker",
-                environment: [
-                    "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
-                    "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
-                    // Info: the health port is logged at info.
-                    "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "info",
-                    "MIGRATE_ON_START": "false",
-                ].merging(environment) { _, new in new },
+                // Info: the health port is logged at info.
+                environment: try await GatewayHarness.chartWorkerEnvironment(logLevel: "info")
+                    .merging(environment) { _, new in new },
                 label: label
             )
         } catch {

@@ -294,19 +294,20 @@ final class ChildProcess: Sendable {
         throw RuntimeTestError("\(label) did not write \"\(text)\" within \(timeout)\n\(tail())")
     }
 
-    /// `RuntimeTestEnvironment.eventually` for a wait on this process: when it gives up, the
-    /// error names the log and quotes its last lines.
+    /// `RuntimeTestEnvironment.eventually` for a wait on child processes: when it gives up, the
+    /// error names each process's log and quotes its last lines.
     /// - Throws: `RuntimeTestError` when `condition` does not hold within `timeout`, what
     ///   `condition` throws, or `CancellationError`.
-    func eventually(
+    static func eventually(
         _ what: String,
+        on processes: [ChildProcess],
         timeout: Duration = .seconds(60),
         _ condition: () async throws -> Bool
     ) async throws {
         do {
             try await RuntimeTestEnvironment.eventually(what, timeout: timeout, condition)
         } catch let error as RuntimeTestError {
-            throw RuntimeTestError("\(error.description)\n\(tail())")
+            throw RuntimeTestError(([error.description] + processes.map { $0.tail(2_000) }).joined(separator: "\n"))
         }
     }
 

@@ -75,7 +75,10 @@ struct ConsumptionAnswerTests {
         let gateway = try await GatewayHarness.launch(label: "consumption-gateway")
         defer { gateway.processes.stop() }
         func output() -> String { gateway.processes.output + "\n" + billingProcess.output }
-        try await billingProcess.eventually("the billing-worker consumes") {
+        try await ChildProcess.eventually(
+            "the billing-worker consumes billing.send-consumption",
+            on: [billing]
+        ) {
             try await publisher.queueState(JobType.billingSendConsumption.rawValue).consumerCount >= 1
         }
 

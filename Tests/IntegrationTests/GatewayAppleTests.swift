@@ -88,7 +88,10 @@ struct GatewayAppleTests {
         let gateway = try await GatewayHarness.launch(label: "gateway-apple")
         defer { gateway.processes.stop() }
         func output() -> String { gateway.processes.output + "\n" + billingProcess.output }
-        try await billingProcess.eventually("the billing-worker consumes") {
+        try await ChildProcess.eventually(
+            "the billing-worker consumes billing.store-notification",
+            on: [billing]
+        ) {
             try await publisher.queueState(JobType.billingStoreNotification.rawValue).consumerCount >= 1
         }
         let endpoint = "\(gateway.base)/v1/appstore/notifications"

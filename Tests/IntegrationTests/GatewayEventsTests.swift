@@ -313,11 +313,7 @@ struct GatewayEventsTests {
         try await Task.sleep(for: .seconds(1))
         let worker = try await GatewayHarness.start(
             "chart-worker",
-            environment: [
-                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
-                "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
-                "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
-            ],
+            environment: try await GatewayHarness.chartWorkerEnvironment(logLevel: "warning"),
             label: "gateway-wait-chart-worker"
         )
         let workers = GatewayHarness.Processes(processes: [worker])

@@ -40,11 +40,7 @@ struct GatewayProcessTests {
         defer { Task { await publisher.close() } }
         let worker = try await Self.start(
             "chart-worker",
-            environment: [
-                "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
-                "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
-                "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
-            ],
+            environment: try await GatewayHarness.chartWorkerEnvironment(logLevel: "warning"),
             label: "gateway-chart-worker"
         )
         let gateway = try await Self.start(
@@ -263,7 +259,7 @@ struct GatewayProcessTests {
         let processes = Processes(processes: [gateway])
         defer { processes.stop() }
         let base = try await GatewayHarness.listening(gateway)
-        try await gateway.eventually("the gateway answers") {
+        try await ChildProcess.eventually("the gateway answers /healthz 200", on: [gateway]) {
             (try? await Self.request("GET", "\(base)/healthz"))?.status == 200
         }
         let ready = try await Self.request("GET", "\(base)/readyz")
@@ -336,7 +332,7 @@ struct GatewayProcessTests {
         let processes = Processes(processes: [gateway])
         defer { processes.stop() }
         let base = try await GatewayHarness.listening(gateway)
-        try await gateway.eventually("the gateway is ready") {
+        try await ChildProcess.eventually("the gateway answers /readyz 200", on: [gateway]) {
             (try? await Self.request("GET", "\(base)/readyz"))?.status == 200
         }
         let access = try #require(

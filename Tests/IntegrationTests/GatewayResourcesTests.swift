@@ -111,7 +111,10 @@ struct GatewayResourcesTests {
         defer { workers.stop() }
         let base = gateway.base
         let logs = { gateway.processes.output + "\n" + workers.output }
-        try await workers.eventually("billing- and report-workers consume") {
+        try await ChildProcess.eventually(
+            "the billing-worker consumes report.request and the report-worker report.generate",
+            on: workers.processes
+        ) {
             let request = try await publisher.queueState(JobType.reportRequest.rawValue).consumerCount
             let generate = try await publisher.queueState(JobType.reportGenerate.rawValue).consumerCount
             return request > 0 && generate > 0

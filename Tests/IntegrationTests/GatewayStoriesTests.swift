@@ -101,7 +101,7 @@ struct GatewayStoriesTests {
             label: "gateway-story-worker"
         )
         do {
-            try await process.eventually("the story-worker consumes") {
+            try await ChildProcess.eventually("the story-worker consumes story.read", on: [process]) {
                 try await publisher.queueState(JobType.storyRead.rawValue).consumerCount > 0
             }
         } catch {

@@ -33,23 +33,6 @@ enum GatewayHarness {
         var output: String {
             processes.map { "\($0.label) (log \($0.log.path)):\n\($0.output)" }.joined(separator: "\n")
         }
-        /// `RuntimeTestEnvironment.eventually` for a wait on these processes: when it gives up,
-        /// the error names each log and quotes its last lines.
-        /// - Throws: `RuntimeTestError` when `condition` does not hold within `timeout`, what
-        ///   `condition` throws, or `CancellationError`.
-        func eventually(
-            _ what: String,
-            timeout: Duration = .seconds(60),
-            _ condition: () async throws -> Bool
-        ) async throws {
-            do {
-                try await RuntimeTestEnvironment.eventually(what, timeout: timeout, condition)
-            } catch let error as RuntimeTestError {
-                throw RuntimeTestError(
-                    ([error.description] + processes.map { $0.tail(2_000) }).joined(separator: "\n")
-                )
-            }
-        }
     }
 
     static let profile: JSONValue = [
@@ -160,6 +143,18 @@ enum GatewayHarness {
         let processes: Processes
     }
 
+    /// A chart-worker's environment in the tests: its own broker user and database role, any free
+    /// health port on the loopback (`HTTP_PORT` 0: it logs the one it bound at info), the
+    /// migrations left to `astroctl migrate`, and `logLevel`.
+    /// - Throws: `RuntimeTestError` when the stack's URLs are not set.
+    static func chartWorkerEnvironment(logLevel: String) async throws -> [String: String] {
+        [
+            "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
+            "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
+            "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": logLevel, "MIGRATE_ON_START": "false",
+        ]
+    }
+
     /// Starts the gateway on any free port (plus a chart-worker when `chartWorker`) and waits
     /// until `/readyz` answers 200.
     /// - Throws: when a process cannot start or the gateway is not ready within 60 s (its log
@@ -177,12 +172,7 @@ enum GatewayHarness {
             processes.append(
                 try await start(
                     "chart-worker",
-                    environment: [
-                        "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
-                        "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .chartWorker),
-                        "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning",
-                        "MIGRATE_ON_START": "false",
-                    ],
+                    environment: try await chartWorkerEnvironment(logLevel: "warning"),
                     label: "\(label)-chart-worker"
                 )
             )

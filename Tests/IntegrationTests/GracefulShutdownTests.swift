@@ -35,7 +35,7 @@ struct GracefulShutdownTests {
             logger: RuntimeTestEnvironment.logger
         )
         try await publisher.connect()
-        try await process.eventually("the worker consumes \(queue)") {
+        try await ChildProcess.eventually("the sample-worker consumes \(queue)", on: [process]) {
             ((try? await publisher.queueState(String(queue)))?.consumerCount ?? 0) > 0
         }
 

@@ -100,7 +100,12 @@ struct OperatorActionsTests {
         let id = JobID.random()
         try await running.publish(ChartWorkerIntegrationTests.body(jobID: id, userID: UUID()))
         try await running.waitForStatus(id, "dead")
-        try await RuntimeTestEnvironment.eventually("the dead letter") { try await deadCount(running) == 1 }
+        try await RuntimeTestEnvironment.eventually(
+            "one dead letter in \(running.queue).dead (dead letters)",
+            timeout: .seconds(30),
+            observe: { try await deadCount(running) },
+            until: { $0 == 1 }
+        )
 
         let listed = try await astroctl(["dead", "list", "--queue", running.queue])
         #expect(listed.status == 0, "\(listed.error)")
@@ -146,17 +151,23 @@ struct OperatorActionsTests {
         })
         let id = JobID.random()
         try await running.publish(ChartWorkerIntegrationTests.body(jobID: id, userID: UUID()))
-        try await RuntimeTestEnvironment.eventually("the dead letter") { try await deadCount(running) == 1 }
+        try await RuntimeTestEnvironment.eventually(
+            "one dead letter in \(running.queue).dead (dead letters)",
+            timeout: .seconds(30),
+            observe: { try await deadCount(running) },
+            until: { $0 == 1 }
+        )
         let replay = try await astroctl([
             "dead", "replay", "--queue", running.queue, "--reason", "ephemeris-unavailable",
         ])
         #expect(replay.status == 0, "\(replay.error)")
         #expect(replay.output.contains("replayed \(id)"))
-        try await RuntimeTestEnvironment.eventually("dead again") {
-            let status = try await running.jobRow(id)?.status
-            let dead = try await deadCount(running)
-            return status == "dead" && dead == 1
-        }
+        try await RuntimeTestEnvironment.eventually(
+            "job \(id) is dead again, with one dead letter (status, dead letters)",
+            timeout: .seconds(30),
+            observe: { (try await running.jobRow(id)?.status, try await deadCount(running)) },
+            until: { $0.0 == "dead" && $0.1 == 1 }
+        )
         // It ran once more and stays dead: nothing replays it by itself.
         try await Task.sleep(for: .seconds(1))
         #expect(cause.prepared == 2)
@@ -182,7 +193,12 @@ struct OperatorActionsTests {
         let body = ChartWorkerIntegrationTests.body(jobID: id, userID: UUID())
         let secretBody = String(body.dropLast()) + ",\"signedTransaction\":\"\(jws)\",\"note\":\"visible\"}"
         try await running.publish(secretBody)
-        try await RuntimeTestEnvironment.eventually("the dead letter") { try await deadCount(running) == 1 }
+        try await RuntimeTestEnvironment.eventually(
+            "one dead letter in \(running.queue).dead (dead letters)",
+            timeout: .seconds(30),
+            observe: { try await deadCount(running) },
+            until: { $0 == 1 }
+        )
 
         let show = try await astroctl(["dead", "show", id.description, "--queue", running.queue])
         #expect(show.status == 0, "\(show.error)")
@@ -378,10 +394,12 @@ struct OperatorActionsTests {
             return answers
         }
         for id in ids {
-            try await RuntimeTestEnvironment.eventually("job \(id) settles") {
-                let status = try await running.jobRow(id)?.status
-                return status == "succeeded" || status == "cancelled"
-            }
+            try await RuntimeTestEnvironment.eventually(
+                "job \(id) succeeds or is cancelled (status)",
+                timeout: .seconds(30),
+                observe: { try await running.jobRow(id)?.status },
+                until: { (status: String?) in status == "succeeded" || status == "cancelled" }
+            )
             let status = try await running.jobRow(id)?.status
             let effects = try await running.effects(id).count
             if answers[id] == 0 {
@@ -413,7 +431,12 @@ struct OperatorActionsTests {
                 properties: properties
             )
         )
-        try await RuntimeTestEnvironment.eventually("the dead letter") { try await deadCount(running) == 1 }
+        try await RuntimeTestEnvironment.eventually(
+            "one dead letter in \(running.queue).dead (dead letters)",
+            timeout: .seconds(30),
+            observe: { try await deadCount(running) },
+            until: { $0 == 1 }
+        )
         let listed = try await astroctl(["dead", "list", "--queue", running.queue])
         #expect(listed.output.contains(id.description) && listed.output.contains("test-reason"), "\(listed.output)")
         let kept = try await running.drain(running.queue + ".dead", count: 1, timeout: .seconds(5))

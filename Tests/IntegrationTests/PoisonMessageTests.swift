@@ -296,9 +296,12 @@ struct PoisonMessageTests {
         let marker = JobID.random()
         try await publish(queue, marker)
         try await waitForEnd([marker])
-        try await RuntimeTestEnvironment.eventually("the copies are settled") {
-            (try await publisher.queueState(queue).messageCount) == 0
-        }
+        try await RuntimeTestEnvironment.eventually(
+            "the forged copies of job \(id) are consumed from \(queue) (messages left)",
+            timeout: .seconds(30),
+            observe: { try await publisher.queueState(queue).messageCount },
+            until: { $0 == 0 }
+        )
         try await Task.sleep(for: .milliseconds(300))
         let finished = try #require(try await job(id))
         #expect(finished.status == "succeeded", "a copy rewrote the finished job: \(finished)")
@@ -464,7 +467,21 @@ struct PoisonMessageTests {
                 usleep(3_000_000)
             }
         }
-        try await Task.sleep(for: .milliseconds(300))
+        try await RuntimeTestEnvironment.eventually(
+            "another session holds the ACCESS EXCLUSIVE lock on sample_effects (granted such locks)",
+            timeout: .seconds(30),
+            observe: {
+                try await pool.withConnection { database in
+                    try database.query(
+                        """
+                        SELECT count(*)::int AS n FROM pg_locks
+                        WHERE relation = 'sample_effects'::regclass AND mode = 'AccessExclusiveLock' AND granted
+                        """
+                    ).first?.decode(Int.self, "n")
+                }
+            },
+            until: { ($0 ?? 0) > 0 }
+        )
         let started = ContinuousClock.now
         try await publish(queue, id)
         try await RuntimeTestEnvironment.eventually(

@@ -416,7 +416,13 @@ struct PostgresIntegrationTests {
         }
         try await started.wait(for: 1)
         let waiter = Task { await postgresOutcome { try await pool.withConnection { _ in 1 } } }
-        while pool.statistics.waiting == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        // Within the waiter's own 10 s acquire timeout, after which it would stop waiting.
+        try await RuntimeTestEnvironment.eventually(
+            "a second caller waits for the pool's one connection (statistics.waiting > 0)",
+            timeout: .seconds(9),
+            observe: { pool.statistics.waiting },
+            until: { $0 > 0 }
+        )
         waiter.cancel()
         let cancelled = await waiter.value
         #expect(cancelled.failedWith is CancellationError)
@@ -476,15 +482,17 @@ struct PostgresIntegrationTests {
         }
         #expect(terminated == true)
         // pg_terminate_backend only signals; wait for the backend to be gone.
-        for _ in 0..<200 {
-            let alive = try await admin.withConnection { connection in
-                try connection.query("SELECT count(*) AS n FROM pg_stat_activity WHERE pid = $1::int", [pid]).first?
-                    .decode(Int.self, "n")
-            }
-            if alive == 0 { return }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        Issue.record("backend \(pid) did not exit")
+        try await RuntimeTestEnvironment.eventually(
+            "backend \(pid) leaves pg_stat_activity after pg_terminate_backend (sessions with its pid)",
+            timeout: .seconds(30),
+            observe: {
+                try await admin.withConnection { connection in
+                    try connection.query("SELECT count(*) AS n FROM pg_stat_activity WHERE pid = $1::int", [pid])
+                        .first?.decode(Int.self, "n")
+                }
+            },
+            until: { $0 == 0 }
+        )
     }
 
     // MARK: Migrations
@@ -591,7 +599,19 @@ struct PostgresIntegrationTests {
             }
         }
         try await started.wait(for: 1)
-        try await Task.sleep(for: .milliseconds(100))
+        // The restart must meet the statement on the server, not on its way there.
+        try await RuntimeTestEnvironment.eventually(
+            "SELECT pg_sleep(30) is active on the server (sessions running it)",
+            timeout: .seconds(30),
+            observe: {
+                try await database.admin.withConnection { connection in
+                    try connection.query(
+                        "SELECT count(*) AS n FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)' AND state = 'active'"
+                    ).first?.decode(Int.self, "n")
+                }
+            },
+            until: { ($0 ?? 0) > 0 }
+        )
         let status = try await Self.run(["/bin/bash", script, "pg-restart"])
         #expect(status == 0)
 
@@ -600,12 +620,10 @@ struct PostgresIntegrationTests {
         #expect(error.isConnectionLoss)
         #expect(error.isTransient)
 
-        var recovered = false
-        for _ in 0..<50 where !recovered {
-            recovered = await pool.ping()
-            if !recovered { try await Task.sleep(for: .milliseconds(200)) }
+        try await RuntimeTestEnvironment.eventually("the pool answers a ping after the restart", timeout: .seconds(30))
+        {
+            await pool.ping()
         }
-        #expect(recovered)
         #expect(try await pool.withConnection { try $0.execute("SELECT 1") } == 1)
         #expect(pool.statistics.open >= 1)
         await pool.close()

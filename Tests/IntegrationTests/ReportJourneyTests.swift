@@ -301,7 +301,12 @@ struct ReportJourneyTests {
             .billingVerifyPurchase,
             VerifyPurchaseRequest(jobID: .random(), userID: user, signedTransaction: jws)
         )
-        try await RuntimeTestEnvironment.eventually("credits issued") { try await ledger.balance(user).available == 5 }
+        try await RuntimeTestEnvironment.eventually(
+            "the verified purchase issues the user 5 credits (credits available)",
+            timeout: .seconds(30),
+            observe: { try await ledger.balance(user).available },
+            until: { $0 == 5 }
+        )
         try await publish(
             .reportRequest,
             ReportRequest(jobID: .random(), userID: user, profileID: profile, area: .career, language: .en)

@@ -26,7 +26,7 @@ struct RuntimeIntegrationTests {
         // The queue also gets the sample.done events of this suite's other tests, which run at the
         // same time: this job's event is the one with its jobId.
         var found: Delivery?
-        try await RuntimeTestEnvironment.eventually("its event") {
+        try await RuntimeTestEnvironment.eventually("the sample.done event of job \(id)", timeout: .seconds(30)) {
             let delivered = try await running.drain(events, count: 1, timeout: .seconds(2))
             found =
                 found
@@ -152,7 +152,7 @@ struct RuntimeIntegrationTests {
     @Test func healthEndpointsAnswer() async throws {
         let running = try await RunningWorker.start { [SampleJobHandler(queue: $0)] }
         let port = try #require(running.worker.boundHealthPort)
-        try await RuntimeTestEnvironment.eventually("ready") {
+        try await RuntimeTestEnvironment.eventually("the worker answers /readyz 200", timeout: .seconds(30)) {
             let (_, response) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/readyz")!)
             return (response as? HTTPURLResponse)?.statusCode == 200
         }

@@ -302,7 +302,7 @@ struct UserDeletionTests {
             "LLM_BASE_URL": fake.baseURL.absoluteString, "LLM_MODEL": "test-model", "LLM_API_KEY": LLMReportTests.key,
         ])
         defer { for worker in [billing, report] { worker.process.stopWaiting() } }
-        try await billing.process.eventually("the billing-worker consumes user.delete") {
+        try await ChildProcess.eventually("the billing-worker consumes user.delete", on: [billing.process]) {
             try await publisher.queueState(JobType.userDelete.rawValue).consumerCount > 0
         }
         let journey = try await ReportJourneyTests()

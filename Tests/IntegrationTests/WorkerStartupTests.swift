@@ -37,7 +37,7 @@ struct WorkerStartupTests {
         )
         try await publisher.connect()
         defer { Task { await publisher.close() } }
-        try await process.eventually("the worker consumes \(queue)") {
+        try await ChildProcess.eventually("the sample-worker consumes \(queue)", on: [process]) {
             ((try? await publisher.queueState(String(queue)))?.consumerCount ?? 0) > 0
                 || !process.isRunning
         }
@@ -52,10 +52,15 @@ struct WorkerStartupTests {
                 body: Data(#"{"jobId":"\#(JobID.random())","note":"after the outage"}"#.utf8)
             )
         )
-        try await RuntimeTestEnvironment.eventually("the job is consumed") {
-            let state = try await publisher.queueState(String(queue))
-            return state.messageCount == 0 && state.consumerCount > 0
-        }
+        try await RuntimeTestEnvironment.eventually(
+            "the job published after the outage is consumed from \(queue) (messages, consumers)",
+            timeout: .seconds(30),
+            observe: {
+                let state = try await publisher.queueState(String(queue))
+                return (state.messageCount, state.consumerCount)
+            },
+            until: { $0.0 == 0 && $0.1 > 0 }
+        )
         await process.stop()
     }
 }
