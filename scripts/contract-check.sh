@@ -46,18 +46,17 @@ cleanup() {
     for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 role_url() { echo "$DATABASE_URL" | sed -E "s#//[^@]*@#//$1:$2@#"; }
 
 export CHART_WORKER_DB_PASSWORD=contract-chart GATEWAY_DB_PASSWORD=contract-gateway
 "$bin/astroctl" migrate >/dev/null
 
-chart_port=$(free_port)
+# Every server binds port 0 and the gateway logs the port it got: a port found free beforehand may
+# be taken by then (the integration suites run beside this check in CI).
 DATABASE_URL=$(role_url astro_chart_worker "$CHART_WORKER_DB_PASSWORD") AMQP_URL=$CHART_WORKER_AMQP_URL \
-    MIGRATE_ON_START=false HTTP_HOST=127.0.0.1 HTTP_PORT=$chart_port LOG_LEVEL=warning \
+    MIGRATE_ON_START=false HTTP_HOST=127.0.0.1 HTTP_PORT=0 LOG_LEVEL=warning \
     "$bin/chart-worker" >"$logs/chart-worker.log" 2>&1 &
 pids+=($!)
-port=$(free_port)
 gateway_amqp=${GATEWAY_AMQP_URL:-$CLIENT_AMQP_URL}
 # Rate limits high enough for a generator sending hundreds of requests a second from one
 # address: the limits themselves are tested by the integration tests.
@@ -67,11 +66,29 @@ gateway_amqp=${GATEWAY_AMQP_URL:-$CLIENT_AMQP_URL}
 "$bin/astroctl" billing dev-pki --out "$ASTRO_STACK_DIR/dev-pki" >/dev/null
 DATABASE_URL=$(role_url astro_gateway "$GATEWAY_DB_PASSWORD") AMQP_URL=$gateway_amqp \
     BILLING_ENVIRONMENT=Sandbox BILLING_TRUSTED_ROOTS=$ASTRO_STACK_DIR/dev-pki/root.der \
-    HTTP_HOST=127.0.0.1 HTTP_PORT=$port GATEWAY_METRICS_PORT=$(free_port) LOG_LEVEL=info LOG_FORMAT=json \
+    HTTP_HOST=127.0.0.1 HTTP_PORT=0 GATEWAY_METRICS_PORT=0 LOG_LEVEL=info LOG_FORMAT=json \
     RATE_LIMIT_USER_PER_SECOND=100000 RATE_LIMIT_USER_BURST=100000 \
     RATE_LIMIT_IP_PER_SECOND=100000 RATE_LIMIT_IP_BURST=100000 RATE_LIMIT_REGISTER_PER_MINUTE=100000 \
     "$bin/gateway" >"$logs/gateway.log" 2>&1 &
 pids+=($!)
+port=""
+for _ in $(seq 1 600); do
+    port=$(python3 -c '
+import json, sys
+for line in open(sys.argv[1], errors="replace"):
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        continue
+    if isinstance(entry, dict) and entry.get("msg") == "gateway listening":
+        print(entry.get("http.port", ""))
+        break
+' "$logs/gateway.log")
+    [ -n "$port" ] && break
+    kill -0 "${pids[-1]}" 2>/dev/null || break
+    sleep 0.1
+done
+[ -n "$port" ] || { echo "contract-check: the gateway logged no listening port in 60 s" >&2; tail -20 "$logs/gateway.log" >&2; exit 1; }
 base=http://127.0.0.1:$port
 for _ in $(seq 1 300); do curl -fsS "$base/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 curl -fsS "$base/readyz" >/dev/null || { echo "contract-check: the gateway did not become ready" >&2; tail -20 "$logs/gateway.log" >&2; exit 1; }

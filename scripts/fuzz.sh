@@ -11,6 +11,8 @@
 #   FUZZ_OUT         where each target's working corpus, log and crash artifacts go
 #                    (default .build-fuzz/runs/<UTC time>)
 #   FUZZ_SANITIZERS  the -sanitize= list (default fuzzer,address; fuzzer alone builds and runs faster)
+#   FUZZ_CONFIGURATION  release (default: the most executions per second, for long runs) or debug
+#                    (builds in about a third of the time; scripts/test.sh uses it for its 30 s runs)
 #   FUZZ_KEEP_GOING  1: keep fuzzing after a crash (libFuzzer -fork=1 -ignore_crashes=1 …), to look
 #                    past a known bug for others; every failing input is kept
 #
@@ -42,12 +44,20 @@ max_len() {
 bash scripts/stack.sh install
 command -v swift >/dev/null || { echo "fuzz: the Swift 6 toolchain (swift) is not on PATH" >&2; exit 1; }
 
-# Release with coverage instrumentation; -enable-testing because two targets reach internal decoders
-# through @testable import; ASTRO_FUZZING swaps the replay main of astro-fuzz for libFuzzer's driver.
+# Coverage instrumentation; -enable-testing because two targets reach internal decoders through
+# @testable import; ASTRO_FUZZING swaps the replay main of astro-fuzz for libFuzzer's driver. Each
+# configuration has a scratch folder of its own, so switching does not rebuild the other.
 sanitizers=${FUZZ_SANITIZERS:-fuzzer,address}
-build_flags=(--scratch-path .build-fuzz -c release --product astro-fuzz
+configuration=${FUZZ_CONFIGURATION:-release}
+case $configuration in
+    release | debug) ;;
+    *) echo "fuzz: FUZZ_CONFIGURATION must be release or debug, got '$configuration'" >&2; exit 2 ;;
+esac
+scratch=.build-fuzz
+[ "$configuration" = debug ] && scratch=.build-fuzz-debug
+build_flags=(--scratch-path "$scratch" -c "$configuration" --product astro-fuzz
     -Xswiftc "-sanitize=$sanitizers" -Xswiftc -DASTRO_FUZZING -Xswiftc -enable-testing)
-echo "==> building astro-fuzz (-sanitize=$sanitizers) in .build-fuzz"
+echo "==> building astro-fuzz ($configuration, -sanitize=$sanitizers) in $scratch"
 build_start=$(date +%s)
 swift build "${build_flags[@]}"
 build_seconds=$(($(date +%s) - build_start))

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Every check CI runs, from a fresh clone: installs what is missing, lints, builds with warnings
-# as errors, runs the unit tests, then the integration tests (the chaos suite among them) against
-# real RabbitMQ and PostgreSQL servers started for the run (scripts/stack.sh) and stopped
-# afterwards and schemathesis against the live gateway, while every fuzz target is fuzzed briefly
-# beside them.
+# as errors, then, side by side: every fuzz target fuzzed briefly, the unit tests, the integration
+# tests (the chaos suite among them) against real RabbitMQ and PostgreSQL servers started for the
+# run (scripts/stack.sh) and stopped afterwards, and schemathesis against the live gateway.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -27,14 +26,17 @@ timings() {
     done
     printf '%6ss  total\n' "$((now - run_start))"
 }
-# The fuzzing runs in the background beside the integration tests (see below); it is ended with
-# the script if the script ends first.
+# The fuzzing and schemathesis run in the background beside the tests (see below); each is ended
+# with the script if the script ends first.
 fuzz_pid=""
+contract_pid=""
 finish() {
-    local status=$?
-    if [ -n "$fuzz_pid" ] && kill -0 "$fuzz_pid" 2>/dev/null; then
-        kill -TERM -- "-$fuzz_pid" 2>/dev/null || true
-    fi
+    local status=$? pid
+    for pid in "$fuzz_pid" "$contract_pid"; do
+        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+            kill -TERM -- "-$pid" 2>/dev/null || true
+        fi
+    done
     (exit "$status")
     timings
 }
@@ -62,20 +64,28 @@ if grep -E "^$(pwd)/(Sources|Tests)/.*: warning:" "$build_log"; then
 fi
 rm -f "$build_log"
 
+step "fuzzing starts in the background (libFuzzer with AddressSanitizer, debug build, 30 s per target; Fuzz/README.md)"
+# Its sanitizer build is CPU-bound; the tests beside it mostly wait on servers and must pass on a
+# loaded machine anyway (scripts/test-under-load.sh). The debug build takes about a third of the
+# release build's time, and 30 s per target is a smoke run: for long runs use the release default.
+# Its own session, so that ending it ends its compiler and fuzzers.
+fuzz_log=$(mktemp)
+FUZZ_CONFIGURATION=debug setsid bash scripts/fuzz.sh 30 >"$fuzz_log" 2>&1 &
+fuzz_pid=$!
+echo "fuzzing in the background (pid $fuzz_pid), its output follows when it ends"
+
 step "unit tests (no servers)"
 bash scripts/unit-tests.sh
 
 step "alert rules, their unit tests and the dashboards (promtool; deploy/observability)"
 bash scripts/observability-check.sh
 
-step "fuzzing starts in the background (libFuzzer with AddressSanitizer, 30 s per target; Fuzz/README.md)"
-# Its sanitizer build is CPU-bound and the integration tests mostly wait on servers: side by side,
-# they take about the time of the longer one (the tests must pass on a loaded machine anyway;
-# scripts/test-under-load.sh). Its own session, so that ending it ends its compiler and fuzzers.
-fuzz_log=$(mktemp)
-setsid bash scripts/fuzz.sh 30 >"$fuzz_log" 2>&1 &
-fuzz_pid=$!
-echo "fuzzing in the background (pid $fuzz_pid), its output follows when it ends"
+step "schemathesis starts in the background (the live gateway against openapi.yaml, 60 s per generated phase)"
+# On a stack of its own, beside the integration suites; its output follows when it ends.
+contract_log=$(mktemp)
+setsid bash scripts/contract-check.sh 60 >"$contract_log" 2>&1 &
+contract_pid=$!
+echo "schemathesis in the background (pid $contract_pid)"
 
 step "integration tests (real RabbitMQ and PostgreSQL; scripts/integration-tests.sh)"
 # Each suite in a process, a vhost and a database of its own, three at once; the suites that
@@ -90,8 +100,13 @@ if ! bash scripts/leftovers.sh --kill "$test_run_mark"; then
 fi
 [ "$integration_status" -eq 0 ] || exit "$integration_status"
 
-step "the live gateway against openapi.yaml (schemathesis, property-based; 60 s per generated phase)"
-bash scripts/contract-check.sh 60
+step "schemathesis: waiting for it to end"
+contract_status=0
+wait "$contract_pid" || contract_status=$?
+contract_pid=""
+cat "$contract_log"
+rm -f "$contract_log"
+[ "$contract_status" -eq 0 ] || { echo "test: schemathesis failed (exit $contract_status, above)" >&2; exit 1; }
 
 step "fuzzing: waiting for it to end"
 # A crash, hang or out-of-memory on any input fails CI; the failing input is printed for replay.
@@ -106,4 +121,3 @@ else
 fi
 rm -f "$fuzz_log"
 [ "$fuzz_status" -eq 0 ] || { echo "test: fuzzing failed (exit $fuzz_status, above)" >&2; exit 1; }
-
