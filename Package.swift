@@ -107,6 +107,9 @@ let package = Package(
 
         // In-memory job store, publisher, consumer and acknowledger: the runtime's processor, group
         // commit, outbox relay and consumer service run against them without servers.
+        // Test support: the processes a test starts (own process group, parent-death signal, output
+        // to files, the run's mark), ended with the test; named waits. Platform only.
+        .target(name: "TestProcesses"),
         .target(
             name: "WorkerRuntimeTestKit",
             dependencies: ["WorkerRuntime", "AMQP", "AstroDomain", .product(name: "Logging", package: "swift-log")]
@@ -339,7 +342,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BillingTests",
-            dependencies: ["Billing", "StoreKitVerification", "AstroDomain", "AppStoreServerAPI"]
+            dependencies: ["Billing", "StoreKitVerification", "AstroDomain", "AppStoreServerAPI", "TestProcesses"]
         ),
         // The operator commands' parsing, redaction and formatting (astroctl dead, job cancel).
         .testTarget(name: "AstroCLISupportTests", dependencies: ["AstroCLISupport", "AMQP"]),
@@ -351,7 +354,10 @@ let package = Package(
             ]
         ),
         // Offline checks of docker-compose.yml and deploy/k8s (no Docker or cluster needed).
-        .testTarget(name: "DeployTests", dependencies: ["AstroDomain", .product(name: "Yams", package: "Yams")]),
+        .testTarget(
+            name: "DeployTests",
+            dependencies: ["AstroDomain", "TestProcesses", .product(name: "Yams", package: "Yams")]
+        ),
         .testTarget(name: "StoriesTests", dependencies: ["Stories", "AstroDomain", "Reports", "LLMClient", "LLMFake"]),
         .testTarget(
             name: "StoryIllustrationTests",
@@ -375,7 +381,8 @@ let package = Package(
         .testTarget(name: "FuzzTargetsTests", dependencies: ["FuzzTargets"]),
         .testTarget(name: "MaintenanceTests", dependencies: ["Maintenance", "AMQP", "AstroDomain"]),
         // The built astroctl binary run as a process, offline (its chart commands); no servers.
-        .testTarget(name: "AstroctlTests", dependencies: ["ChartEngine", "Ephemeris", "AstroDomain"]),
+        .testTarget(name: "TestProcessesTests", dependencies: ["TestProcesses"]),
+        .testTarget(name: "AstroctlTests", dependencies: ["ChartEngine", "Ephemeris", "AstroDomain", "TestProcesses"]),
         // Integration tests: a real RabbitMQ and PostgreSQL started by scripts/stack.sh.
         .testTarget(
             name: "IntegrationTests",
@@ -384,7 +391,7 @@ let package = Package(
                 "ChartEngine", "Ephemeris", "Billing", "StoreKitVerification", "AppStoreServerAPI",
                 "AppStoreServerFake", "Reports", "ReportService", "LLMClient", "LLMFake", "Stories",
                 "StoryIllustration", "StoryService", "Gateway", "AppAttest", "LoopbackHTTP", "TraceContext",
-                "Maintenance",
+                "Maintenance", "TestProcesses",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
             ]
         ),

@@ -16,7 +16,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 # Test targets with tests that measure time; a new such target belongs here.
 TIMED_TARGETS=(AMQPTests AppStoreServerAPITests DeployTests GatewayTests LLMClientTests PostgresTests
-    StoriesTests StoryIllustrationTests TracingTests WorkerRuntimeTests)
+    StoriesTests StoryIllustrationTests TestProcessesTests TracingTests WorkerRuntimeTests)
 timed="^($(IFS='|'; echo "${TIMED_TARGETS[*]}"))\\."
 
 status=0

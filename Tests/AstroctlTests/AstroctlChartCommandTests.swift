@@ -2,6 +2,7 @@ import AstroDomain
 import ChartEngine
 import Ephemeris
 import Foundation
+import TestProcesses
 import Testing
 
 /// The built `astroctl` binary run as a process, offline (no servers): `astroctl chart
@@ -9,37 +10,10 @@ import Testing
 /// refusals, and the natal `astroctl chart` checked against the library's own computation.
 @Suite(.timeLimit(.minutes(2)))
 struct AstroctlChartCommandTests {
-    struct Run: Sendable {
-        var status: Int32
-        var output: String
-        var error: String
-    }
-
-    /// Runs the `astroctl` built beside this test bundle (`swift build --build-tests` builds it).
-    static func astroctl(_ arguments: [String]) async throws -> Run {
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        // On Linux the runner is `<bin>/<package>PackageTests.xctest`; on macOS a bundle deeper.
-        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("astroctl").path),
-            directory.pathComponents.count > 2
-        {
-            directory.deleteLastPathComponent()
-        }
-        let path = directory.appendingPathComponent("astroctl").path
-        return try await withCheckedThrowingContinuation { continuation in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: path)
-            process.arguments = arguments
-            let output = Pipe()
-            let error = Pipe()
-            process.standardOutput = output
-            process.standardError = error
-            process.terminationHandler = { process in
-                let out = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                let err = String(decoding: error.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                continuation.resume(returning: Run(status: process.terminationStatus, output: out, error: err))
-            }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
+    /// Runs the `astroctl` built beside this test bundle (`swift build --build-tests` builds it),
+    /// as a `ChildProcess`: ended with the test, at most 60 s.
+    static func astroctl(_ arguments: [String]) async throws -> ProcessRunner.Result {
+        try await ProcessRunner.run(ProcessRunner.productPath("astroctl"), arguments, timeout: .seconds(60))
     }
 
     static let kyiv = BirthData(

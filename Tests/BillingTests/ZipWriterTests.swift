@@ -1,5 +1,6 @@
 import Billing
 import Foundation
+import TestProcesses
 import Testing
 
 @Suite struct ZipWriterTests {
@@ -92,17 +93,10 @@ import Testing
         #expect(before.count <= 200)
     }
 
-    /// Runs a program and returns its exit status and standard output (and error).
+    /// Runs a program (a `ChildProcess`: ended with the test, at most 60 s) and returns its exit
+    /// status and standard output followed by its standard error.
     static func run(_ path: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+        let result = try ProcessRunner.runWaiting(path, arguments, timeout: .seconds(60))
+        return (result.status, result.output + result.error)
     }
 }

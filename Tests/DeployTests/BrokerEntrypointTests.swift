@@ -1,4 +1,5 @@
 import Foundation
+import TestProcesses
 import Testing
 
 /// compose's broker entrypoint renders the definitions template with the passwords from the
@@ -18,21 +19,20 @@ import Testing
     func render(_ environment: [String: String]) throws -> (status: Int32, output: Data, error: String) {
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("defs-\(UUID().uuidString).json")
         defer { try? FileManager.default.removeItem(at: output) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = [
-            Self.root.appendingPathComponent("deploy/rabbitmq/docker-entrypoint.sh").path, "--render-only", output.path,
-        ]
-        process.environment = environment.merging([
-            "PATH": "/usr/bin:/bin",
-            "ASTRO_DEFINITIONS_TEMPLATE": Self.root.appendingPathComponent("deploy/rabbitmq/definitions.json").path,
-        ]) { _, new in new }
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, (try? Data(contentsOf: output)) ?? Data(), message)
+        let result = try ProcessRunner.runWaiting(
+            "/bin/sh",
+            [
+                Self.root.appendingPathComponent("deploy/rabbitmq/docker-entrypoint.sh").path, "--render-only",
+                output.path,
+            ],
+            environment: environment.merging([
+                "PATH": "/usr/bin:/bin",
+                "ASTRO_DEFINITIONS_TEMPLATE": Self.root.appendingPathComponent("deploy/rabbitmq/definitions.json").path,
+            ]) { _, new in new },
+            replacingEnvironment: true,
+            timeout: .seconds(60)
+        )
+        return (result.status, (try? Data(contentsOf: output)) ?? Data(), result.error)
     }
 
     @Test func everyPrintablePasswordArrivesExactly() throws {

@@ -1,4 +1,5 @@
 import Foundation
+import TestProcesses
 import Testing
 import Yams
 
@@ -757,20 +758,16 @@ private let dockerComposeAvailable: Bool = {
     return status == 0
 }()
 
-/// Runs a program in the repository root; its exit status and combined output.
+/// Runs a program in the repository root (a `ChildProcess`: ended with the test, at most 120 s);
+/// its exit status and its output followed by its standard error.
 private func run(_ executable: URL, _ arguments: [String]) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = executable
-    process.arguments = arguments
-    process.currentDirectoryURL = repositoryRoot
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    let output = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+    let result = try ProcessRunner.runWaiting(
+        executable.path,
+        arguments,
+        directory: repositoryRoot,
+        timeout: .seconds(120)
+    )
+    return (result.status, result.output + result.error)
 }
 
 // MARK: - The maintenance task (issue 17)

@@ -1,4 +1,5 @@
 import Foundation
+import TestProcesses
 import Testing
 import Yams
 
@@ -64,19 +65,14 @@ struct KubernetesManifestTests {
     )
     func kubectlKustomizeAgrees(target: Target) throws {
         let kubectl = try #require(kubectlExecutable)
-        let process = Process()
-        process.executableURL = kubectl
-        process.arguments = ["kustomize", target.rawValue]
-        process.currentDirectoryURL = repositoryRoot
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let errorText = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "kubectl kustomize \(target.rawValue): \(errorText)")
+        let result = try ProcessRunner.runWaiting(
+            kubectl.path,
+            ["kustomize", target.rawValue],
+            directory: repositoryRoot,
+            timeout: .seconds(120)
+        )
+        let text = result.output
+        #expect(result.status == 0, "kubectl kustomize \(target.rawValue): \(result.error)")
         let identity = { (value: Value) in
             "\(value["kind"].string ?? "")/\(value["metadata"]["namespace"].string ?? "")/\(value["metadata"]["name"].string ?? "")"
         }

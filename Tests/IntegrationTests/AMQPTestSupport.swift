@@ -2,6 +2,7 @@ import AMQP
 import Foundation
 import Logging
 import Synchronization
+import TestProcesses
 import Testing
 
 /// The broker the AMQP integration tests use, from the variables `scripts/stack.sh run` exports.
@@ -155,7 +156,7 @@ final class AMQPDeliveryCollector: Sendable {
     }
 
     /// Waits until at least `count` deliveries arrived; returns all so far.
-    /// - Throws: `RuntimeTestError` naming the count wanted and the count seen when `timeout`
+    /// - Throws: `TestFailure` naming the count wanted and the count seen when `timeout`
     ///   passes first.
     @discardableResult
     func wait(count: Int, timeout: Duration = .seconds(30)) async throws -> [Delivery] {

@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import TestProcesses
 import Testing
 
 /// `astro-bench` as a developer runs it: the end-to-end figures through real worker processes, in

@@ -1,5 +1,6 @@
 import AstroDomain
 import Foundation
+import TestProcesses
 import Testing
 
 /// `astroctl billing` as a user runs it: verdicts on Apple-judged tokens, a development PKI and

@@ -1,4 +1,5 @@
 import Foundation
+import TestProcesses
 import Testing
 
 /// `astroctl stories preview` as a user runs it: offline, both languages, and a clear refusal.

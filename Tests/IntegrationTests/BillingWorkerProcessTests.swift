@@ -5,6 +5,7 @@ import Foundation
 import Postgres
 import Schema
 import StoreKitVerification
+import TestProcesses
 import Testing
 import WorkerRuntime
 
@@ -96,7 +97,7 @@ struct BillingWorkerProcessTests {
             }
         } catch {
             workers.stop()
-            throw RuntimeTestError("billing-workers did not start: \(error)\n\(workers.output.suffix(6_000))")
+            throw TestFailure("billing-workers did not start: \(error)\n\(workers.output.suffix(6_000))")
         }
         return workers
     }

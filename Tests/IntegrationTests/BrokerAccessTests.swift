@@ -1,6 +1,7 @@
 import AMQP
 import AstroDomain
 import Foundation
+import TestProcesses
 import Testing
 import WorkerRuntime
 

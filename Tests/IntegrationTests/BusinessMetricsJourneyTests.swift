@@ -3,6 +3,7 @@ import AstroDomain
 import Billing
 import Foundation
 import Stories
+import TestProcesses
 import Testing
 import WorkerRuntime
 

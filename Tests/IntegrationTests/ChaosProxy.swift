@@ -3,6 +3,7 @@ import Synchronization
 
 #if canImport(Glibc)
 import Glibc
+import TestProcesses
 #endif
 
 /// A TCP proxy on loopback that the chaos suite puts between the workers and a server, so it can
@@ -75,7 +76,7 @@ final class ChaosProxy: Sendable {
         }
         guard bound == 0, listen(descriptor, 256) == 0 else {
             Glibc.close(descriptor)
-            throw RuntimeTestError("chaos proxy: cannot listen")
+            throw TestFailure("chaos proxy: cannot listen")
         }
         var actual = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)

@@ -6,6 +6,7 @@ import Postgres
 import Schema
 import StoreKitVerification
 import Synchronization
+import TestProcesses
 import Testing
 import WorkerRuntime
 

@@ -5,6 +5,7 @@ import Ephemeris
 import Foundation
 import Maintenance
 import Postgres
+import TestProcesses
 import Testing
 import WorkerRuntime
 
@@ -65,14 +66,14 @@ struct ChartResultJobsTests {
                 "the chart-worker answers 200 on \(base)/readyz",
                 timeout: .seconds(60)
             ) {
-                guard process.isRunning else { throw RuntimeTestError("exited: \(worker.output)") }
+                guard process.isRunning else { throw TestFailure("exited: \(worker.output)") }
                 return (try? await GatewayHarness.request("GET", "\(base)/readyz"))?.status == 200
             }
             return Stack(publisher: publisher, worker: worker, metricsURL: "\(base)/metrics")
         } catch {
             worker.stop()
             await publisher.close()
-            throw RuntimeTestError("\(error)\n\(process.tail())")
+            throw TestFailure("\(error)\n\(process.tail())")
         }
     }
 
@@ -225,7 +226,7 @@ struct ChartResultJobsTests {
         ]
         func synastryJob() async throws -> (JobID, JSONValue) {
             let id = JobID.random()
-            guard case .object(var fields) = body else { throw RuntimeTestError("not an object") }
+            guard case .object(var fields) = body else { throw TestFailure("not an object") }
             fields["jobId"] = .string(id.description)
             try await publish(stack, .chartSynastry, .object(fields))
             let done = try await finished(id, stack)

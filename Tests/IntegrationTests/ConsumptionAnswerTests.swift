@@ -7,6 +7,7 @@ import Crypto
 import Foundation
 import Postgres
 import StoreKitVerification
+import TestProcesses
 import Testing
 import WorkerRuntime
 

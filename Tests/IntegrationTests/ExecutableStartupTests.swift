@@ -4,6 +4,7 @@ import Billing
 import Crypto
 import Foundation
 import LLMFake
+import TestProcesses
 import Testing
 import WorkerRuntime
 
@@ -167,7 +168,7 @@ struct ExecutableStartupTests {
                 "\(service.product) answers 200 on /readyz (port \(port))",
                 timeout: .seconds(60)
             ) {
-                if !process.isRunning { throw RuntimeTestError("\(service.product) exited\n\(process.tail())") }
+                if !process.isRunning { throw TestFailure("\(service.product) exited\n\(process.tail())") }
                 return (try? await GatewayHarness.request("GET", "http://127.0.0.1:\(port)/readyz"))?.status == 200
             }
             for text in service.logShows {

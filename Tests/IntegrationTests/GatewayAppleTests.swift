@@ -5,6 +5,7 @@ import Foundation
 import Gateway
 import Postgres
 import StoreKitVerification
+import TestProcesses
 import Testing
 import WorkerRuntime
 

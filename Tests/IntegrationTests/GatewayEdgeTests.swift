@@ -6,6 +6,7 @@ import Foundation
 import Gateway
 import Postgres
 import StoreKitVerification
+import TestProcesses
 import Testing
 import WorkerRuntime
 
@@ -148,7 +149,7 @@ struct GatewayEdgeTests {
         let base = try await GatewayHarness.listening(allowed)
         try await RuntimeTestEnvironment.eventually("the unattested production gateway is ready", timeout: .seconds(60))
         {
-            guard allowed.isRunning else { throw RuntimeTestError("exited: \(allowedProcesses.output)") }
+            guard allowed.isRunning else { throw TestFailure("exited: \(allowedProcesses.output)") }
             return (try? await GatewayHarness.request("GET", "\(base)/readyz"))?.status == 200
         }
         #expect(allowedProcesses.output.contains("App Attest is off in production"), "\(allowedProcesses.output)")

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import Gateway
 import Synchronization
+import TestProcesses
 import Testing
 import WorkerRuntime
 

@@ -4,6 +4,7 @@ import Crypto
 import Foundation
 import Gateway
 import Postgres
+import TestProcesses
 import Testing
 import WorkerRuntime
 import Yams

@@ -4,6 +4,7 @@ import Billing
 import Foundation
 import Postgres
 import Schema
+import TestProcesses
 import Testing
 import WorkerRuntime
 

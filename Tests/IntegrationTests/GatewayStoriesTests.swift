@@ -3,6 +3,7 @@ import AstroDomain
 import Foundation
 import LLMFake
 import Postgres
+import TestProcesses
 import Testing
 import WorkerRuntime
 

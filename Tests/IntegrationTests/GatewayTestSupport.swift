@@ -1,6 +1,7 @@
 import AstroDomain
 import Foundation
 import Synchronization
+import TestProcesses
 import Testing
 import WorkerRuntime
 
@@ -55,7 +56,7 @@ enum GatewayHarness {
     /// `BillingWorkerProcessTests` starts the worker: the gateway verifies notifications before
     /// queuing them), any free API and metrics port (`HTTP_PORT` and `GATEWAY_METRICS_PORT` 0:
     /// `listening` reads the ports it bound from its log) and the text log format.
-    /// - Throws: `RuntimeTestError` when the process cannot start.
+    /// - Throws: `TestFailure` when the process cannot start.
     static func start(_ product: String, environment: [String: String], label: String) async throws -> ChildProcess {
         var environment = environment
         if product == "gateway" {
@@ -74,7 +75,7 @@ enum GatewayHarness {
     /// Waits until `gateway` logged the ports it bound ("gateway listening" `http.port`,
     /// "metrics listening" `metrics.port`; the log level must let info through) and returns its
     /// API base URL; `metricsURL` then knows its metrics port.
-    /// - Throws: `RuntimeTestError` naming the log (with its tail) when the gateway exits or does
+    /// - Throws: `TestFailure` naming the log (with its tail) when the gateway exits or does
     ///   not log a port within `timeout`.
     static func listening(_ gateway: ChildProcess, timeout: Duration = .seconds(60)) async throws -> String {
         try await gateway.waitForOutput("gateway listening", timeout: timeout)
@@ -82,7 +83,7 @@ enum GatewayHarness {
         guard let port = gateway.logValue("http.port", onLineWith: "gateway listening").flatMap(Int.init),
             let metricsPort = gateway.logValue("metrics.port", onLineWith: "metrics listening").flatMap(Int.init)
         else {
-            throw RuntimeTestError("\(gateway.label) logged no bound port\n\(gateway.tail())")
+            throw TestFailure("\(gateway.label) logged no bound port\n\(gateway.tail())")
         }
         let base = "http://127.0.0.1:\(port)"
         metricsPorts.withLock { $0[base] = metricsPort }
@@ -146,7 +147,7 @@ enum GatewayHarness {
     /// A chart-worker's environment in the tests: its own broker user and database role, any free
     /// health port on the loopback (`HTTP_PORT` 0: it logs the one it bound at info), the
     /// migrations left to `astroctl migrate`, and `logLevel`.
-    /// - Throws: `RuntimeTestError` when the stack's URLs are not set.
+    /// - Throws: `TestFailure` when the stack's URLs are not set.
     static func chartWorkerEnvironment(logLevel: String) async throws -> [String: String] {
         [
             "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.chartWorker),
@@ -195,7 +196,7 @@ enum GatewayHarness {
                     "\(label) answers 200 on \(base)/readyz",
                     timeout: .seconds(60)
                 ) {
-                    if !gateway.isRunning { throw RuntimeTestError("\(label) exited\n\(gateway.tail())") }
+                    if !gateway.isRunning { throw TestFailure("\(label) exited\n\(gateway.tail())") }
                     return (try? await request("GET", "\(base)/readyz"))?.status == 200
                 }
                 return Running(base: base, processes: all)

@@ -2,6 +2,7 @@ import AMQP
 import AstroDomain
 import Foundation
 import Postgres
+import TestProcesses
 import Testing
 import WorkerRuntime
 

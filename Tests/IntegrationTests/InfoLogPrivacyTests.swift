@@ -4,6 +4,7 @@ import LLMFake
 import Postgres
 import Schema
 import Stories
+import TestProcesses
 import Testing
 import WorkerRuntime
 

@@ -7,6 +7,7 @@ import Postgres
 import SampleJobs
 import Schema
 import Synchronization
+import TestProcesses
 import Testing
 import WorkerRuntime
 

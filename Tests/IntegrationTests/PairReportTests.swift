@@ -6,6 +6,7 @@ import LLMFake
 import Postgres
 import ReportService
 import Reports
+import TestProcesses
 import Testing
 import WorkerRuntime
 

@@ -3,6 +3,7 @@ import AstroDomain
 import Foundation
 import Postgres
 import Synchronization
+import TestProcesses
 import Testing
 import WorkerRuntime
 
@@ -107,7 +108,7 @@ struct PoisonMessageTests {
             }
             guard let process = state.withLock({ $0.process }),
                 let port = process.logValue("http.port", onLineWith: "health endpoint listening").flatMap(Int.init)
-            else { throw RuntimeTestError("no health port in \(log.path)\n\(output.suffix(2_000))") }
+            else { throw TestFailure("no health port in \(log.path)\n\(output.suffix(2_000))") }
             return port
         }
 

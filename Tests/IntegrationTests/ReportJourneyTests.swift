@@ -7,6 +7,7 @@ import ReportService
 import Reports
 import Schema
 import StoreKitVerification
+import TestProcesses
 import Testing
 import WorkerRuntime
 
@@ -224,7 +225,7 @@ struct ReportJourneyTests {
             }
         } catch {
             await workers.stop()
-            throw RuntimeTestError("\(error)\n\(workers.output.suffix(6_000))")
+            throw TestFailure("\(error)\n\(workers.output.suffix(6_000))")
         }
         return workers
     }

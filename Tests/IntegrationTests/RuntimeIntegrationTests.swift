@@ -5,6 +5,7 @@ import Postgres
 import SampleJobs
 import Schema
 import Synchronization
+import TestProcesses
 import Testing
 import TraceContext
 import WorkerRuntime
@@ -215,62 +216,6 @@ struct MigrationProcessTests {
         let again = try await ProcessRunner.run(astroctl, ["migrate", "--database-only", "--database-url", url])
         #expect(again.status == 0)
         #expect(again.output.contains("schema up to date"))
-    }
-}
-
-/// Runs the package's own executables.
-enum ProcessRunner {
-    struct Result: Sendable {
-        var status: Int32
-        var output: String
-        var error: String
-    }
-
-    /// The path of a product built beside the test bundle.
-    static func productPath(_ name: String) -> String {
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        // On Linux the test runner is `<bin>/<package>PackageTests.xctest`; on macOS a bundle deeper.
-        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent(name).path),
-            directory.pathComponents.count > 2
-        {
-            directory.deleteLastPathComponent()
-        }
-        return directory.appendingPathComponent(name).path
-    }
-
-    /// Runs `path` to completion with the test's environment plus `environment`, as a
-    /// `ChildProcess` (its own process group, the parent-death signal, output to files read back
-    /// as `output` and `error`), `input` on its standard input.
-    /// - Throws: `RuntimeTestError` when it cannot start or does not end within `timeout` (it is
-    ///   then killed, its group with it; the message names its output files);
-    ///   `CancellationError` when the test is cancelled (it is killed too).
-    static func run(
-        _ path: String,
-        _ arguments: [String],
-        environment: [String: String] = [:],
-        input: String? = nil,
-        timeout: Duration = .seconds(300)
-    ) async throws -> Result {
-        var inputFile: URL?
-        if let input {
-            let file = FileManager.default.temporaryDirectory.appendingPathComponent("astro-test-input-\(UUID()).txt")
-            try Data(input.utf8).write(to: file)
-            inputFile = file
-        }
-        defer { if let inputFile { try? FileManager.default.removeItem(at: inputFile) } }
-        let process = try await ChildProcess.start(
-            executable: path,
-            arguments: arguments,
-            environment: ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
-            label: ([URL(fileURLWithPath: path).lastPathComponent] + arguments.prefix(2)).joined(separator: "-"),
-            separateError: true,
-            input: inputFile
-        )
-        let status = try await process.waitForExit(timeout: timeout)
-        let result = Result(status: status, output: process.output, error: process.error)
-        try? FileManager.default.removeItem(at: process.log)
-        if let errorLog = process.errorLog { try? FileManager.default.removeItem(at: errorLog) }
-        return result
     }
 }
 

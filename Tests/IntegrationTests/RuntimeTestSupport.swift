@@ -5,6 +5,7 @@ import Logging
 import Postgres
 import SampleJobs
 import Schema
+import TestProcesses
 import Testing
 import WorkerRuntime
 
@@ -21,7 +22,7 @@ enum RuntimeTestEnvironment {
             let message =
                 "\(name) is not set: run the integration tests with `bash scripts/integration-tests.sh` (see README)"
             Issue.record(Comment(rawValue: message))
-            throw RuntimeTestError(message)
+            throw TestFailure(message)
         }
         return value
     }
@@ -95,21 +96,18 @@ enum RuntimeTestEnvironment {
         }
     }
 
-    /// Polls `condition` until it holds or `timeout` passes.
-    /// - Throws: `RuntimeTestError` naming `what` and how often it was checked, when `timeout`
-    ///   passes first; the condition's own error at once.
+    /// `Wait.until`: polls `condition` until it holds or `timeout` passes.
+    /// - Throws: `TestFailure` naming `what` when `timeout` passes first.
     static func eventually(
         _ what: String,
         timeout: Duration = .seconds(20),
         _ condition: () async throws -> Bool
     ) async throws {
-        _ = try await eventually(what, timeout: timeout, observe: condition, until: { $0 })
+        try await Wait.until(what, timeout: timeout, condition)
     }
 
-    /// Reads a value with `observe` until `until` accepts it or `timeout` passes, and returns the
-    /// accepted value.
-    /// - Throws: `RuntimeTestError` naming `what`, how often and for how long it looked, and the
-    ///   last value it saw, when `timeout` passes first; `observe`'s own error at once.
+    /// `Wait.until`: reads a value with `observe` until `until` accepts it or `timeout` passes.
+    /// - Throws: `TestFailure` naming `what` and the last value seen when `timeout` passes first.
     @discardableResult
     static func eventually<Value>(
         _ what: String,
@@ -117,20 +115,7 @@ enum RuntimeTestEnvironment {
         observe: () async throws -> Value,
         until accept: (Value) -> Bool
     ) async throws -> Value {
-        let start = ContinuousClock.now
-        var checks = 0
-        var last: Value?
-        while checks == 0 || ContinuousClock.now < start + timeout {
-            let value = try await observe()
-            checks += 1
-            if accept(value) { return value }
-            last = value
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        let seen = last.map { String(describing: $0) } ?? "nothing"
-        throw RuntimeTestError(
-            "timed out after \(ContinuousClock.now - start) waiting for: \(what) (checked \(checks) times; last seen: \(seen))"
-        )
+        try await Wait.until(what, timeout: timeout, observe: observe, accept: accept)
     }
 
     /// Declares a queue bound to astro.events for the given routing key, to observe events.
@@ -176,11 +161,6 @@ enum RuntimeTestEnvironment {
         await consumer.close()
         return received
     }
-}
-
-struct RuntimeTestError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// A worker running in this process on a unique queue, with a publisher and a pool for checks.

@@ -4,6 +4,7 @@ import Foundation
 import LLMFake
 import Postgres
 import Schema
+import TestProcesses
 import Testing
 import WorkerRuntime
 
@@ -49,7 +50,7 @@ struct StoryWorkerProcessTests {
         } catch {
             await process.stop()
             await publisher.close()
-            throw RuntimeTestError("\(error)\n\(process.tail())")
+            throw TestFailure("\(error)\n\(process.tail())")
         }
         return (process, publisher)
     }

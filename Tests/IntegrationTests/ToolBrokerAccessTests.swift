@@ -3,6 +3,7 @@ import AstroDomain
 import Foundation
 import Postgres
 import Schema
+import TestProcesses
 import Testing
 import WorkerRuntime
 

@@ -7,6 +7,7 @@ import Postgres
 import Schema
 import StoryIllustration
 import StoryService
+import TestProcesses
 import Testing
 import WorkerRuntime
 

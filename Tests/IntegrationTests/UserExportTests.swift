@@ -5,6 +5,7 @@ import Foundation
 import Maintenance
 import Postgres
 import StoryService
+import TestProcesses
 import Testing
 import WorkerRuntime
 

@@ -1,6 +1,7 @@
 import AMQP
 import AstroDomain
 import Foundation
+import TestProcesses
 import Testing
 
 /// A worker whose publisher reached the broker but whose consumer's first connection meets an

@@ -16,22 +16,23 @@ import Glibc
 ///   `swift test`'s pipe open after the tests ended, and the run would hang): its output goes to
 ///   a log file that `output` reads and failure messages quote.
 /// - A `ChildProcess` released without `stop()` is killed (SIGKILL to its group) in `deinit`.
-/// - It carries the test run's mark (`ASTRO_TEST_RUN_ID`, which scripts/test.sh sets) in its
-///   environment, so that the script can find whatever a run left behind, and only that.
-final class ChildProcess: Sendable {
+/// - It carries the test run's mark (`ASTRO_TEST_RUN_ID`, which scripts/integration-tests.sh sets
+///   per suite) in its environment, so that the script can find whatever a run left behind, and
+///   only that.
+public final class ChildProcess: Sendable {
     /// What the process is, for messages.
-    let label: String
+    public let label: String
     /// Its process id, which is also its process group id.
-    let pid: pid_t
+    public let pid: pid_t
     /// The file its standard output goes to, and its standard error unless `errorLog` is set.
-    let log: URL
+    public let log: URL
     /// The file its standard error goes to when kept apart from its output.
-    let errorLog: URL?
+    public let errorLog: URL?
     /// The wait status once reaped.
     private let reaped = Mutex<Int32?>(nil)
 
-    /// The environment variable that marks every process a test run started (scripts/test.sh).
-    static let runMark = "ASTRO_TEST_RUN_ID"
+    /// The environment variable that marks every process a test run started (scripts/leftovers.sh).
+    public static let runMark = "ASTRO_TEST_RUN_ID"
 
     private init(label: String, pid: pid_t, log: URL, errorLog: URL?) {
         self.label = label
@@ -42,8 +43,8 @@ final class ChildProcess: Sendable {
 
     /// Starts one of this package's executables (built beside the test bundle), with the test's
     /// environment plus `environment` (or exactly `environment` when `replacingEnvironment`).
-    /// - Throws: `RuntimeTestError` when the process cannot be started.
-    static func product(
+    /// - Throws: `TestFailure` when the process cannot be started.
+    public static func product(
         _ name: String,
         arguments: [String] = [],
         environment: [String: String],
@@ -65,42 +66,117 @@ final class ChildProcess: Sendable {
     ///     into `log`.
     ///   - existingLog: a log to append to (a restarted process's, say) instead of a new one.
     ///   - input: a file to read standard input from, instead of /dev/null.
-    /// - Throws: `RuntimeTestError` when the log file cannot be created or the process cannot be
+    ///   - directory: the working directory (the test's own when `nil`).
+    /// - Throws: `TestFailure` when the log file cannot be created or the process cannot be
     ///   started.
-    static func start(
+    public static func start(
         executable: String,
         arguments: [String],
         environment: [String: String],
         label: String,
         separateError: Bool = false,
         appendingTo existingLog: URL? = nil,
-        input: URL? = nil
+        input: URL? = nil,
+        directory: URL? = nil
     ) async throws -> ChildProcess {
-        let safeLabel = String(label.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(80))
-        let stem = "astro-test-\(safeLabel)-\(UUID().uuidString.prefix(8))"
-        let log = existingLog ?? FileManager.default.temporaryDirectory.appendingPathComponent("\(stem).log")
-        let errorLog =
-            separateError ? FileManager.default.temporaryDirectory.appendingPathComponent("\(stem).err") : nil
-        for file in (existingLog == nil ? [log] : []) + (errorLog.map { [$0] } ?? []) {
-            guard FileManager.default.createFile(atPath: file.path, contents: nil) else {
-                throw RuntimeTestError("\(label): cannot create its log file \(file.path)")
+        let launch = try Launch(
+            executable: executable,
+            arguments: arguments,
+            environment: environment,
+            label: label,
+            separateError: separateError,
+            existingLog: existingLog,
+            input: input,
+            directory: directory
+        )
+        return try launch.finish(await SpawnerThread.shared.run { launch.spawn() })
+    }
+
+    /// `start` for where no `await` is possible (a static initializer): blocks the calling thread
+    /// while the spawner thread starts the process.
+    /// - Throws: `TestFailure` as `start` does.
+    public static func startWaiting(
+        executable: String,
+        arguments: [String],
+        environment: [String: String],
+        label: String,
+        separateError: Bool = false,
+        input: URL? = nil,
+        directory: URL? = nil
+    ) throws -> ChildProcess {
+        let launch = try Launch(
+            executable: executable,
+            arguments: arguments,
+            environment: environment,
+            label: label,
+            separateError: separateError,
+            existingLog: nil,
+            input: input,
+            directory: directory
+        )
+        return try launch.finish(SpawnerThread.shared.runWaiting { launch.spawn() })
+    }
+
+    /// What a start needs, made ready (log files created, the run's mark added) before the spawn.
+    private struct Launch: Sendable {
+        let label: String
+        let argv: [String]
+        let envp: [String]
+        let inputPath: String
+        let log: URL
+        let errorLog: URL?
+
+        init(
+            executable: String,
+            arguments: [String],
+            environment: [String: String],
+            label: String,
+            separateError: Bool,
+            existingLog: URL?,
+            input: URL?,
+            directory: URL?
+        ) throws {
+            let safeLabel = String(label.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "-" }.prefix(80))
+            let stem = "astro-test-\(safeLabel)-\(UUID().uuidString.prefix(8))"
+            let log = existingLog ?? FileManager.default.temporaryDirectory.appendingPathComponent("\(stem).log")
+            let errorLog =
+                separateError ? FileManager.default.temporaryDirectory.appendingPathComponent("\(stem).err") : nil
+            for file in (existingLog == nil ? [log] : []) + (errorLog.map { [$0] } ?? []) {
+                guard FileManager.default.createFile(atPath: file.path, contents: nil) else {
+                    throw TestFailure("\(label): cannot create its log file \(file.path)")
+                }
             }
+            var environment = environment
+            if environment[ChildProcess.runMark] == nil,
+                let mark = ProcessInfo.processInfo.environment[ChildProcess.runMark]
+            {
+                environment[ChildProcess.runMark] = mark
+            }
+            // env -C: posix_spawn has no portable working-directory action.
+            let changeDirectory = directory.map { ["/usr/bin/env", "-C", $0.path] } ?? []
+            self.label = label
+            self.argv = ["/usr/bin/setpriv", "--pdeathsig", "KILL", "--"] + changeDirectory + [executable] + arguments
+            self.envp = environment.map { "\($0.key)=\($0.value)" }
+            self.inputPath = input?.path ?? "/dev/null"
+            self.log = log
+            self.errorLog = errorLog
         }
-        var environment = environment
-        if environment[runMark] == nil, let mark = ProcessInfo.processInfo.environment[runMark] {
-            environment[runMark] = mark
+
+        func spawn() -> Result<pid_t, TestFailure> {
+            ChildProcess.spawn(
+                argv: argv,
+                envp: envp,
+                inputPath: inputPath,
+                logPath: log.path,
+                errorPath: errorLog?.path
+            )
         }
-        let argv = ["/usr/bin/setpriv", "--pdeathsig", "KILL", "--", executable] + arguments
-        let envp = environment.map { "\($0.key)=\($0.value)" }
-        let logPath = log.path
-        let errorPath = errorLog?.path
-        let inputPath = input?.path ?? "/dev/null"
-        let spawned: Result<pid_t, RuntimeTestError> = await SpawnerThread.shared.run {
-            Self.spawn(argv: argv, envp: envp, inputPath: inputPath, logPath: logPath, errorPath: errorPath)
-        }
-        switch spawned {
-        case .success(let pid): return ChildProcess(label: label, pid: pid, log: log, errorLog: errorLog)
-        case .failure(let error): throw RuntimeTestError("\(label): \(error.description)")
+
+        func finish(_ spawned: Result<pid_t, TestFailure>) throws -> ChildProcess {
+            switch spawned {
+            case .success(let pid): return ChildProcess(label: label, pid: pid, log: log, errorLog: errorLog)
+            case .failure(let error): throw TestFailure("\(label): \(error.description)")
+            }
         }
     }
 
@@ -113,7 +189,7 @@ final class ChildProcess: Sendable {
         inputPath: String,
         logPath: String,
         errorPath: String?
-    ) -> Result<pid_t, RuntimeTestError> {
+    ) -> Result<pid_t, TestFailure> {
         var actions = posix_spawn_file_actions_t()
         var attributes = posix_spawnattr_t()
         posix_spawn_file_actions_init(&actions)
@@ -153,7 +229,9 @@ final class ChildProcess: Sendable {
         var pid: pid_t = 0
         let status = posix_spawn(&pid, argv[0], &actions, &attributes, &cArguments, &cEnvironment)
         guard status == 0 else {
-            return .failure(RuntimeTestError("posix_spawn \(argv[4]) failed: \(String(cString: strerror(status)))"))
+            return .failure(
+                TestFailure("posix_spawn \(argv.joined(separator: " ")) failed: \(String(cString: strerror(status)))")
+            )
         }
         return .success(pid)
     }
@@ -166,10 +244,10 @@ final class ChildProcess: Sendable {
     }()
 
     /// Whether the process has not exited yet.
-    var isRunning: Bool { exitStatus == nil }
+    public var isRunning: Bool { exitStatus == nil }
 
     /// The wait status (as `waitpid` gives it) once the process exited; `nil` while it runs.
-    var exitStatus: Int32? {
+    public var exitStatus: Int32? {
         if let status = reaped.withLock({ $0 }) { return status }
         var status: Int32 = 0
         let result = waitpid(pid, &status, WNOHANG)
@@ -183,21 +261,21 @@ final class ChildProcess: Sendable {
     }
 
     /// The exit code, or 128 + the signal that ended the process; `nil` while it runs.
-    var exitCode: Int32? {
+    public var exitCode: Int32? {
         guard let status = exitStatus else { return nil }
         let signal = status & 0x7f
         return signal == 0 ? (status >> 8) & 0xff : 128 + signal
     }
 
     /// Everything the process wrote so far (its standard output alone when `errorLog` is set).
-    var output: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
+    public var output: String { (try? String(contentsOf: log, encoding: .utf8)) ?? "" }
 
     /// What the process wrote to its standard error, when kept apart (`errorLog`); else "".
-    var error: String { errorLog.flatMap { try? String(contentsOf: $0, encoding: .utf8) } ?? "" }
+    public var error: String { errorLog.flatMap { try? String(contentsOf: $0, encoding: .utf8) } ?? "" }
 
     /// The last `characters` of the output (and of the error output when kept apart), with the
     /// log's path, for failure messages.
-    func tail(_ characters: Int = 3_000) -> String {
+    public func tail(_ characters: Int = 3_000) -> String {
         var text = "\(label) (log \(log.path)):\n" + String(output.suffix(characters))
         if let errorLog { text += "\n\(label) (standard error \(errorLog.path)):\n" + String(error.suffix(characters)) }
         return text
@@ -205,7 +283,7 @@ final class ChildProcess: Sendable {
 
     /// Sends `signal` to the process's group (SIGTERM, SIGINT, SIGKILL, SIGSTOP…); nothing once
     /// it was reaped.
-    func send(_ signal: Int32) {
+    public func send(_ signal: Int32) {
         guard reaped.withLock({ $0 }) == nil else { return }
         Glibc.kill(-pid, signal)
     }
@@ -214,7 +292,7 @@ final class ChildProcess: Sendable {
     /// task (a test past its time limit) skips the grace: SIGKILL at once.
     /// - Returns: the exit code (128 + the signal when a signal ended it).
     @discardableResult
-    func stop(grace: Duration = .seconds(10)) async -> Int32 {
+    public func stop(grace: Duration = .seconds(10)) async -> Int32 {
         if let code = exitCode { return code }
         Glibc.kill(-pid, SIGTERM)
         let deadline = ContinuousClock.now + grace
@@ -229,7 +307,7 @@ final class ChildProcess: Sendable {
     /// `grace` passed, blocking the calling thread meanwhile.
     /// - Returns: the exit code (128 + the signal when a signal ended it).
     @discardableResult
-    func stopWaiting(grace: Duration = .seconds(10)) -> Int32 {
+    public func stopWaiting(grace: Duration = .seconds(10)) -> Int32 {
         if let code = exitCode { return code }
         Glibc.kill(-pid, SIGTERM)
         let deadline = ContinuousClock.now + grace
@@ -243,7 +321,7 @@ final class ChildProcess: Sendable {
     /// Ends the process and its group at once (SIGKILL) and reaps it.
     /// - Returns: the exit code (128 + the signal when a signal ended it).
     @discardableResult
-    func kill() -> Int32 {
+    public func kill() -> Int32 {
         if let code = exitCode { return code }
         Glibc.kill(-pid, SIGKILL)
         // A killed process is reaped within moments (unless stuck in the kernel).
@@ -256,10 +334,10 @@ final class ChildProcess: Sendable {
     /// Waits until the process exits by itself, at most `timeout`; kills it (and its group) when
     /// it does not, or when the waiting task is cancelled.
     /// - Returns: the exit code (128 + the signal when a signal ended it).
-    /// - Throws: `RuntimeTestError` naming the process, with its log's path and tail, when it did
+    /// - Throws: `TestFailure` naming the process, with its log's path and tail, when it did
     ///   not exit in time; `CancellationError` when the task was cancelled.
     @discardableResult
-    func waitForExit(timeout: Duration = .seconds(120)) async throws -> Int32 {
+    public func waitForExit(timeout: Duration = .seconds(120)) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         var pause = 2
         while ContinuousClock.now < deadline {
@@ -273,57 +351,74 @@ final class ChildProcess: Sendable {
         }
         if let code = exitCode { return code }
         kill()
-        throw RuntimeTestError("\(label) did not exit within \(timeout), killed\n\(tail())")
+        throw TestFailure("\(label) did not exit within \(timeout), killed\n\(tail())")
+    }
+
+    /// `waitForExit` for where no `await` is possible: blocks the calling thread, at most
+    /// `timeout`, and kills the process (and its group) when it does not exit by then.
+    /// - Returns: the exit code (128 + the signal when a signal ended it).
+    /// - Throws: `TestFailure` naming the process, with its log's path and tail, when it did not
+    ///   exit in time.
+    @discardableResult
+    public func waitForExitWaiting(timeout: Duration = .seconds(120)) throws -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let code = exitCode { return code }
+            usleep(5_000)
+        }
+        if let code = exitCode { return code }
+        kill()
+        throw TestFailure("\(label) did not exit within \(timeout), killed\n\(tail())")
     }
 
     /// Waits until the output contains `text`, or the process exits, or `timeout` passes.
-    /// - Throws: `RuntimeTestError` naming what it waited for, with the output's tail, when the
+    /// - Throws: `TestFailure` naming what it waited for, with the output's tail, when the
     ///   text does not appear; `CancellationError` when the task was cancelled.
-    func waitForOutput(_ text: String, timeout: Duration = .seconds(60)) async throws {
+    public func waitForOutput(_ text: String, timeout: Duration = .seconds(60)) async throws {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if output.contains(text) { return }
             if !isRunning {
                 if output.contains(text) { return }
-                throw RuntimeTestError(
+                throw TestFailure(
                     "\(label) exited with \(exitCode ?? -1) before writing \"\(text)\"\n\(tail())"
                 )
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        throw RuntimeTestError("\(label) did not write \"\(text)\" within \(timeout)\n\(tail())")
+        throw TestFailure("\(label) did not write \"\(text)\" within \(timeout)\n\(tail())")
     }
 
-    /// `RuntimeTestEnvironment.eventually` for a wait on child processes: when it gives up, the
+    /// `Wait.until` for a wait on child processes: when it gives up, the
     /// error names each process's log and quotes its last lines.
-    /// - Throws: `RuntimeTestError` when `condition` does not hold within `timeout`, what
+    /// - Throws: `TestFailure` when `condition` does not hold within `timeout`, what
     ///   `condition` throws, or `CancellationError`.
-    static func eventually(
+    public static func eventually(
         _ what: String,
         on processes: [ChildProcess],
         timeout: Duration = .seconds(60),
         _ condition: () async throws -> Bool
     ) async throws {
         do {
-            try await RuntimeTestEnvironment.eventually(what, timeout: timeout, condition)
-        } catch let error as RuntimeTestError {
-            throw RuntimeTestError(([error.description] + processes.map { $0.tail(2_000) }).joined(separator: "\n"))
+            try await Wait.until(what, timeout: timeout, condition)
+        } catch let error as TestFailure {
+            throw TestFailure(([error.description] + processes.map { $0.tail(2_000) }).joined(separator: "\n"))
         }
     }
 
     /// The port a worker's health endpoint bound (`HTTP_PORT` 0 is any free one), from its
     /// "health endpoint listening" line: the worker must log at info.
-    /// - Throws: `RuntimeTestError` with the log's tail when the line does not come.
-    func healthPort(timeout: Duration = .seconds(60)) async throws -> Int {
+    /// - Throws: `TestFailure` with the log's tail when the line does not come.
+    public func healthPort(timeout: Duration = .seconds(60)) async throws -> Int {
         try await waitForOutput("health endpoint listening", timeout: timeout)
         guard let port = logValue("http.port", onLineWith: "health endpoint listening").flatMap(Int.init) else {
-            throw RuntimeTestError("\(label) logged no health port\n\(tail())")
+            throw TestFailure("\(label) logged no health port\n\(tail())")
         }
         return port
     }
 
     /// The value of `key=` in the first output line containing `message` (the text log format).
-    func logValue(_ key: String, onLineWith message: String) -> String? {
+    public func logValue(_ key: String, onLineWith message: String) -> String? {
         for line in output.split(separator: "\n") where line.contains(message) {
             for word in line.split(separator: " ") where word.hasPrefix("\(key)=") {
                 return String(word.dropFirst(key.count + 1))
@@ -372,5 +467,21 @@ private final class SpawnerThread: @unchecked Sendable {
             condition.signal()
             condition.unlock()
         }
+    }
+
+    /// Runs `body` on the spawner thread, blocking the calling thread until it returns.
+    func runWaiting<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+        let result = Mutex<T?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        condition.lock()
+        work.append {
+            let value = body()
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        condition.signal()
+        condition.unlock()
+        done.wait()
+        return result.withLock { $0! }
     }
 }
