@@ -56,7 +56,11 @@ done
 [[ $jobs_wanted =~ ^[1-9][0-9]?$ ]] || die "--jobs (or INTEGRATION_JOBS) must be a number from 1 to 99, not '$jobs_wanted'"
 [[ $SUITE_TIMEOUT =~ ^[1-9][0-9]*$ ]] || die "SUITE_TIMEOUT must be a positive number of seconds, not '$SUITE_TIMEOUT'"
 
-binary="$(swift build --show-bin-path 2>/dev/null)/astrosvitla-backendPackageTests.xctest"
+# Found without asking SwiftPM, which would wait for the build lock another build (schemathesis'
+# in scripts/test.sh) may hold.
+binary=.build/debug/astrosvitla-backendPackageTests.xctest
+[ -x "$binary" ] || binary="$(swift build --show-bin-path 2>/dev/null)/astrosvitla-backendPackageTests.xctest"
+binary=$(realpath "$binary" 2>/dev/null || echo "$binary")
 [ -x "$binary" ] || die "no test binary at $binary: build first (swift build --build-tests)"
 
 # The suites: every IntegrationTests suite the binary lists, less the skipped ones, or the named ones.

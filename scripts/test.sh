@@ -9,22 +9,34 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Each step's duration, printed as a table when the script ends (passed or not), so a slow CI run
 # says where its time went.
 run_start=$(date +%s)
+# The machine's busy CPU time (user, nice, system, irq, softirq, steal; all cores), in clock ticks:
+# per step beside the wall time, it shows whether a step waited or computed (a step can use up to
+# one CPU-second per core per second; work running in the background counts where it ran).
+busy_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+ticks_per_second=$(getconf CLK_TCK)
+run_busy=$(busy_ticks)
 step_names=()
 step_starts=()
+step_busy=()
 step() {
     step_names+=("$*")
     step_starts+=("$(date +%s)")
+    step_busy+=("$(busy_ticks)")
     printf '\n==> %s\n' "$*"
 }
 timings() {
-    local status=$? now i end
+    local status=$? now busy i end end_busy
     now=$(date +%s)
-    printf '\n==> time per step (exit %s)\n' "$status"
+    busy=$(busy_ticks)
+    printf '\n==> time per step (exit %s): wall seconds, and CPU-seconds the machine was busy (%s cores)\n' \
+        "$status" "$(nproc)"
     for i in "${!step_names[@]}"; do
         end=${step_starts[$((i + 1))]:-$now}
-        printf '%6ss  %s\n' "$((end - step_starts[i]))" "${step_names[$i]}"
+        end_busy=${step_busy[$((i + 1))]:-$busy}
+        printf '%6ss %7s CPU-s  %s\n' "$((end - step_starts[i]))" \
+            "$(((end_busy - step_busy[i]) / ticks_per_second))" "${step_names[$i]}"
     done
-    printf '%6ss  total\n' "$((now - run_start))"
+    printf '%6ss %7s CPU-s  total\n' "$((now - run_start))" "$(((busy - run_busy) / ticks_per_second))"
 }
 # The fuzzing and schemathesis run in the background beside the tests (see below); each is ended
 # with the script if the script ends first.
