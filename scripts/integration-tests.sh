@@ -27,8 +27,8 @@
 #
 # Environment: INTEGRATION_JOBS (how many suites at once when --jobs is not given; 3: the suites
 # mostly wait on servers, and more than three on two cores made runs slower, not faster),
-# ASTRO_TEST_RUN_ID (the run mark; one is made when unset), OUT (where the logs go; a new
-# temporary folder when unset). Exits 1 if any suite failed, timed out or left a process running.
+# ASTRO_TEST_RUN_ID (the run mark; one is made when unset), INTEGRATION_OUT (where the logs go; a
+# new temporary folder when unset). Exits 1 if any suite failed, timed out or left a process running.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -90,7 +90,7 @@ done
 [ $((${#isolated[@]} + ${#node_wide[@]})) -gt 0 ] || die "every selected suite is skipped"
 
 mark=${ASTRO_TEST_RUN_ID:-integration-$$-$(date +%s%N)}
-OUT=${OUT:-$(mktemp -d /tmp/astro-integration.XXXXXX)}
+OUT=${INTEGRATION_OUT:-$(mktemp -d /tmp/astro-integration.XXXXXX)}
 mkdir -p "$OUT/logs" "$OUT/results"
 run_start=$(date +%s)
 
