@@ -393,6 +393,10 @@ public final class EventHub: Sendable {
             return false
         }
         let jobID = object["jobId"]?.stringValue.flatMap { JobID($0) }
+        // A follow-up's event (`report.completed` of a `report.generate`, `user.exported` of a
+        // `user.export-pack`) also ends the wait on the job that queued it, which a client sees
+        // composed with it (`JobProgress`).
+        let woken = ["jobId", "requestJobId", "exportId"].compactMap { object[$0]?.stringValue.flatMap { JobID($0) } }
         let type = object["type"]?.stringValue ?? ""
         let user = JobEvent.userID(in: object)
         let id: String
@@ -405,7 +409,7 @@ public final class EventHub: Sendable {
         let json = String(decoding: value.jsonData(), as: UTF8.self)
         let limits = self.limits
         let (waiters, dropped): ([JobWaiter], Int) = state.withLock { state in
-            let waiters = jobID.flatMap { state.waiters[$0].map { Array($0.values) } } ?? []
+            let waiters = woken.flatMap { state.waiters[$0].map { Array($0.values) } ?? [] }
             guard let user, Self.isUsableType(type) else { return (waiters, 0) }
             let event = StreamEvent(id: id, type: type, json: json, user: user, sequence: state.nextSequence)
             state.nextSequence += 1

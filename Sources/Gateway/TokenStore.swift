@@ -301,6 +301,11 @@ struct GatewayStore: Sendable {
 
     /// The user's job, or `nil` when it is not theirs, or was never accepted (not confirmed by the
     /// broker, unless a worker has already seen it: its confirm was lost, not its message).
+    ///
+    /// A job the gateway accepted is found through `gateway_jobs`; a job a worker queued for the
+    /// user (a follow-up such as `report.generate`, which a result names) through `jobs.user_id`.
+    /// A job that hands its work on is shown composed with its follow-up
+    /// (`JobProgress.composed(with:)`): `report.request` succeeds when the report is stored.
     func job(_ jobID: JobID, user: UserID) async throws -> JobView? {
         try await pool.withConnection { database -> JobView? in
             guard
@@ -310,12 +315,18 @@ struct GatewayStore: Sendable {
                            j.error::text AS error, j.result::text AS result, g.created_at, j.finished_at
                     FROM gateway_jobs g LEFT JOIN jobs j ON j.id = g.job_id
                     WHERE g.job_id = $1 AND g.user_id = $2 AND (g.published_at IS NOT NULL OR j.id IS NOT NULL)
+                    UNION ALL
+                    SELECT j.kind, j.status, j.attempts, j.error::text, j.result::text, j.created_at, j.finished_at
+                    FROM jobs j
+                    WHERE j.id = $1 AND j.user_id = $2
+                      AND NOT EXISTS (SELECT 1 FROM gateway_jobs g WHERE g.job_id = $1)
                     """,
                     [jobID.uuid, user.uuid]
                 ).first
             else { return nil }
-            return JobView(
-                kind: try row.decode(String.self, "kind"),
+            let kind = try row.decode(String.self, "kind")
+            var view = JobView(
+                kind: kind,
                 status: try row.decode(String.self, "status"),
                 attempts: try row.decode(Int.self, "attempts"),
                 error: try row.decode(String?.self, "error"),
@@ -323,6 +334,50 @@ struct GatewayStore: Sendable {
                 createdAt: try row.decode(Date.self, "created_at"),
                 finishedAt: try row.decode(Date?.self, "finished_at")
             )
+            let progress = view.progress
+            guard let followUpID = progress.followUpJobID(kind: JobType(rawValue: kind)) else { return view }
+            let followUp = try database.query(
+                """
+                SELECT status, attempts, error::text AS error, result::text AS result, finished_at
+                FROM jobs WHERE id = $1 AND user_id = $2
+                """,
+                [followUpID.uuid, user.uuid]
+            ).first.map { row in
+                JobView(
+                    kind: "",
+                    status: try row.decode(String.self, "status"),
+                    attempts: try row.decode(Int.self, "attempts"),
+                    error: try row.decode(String?.self, "error"),
+                    result: try row.decode(String?.self, "result"),
+                    createdAt: view.createdAt,
+                    finishedAt: try row.decode(Date?.self, "finished_at")
+                ).progress
+            }
+            view.progress = progress.composed(with: followUp)
+            return view
+        }
+    }
+}
+
+extension GatewayStore.JobView {
+    /// The state part of the view, with `error` and `result` parsed (text that does not parse,
+    /// which the database's jsonb cannot hold, is left out).
+    var progress: JobProgress {
+        get {
+            JobProgress(
+                status: status,
+                attempts: attempts,
+                error: error.flatMap { try? JSONValue.parse(Data($0.utf8)) },
+                result: result.flatMap { try? JSONValue.parse(Data($0.utf8)) },
+                finishedAt: finishedAt
+            )
+        }
+        set {
+            status = newValue.status
+            attempts = newValue.attempts
+            error = newValue.error.map { String(decoding: $0.jsonData(), as: UTF8.self) }
+            result = newValue.result.map { String(decoding: $0.jsonData(), as: UTF8.self) }
+            finishedAt = newValue.finishedAt
         }
     }
 }

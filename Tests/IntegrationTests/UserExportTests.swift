@@ -188,6 +188,12 @@ struct UserExportTests {
         let asked = try await client.call("POST", "/v1/me/export", token: token)
         let export = try GatewayResourcesTests.accepted(asked)
         #expect(asked.json?["downloadPath"]?.stringValue == "/v1/me/exports/\(export)")
+        // The job succeeds when the zip is stored (its user.export-pack is composed in): the
+        // download answers 200 at once.
+        let exportJob = try await client.finished(asked, token: token)
+        #expect(exportJob["result"]?["exportId"]?.stringValue == export, "\(exportJob)")
+        let ready = try await Self.download("\(base)/v1/me/exports/\(export)", token: token)
+        #expect(ready.status == 200, "the export job succeeded before its zip was stored: \(ready.status)")
         let zip = try await Self.waitForZip(base, export: export, token: token)
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("export-read-\(UUID())")
         defer { try? FileManager.default.removeItem(at: folder) }
