@@ -56,6 +56,27 @@ struct ResourceStore: Sendable {
         }
     }
 
+    /// Whether another of the user's profiles (not `except`) is named `name` — the names are
+    /// unique per user (`user_profiles_name_unique_per_user`) — unless `replaying`, the job an
+    /// `Idempotency-Key` derives, was recorded already: a retry of the request that created the
+    /// profile replays its answer instead of being refused for the name it gave.
+    /// - Throws: `PostgresError`.
+    func nameTaken(_ name: String, user: UserID, except: ProfileID?, replaying: JobID?) async throws -> Bool {
+        try await pool.withConnection { database -> Bool in
+            try database.query(
+                """
+                SELECT EXISTS (
+                           SELECT 1 FROM user_profiles
+                           WHERE user_id = $1 AND name = $2 AND ($3::uuid IS NULL OR id <> $3::uuid)
+                       )
+                       AND NOT EXISTS (SELECT 1 FROM gateway_jobs WHERE job_id = $4::uuid AND user_id = $1)
+                       AS taken
+                """,
+                [user.uuid, name, except?.uuid, replaying?.uuid]
+            ).first?.decode(Bool.self, "taken") ?? false
+        }
+    }
+
     /// The user's profile, or `nil` when there is no such profile of this user.
     func profile(_ id: ProfileID, user: UserID) async throws -> ProfileView? {
         try await pool.withConnection { database -> ProfileView? in
