@@ -332,7 +332,8 @@ struct GatewayRouteAccountTests {
                     exchange: BrokerNames.eventsExchange,
                     routingKey: "chart.calculated",
                     body: JSONValue.object([
-                        "userId": .string(user.id.description), "jobId": .string(JobID.random().description),
+                        "type": "chart.calculated", "userId": .string(user.id.description),
+                        "jobId": .string(JobID.random().description),
                     ]).jsonData(),
                     properties: properties
                 )
