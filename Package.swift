@@ -393,6 +393,9 @@ let package = Package(
                 "StoryIllustration", "StoryService", "Gateway", "AppAttest", "LoopbackHTTP", "TraceContext",
                 "Maintenance", "TestProcesses",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
+                // The gateway's routes driven in process (GatewayRoute*Tests).
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ]
         ),
     ]

@@ -109,7 +109,9 @@ extension GatewayRoutes {
         )
         job.pageCount = try integer(members, "pageCount", in: 3...9, code: "invalid-page-count", required: false)
         let childID = try optionalID(members, "childProfileId")
-        let childName = members["childName"].flatMap { $0 == .null ? nil : $0 }
+        // `JSONValue?.none`, not `nil`: JSONValue is ExpressibleByNilLiteral, so a bare `nil` here
+        // became `JSONValue.null` and a `"childName": null` counted as a name given.
+        let childName = members["childName"].flatMap { $0 == .null ? JSONValue?.none : $0 }
         switch (childID, childName) {
         case (nil, nil):
             throw unprocessable("child-required", "give childProfileId or childName", field: "childProfileId")
