@@ -116,7 +116,7 @@ public struct MaintenanceRun: Sendable {
             }
             guard applied else {
                 throw MaintenanceError(
-                    code: "schema-out-of-date",
+                    code: .schemaOutOfDate,
                     message: "migration \(version) (\(what)) is not applied: run astroctl migrate"
                 )
             }
