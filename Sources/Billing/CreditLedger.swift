@@ -179,10 +179,12 @@ public struct LedgerRejection: Error, Sendable, Hashable, CustomStringConvertibl
     public var code: String
     public var message: String
     public var description: String { "\(code): \(message)" }
+}
 
+extension LedgerRejection {
+    /// A refusal with a catalogued code.
     init(code: ErrorCode, message: String) {
-        self.code = code.rawValue
-        self.message = message
+        self.init(code: code.rawValue, message: message)
     }
 }
 

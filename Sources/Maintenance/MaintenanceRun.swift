@@ -178,6 +178,13 @@ public struct MaintenanceError: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(code): \(message)" }
 }
 
+extension MaintenanceError {
+    /// A refusal with a catalogued code.
+    init(code: ErrorCode, message: String) {
+        self.init(code: code.rawValue, message: message)
+    }
+}
+
 /// The `main` of the `maintenance` executable.
 public enum MaintenanceMain {
     /// Reads the environment (`DATABASE_URL`, `AMQP_URL`, the retention settings, `LOG_LEVEL`,
