@@ -121,7 +121,9 @@ public struct RecoverNotificationsHandler: JobHandler {
                 guard let text = verified.payload.notificationUUID, let uuid = UUID(uuidString: text),
                     verified.payload.notificationType?.isEmpty == false
                 else {
-                    rejections.append(Rejection(reason: ErrorCode.malformedPayload.rawValue, detail: "no notificationUUID or type"))
+                    rejections.append(
+                        Rejection(reason: ErrorCode.malformedPayload.rawValue, detail: "no notificationUUID or type")
+                    )
                     continue
                 }
                 // Apple lists each notification once; a repeat in the answer is applied once too.

@@ -80,7 +80,8 @@ public struct SendConsumptionHandler: JobHandler {
         guard let appStore else {
             return .notSent(
                 state: "failed",
-                reason: ErrorCode.appStore("not-configured").rawValue + ": no App Store Server API key (APPSTORE_API_KEY_ID)",
+                reason: ErrorCode.appStore("not-configured").rawValue
+                    + ": no App Store Server API key (APPSTORE_API_KEY_ID)",
                 error: nil,
                 userID: userID
             )

@@ -148,7 +148,9 @@ public struct ReportGenerateHandler: JobHandler {
             ]
             // Paid twice for one report (cannot happen through report.request): give this one back.
             if try existing.decode(UUID?.self, "credit_id") != request.creditID.uuid {
-                messages.append(try Self.refund(request, jobID: job.jobID, reason: ErrorCode.reportAlreadyWritten.rawValue))
+                messages.append(
+                    try Self.refund(request, jobID: job.jobID, reason: ErrorCode.reportAlreadyWritten.rawValue)
+                )
             }
             return JobOutcome(status: .succeeded, result: .object(fields), messages: messages)
         }

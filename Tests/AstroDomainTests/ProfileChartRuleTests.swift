@@ -14,7 +14,11 @@ import Testing
         ProfileChartFacts(owner: caller, chartZodiac: zodiac)
     }
 
-    func check(_ profileFacts: ProfileChartFacts?, partner partnerFacts: ProfileChartFacts? = nil, two: Bool = false)
+    func check(
+        _ profileFacts: ProfileChartFacts?,
+        partner partnerFacts: ProfileChartFacts? = nil,
+        two: Bool = false
+    )
         -> ProfileChartRefusal?
     {
         ProfileChartRule.check(
