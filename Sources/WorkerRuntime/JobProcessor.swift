@@ -412,7 +412,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         do {
             try await acknowledger.nack(delivery, requeue: false)
             metrics.recordJob(queue: delivery.queue, outcome: .rejected)
-            metrics.recordDeadLetter(queue: delivery.queue, reason: "message-too-large")
+            metrics.recordDeadLetter(queue: delivery.queue, reason: ErrorCode.messageTooLarge.rawValue)
         } catch {
             logger.warning(
                 "could not reject an oversized message; it will be redelivered",
