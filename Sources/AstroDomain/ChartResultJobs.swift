@@ -80,51 +80,8 @@ public enum ChartResultLimits {
 /// Every one of these is permanent: the job is dead-lettered with the code and `chart.failed`
 /// names it.
 public struct ChartJobError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// Stable machine-readable codes; clients switch on the raw values.
-    public enum Code: String, Sendable, Hashable, Codable, CaseIterable {
-        /// The body is not a JSON object.
-        case invalidJSON = "invalid-json"
-        /// A required field is absent (or `null`).
-        case missingField = "missing-field"
-        /// A field has the wrong JSON type.
-        case invalidFieldType = "invalid-field-type"
-        /// `jobId`, `userId`, `profileId` or `partnerProfileId` is not a UUID.
-        case invalidID = "invalid-id"
-        /// `angleMaxOrb` is outside 0…8 degrees.
-        case invalidOrb = "invalid-orb"
-        /// A transit range that is empty, reversed, longer than 366 days or outside 1900–2101,
-        /// or an instant (`at`, a progression date) outside 1900-01-01 … 2101-01-01.
-        case invalidRange = "invalid-range"
-        /// A solar-return year outside 1900…2100, missing, or given to a progression.
-        case invalidYear = "invalid-year"
-        /// An instant or date that is not ISO 8601 (`YYYY-MM-DD` or `YYYY-MM-DDTHH:MM[:SS]Z`).
-        case invalidDate = "invalid-date"
-        /// A `place` with a latitude, longitude, time zone or location name BirthData refuses.
-        case invalidPlace = "invalid-place"
-        /// `kind` is neither `solar-return` nor `progressed`.
-        case invalidKind = "invalid-kind"
-        /// `wheel` is not `natal`, `synastry` or `transits`.
-        case invalidWheel = "invalid-wheel"
-        /// `theme` is neither `light` nor `dark`.
-        case invalidTheme = "invalid-theme"
-        /// `partnerProfileId` names the profile itself.
-        case sameProfile = "same-profile"
-        /// A profile that does not exist, was deleted or is another user's (one code for the
-        /// three, so that ids cannot be probed).
-        case profileNotFound = "profile-not-found"
-        /// The profile has no stored chart yet (`chart.calculate` has not run for it).
-        case chartNotFound = "chart-not-found"
-        /// The two charts of a synastry are in different zodiacs (tropical and sidereal).
-        case zodiacMismatch = "zodiac-mismatch"
-        /// The stored chart cannot be used (unreadable, or a feature the computation lacks, such
-        /// as a sidereal composite).
-        case unsupportedChart = "unsupported-chart"
-        /// The rendered SVG is larger than `ChartResultLimits.maxSVGBytes`.
-        case svgTooLarge = "svg-too-large"
-        /// The user's computed results within the last 24 hours reached `ChartResultQuota`
-        /// (results already stored are still served).
-        case quotaExceeded = "chart-quota-exceeded"
-    }
+    /// The codes of a refused chart result job: catalogue members (`ErrorCode.chartJobCodes`).
+    public typealias Code = ErrorCode
 
     public var code: Code
     /// The offending field as a path in the job's body, e.g. `place.latitude`.
@@ -139,9 +96,18 @@ public struct ChartJobError: Error, Sendable, Hashable, CustomStringConvertible 
     }
 
     /// The error as a job error, for `chart.failed` events and dead letters.
-    public var jobError: JobError { JobError(code: code.rawValue, message: message) }
+    public var jobError: JobError { JobError(code: code, message: message) }
 
     public var description: String { "\(code.rawValue): \(message)" }
+}
+
+extension ErrorCode {
+    /// The codes a `ChartJobError` has, in the order of CONTRACT.md's chart result row.
+    public static let chartJobCodes: [ErrorCode] = [
+        .invalidJSON, .missingField, .invalidFieldType, .invalidID, .invalidOrb, .invalidRange, .invalidYear,
+        .invalidDate, .invalidPlace, .invalidKind, .invalidWheel, .invalidTheme, .sameProfile, .profileNotFound,
+        .chartNotFound, .zodiacMismatch, .unsupportedChart, .svgTooLarge, .chartQuotaExceeded,
+    ]
 }
 
 /// `chart.synastry`: `{jobId, userId, profileId, partnerProfileId, angleMaxOrb?}`.

@@ -23,7 +23,7 @@ public struct ChartResultQuota: Sendable, Hashable {
     /// The window the results are counted in, in seconds.
     public static let windowSeconds = 86_400
     /// The code of a refusal.
-    public static let code = ChartJobError.Code.quotaExceeded
+    public static let code = ErrorCode.chartQuotaExceeded
 
     /// The most computed results per user within the window; `nil`: no quota.
     public var limit: Int?

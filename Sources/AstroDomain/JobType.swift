@@ -112,7 +112,7 @@ public enum JobStatus: String, Sendable, Codable, CaseIterable {
 extension JobStatus {
     /// The error code of a cancelled job (`jobs.error` and its `<type>.cancelled` event): not
     /// `cancelled`, which is the transient code of an interrupted attempt.
-    public static let cancelledErrorCode = "cancelled-by-operator"
+    public static let cancelledErrorCode = ErrorCode.cancelledByOperator.rawValue
 }
 
 /// Names of the broker objects of the contract.

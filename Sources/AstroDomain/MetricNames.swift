@@ -226,8 +226,10 @@ public enum MetricLabel {
     /// failures under `appstore`).
     public static let purchaseRejectionReasons: [String] =
         [
-            "invalid-payload", "verification", "verification-by-id-unavailable", "transaction-id-mismatch",
-            "unknown-product", "transaction-revoked", "account-token-missing", "account-mismatch", "invalid-quantity",
-            "transaction-owned-by-another-user", "appstore",
+            ErrorCode.invalidPayload.rawValue, "verification", ErrorCode.verificationByIDUnavailable.rawValue,
+            ErrorCode.transactionIDMismatch.rawValue, ErrorCode.unknownProduct.rawValue,
+            ErrorCode.transactionRevoked.rawValue, ErrorCode.accountTokenMissing.rawValue,
+            ErrorCode.accountMismatch.rawValue, ErrorCode.invalidQuantity.rawValue,
+            ErrorCode.transactionOwnedByAnotherUser.rawValue, ErrorCode.Family.appStore.rawValue,
         ] + RestoreCode.allCases.map(\.rawValue)
 }

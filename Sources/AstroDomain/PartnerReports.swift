@@ -3,15 +3,17 @@ import Foundation
 /// Reports for two (issue 20, part 7): a `relationships` report.request may name another
 /// profile of the same user as `partnerProfileId`. The rejection codes are shared by the gateway
 /// (before publishing) and the billing-worker (before spending a credit); CONTRACT.md lists them.
+/// The codes are the catalogue's (`ErrorCode.partnerNotAllowed`, …); these are their wire strings,
+/// as the gateway's problems still take them.
 public enum PartnerRule {
     /// A partner with an area other than `relationships`.
-    public static let notAllowed = "partner-not-allowed"
+    public static let notAllowed = ErrorCode.partnerNotAllowed.rawValue
     /// The partner is the report's own profile.
-    public static let sameProfile = "same-profile"
+    public static let sameProfile = ErrorCode.sameProfile.rawValue
     /// The partner is unknown, deleted or another user's: one code, so ids cannot be probed.
-    public static let notFound = "partner-not-found"
+    public static let notFound = ErrorCode.partnerNotFound.rawValue
     /// The partner profile has no stored chart yet.
-    public static let chartNotFound = "partner-chart-not-found"
+    public static let chartNotFound = ErrorCode.partnerChartNotFound.rawValue
 
     /// The rejection a request's partner earns without looking at any stored data: `nil` when
     /// there is no partner, or it may be used (ownership is checked against the database).

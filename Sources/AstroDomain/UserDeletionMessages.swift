@@ -54,7 +54,7 @@ public enum UserDeletion {
     /// The error code of a job refused because its user is deleted (or being deleted): permanent,
     /// recorded as the job's failure and in its `<type>.failed` event; the gateway answers a
     /// deleted user's access token with it (401).
-    public static let refusedCode = "user-deleted"
+    public static let refusedCode = ErrorCode.userDeleted.rawValue
 
     /// The job types that still run for a user being deleted: the deletion itself and its
     /// follow-up. Every other job naming the user is refused with `refusedCode`.

@@ -59,9 +59,9 @@ public enum UserExport {
     public static let illustrationsFolder = "illustrations/"
 
     /// Permanent: the export would be larger than `USER_EXPORT_MAX_BYTES`.
-    public static let tooLargeCode = "export-too-large"
+    public static let tooLargeCode = ErrorCode.exportTooLarge.rawValue
     /// Permanent: the export named by `user.export-pack` does not exist (or belongs to someone else).
-    public static let unknownExportCode = "unknown-export"
+    public static let unknownExportCode = ErrorCode.unknownExport.rawValue
 
     /// Bounds of `USER_EXPORT_MAX_BYTES` (the zip, files and document together).
     public static let maxBytesRange = 1 << 20...(512 << 20)

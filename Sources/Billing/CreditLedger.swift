@@ -181,6 +181,13 @@ public struct LedgerRejection: Error, Sendable, Hashable, CustomStringConvertibl
     public var description: String { "\(code): \(message)" }
 }
 
+extension LedgerRejection {
+    /// A refusal with a catalogued code.
+    init(code: ErrorCode, message: String) {
+        self.init(code: code.rawValue, message: message)
+    }
+}
+
 /// The credit ledger's SQL. Every method runs inside the caller's transaction on the caller's
 /// connection (the job's transaction), so a ledger movement, the job's status and its events
 /// commit together.
@@ -227,7 +234,7 @@ public enum CreditLedger {
                 .isEmpty
         {
             throw LedgerRejection(
-                code: "transaction-revoked",
+                code: .transactionRevoked,
                 message: "transaction \(facts.transactionID) was refunded or revoked by the App Store "
                     + "(\(latest.type) notification \(latest.notificationUUID.uuidString.lowercased()))"
             )
@@ -322,7 +329,7 @@ public enum CreditLedger {
         let owner = UserID(try record.decode(UUID.self, "user_id"))
         guard owner == userID else {
             throw LedgerRejection(
-                code: "transaction-owned-by-another-user",
+                code: .transactionOwnedByAnotherUser,
                 message: "transaction \(transactionID) was already redeemed by another user; nothing was granted"
             )
         }
@@ -349,32 +356,12 @@ public enum CreditLedger {
     /// Nothing is consumed when the profile already has the report, or a credit is already
     /// spent on it (requests for one report serialize on an advisory lock of the transaction).
     ///
-    /// - Throws: `LedgerRejection` (`profile-not-found`, `chart-not-found`, and for a partner
-    ///   `partner-not-allowed`, `same-profile`, `partner-not-found`, `partner-chart-not-found`);
-    ///   `PostgresError`.
+    /// - Throws: `LedgerRejection` (`ProfileChartRule`'s `profile-not-found`, `chart-not-found`,
+    ///   and for a partner `partner-not-allowed`, `same-profile`, `partner-not-found`,
+    ///   `partner-chart-not-found`, `zodiac-mismatch`); `PostgresError`.
     public static func consume(_ request: ReportRequest, database: PostgresConnection) throws -> ConsumptionOutcome {
         let profile = request.profileID.uuid
-        guard
-            let owner = try database.query(
-                """
-                SELECT p.user_id, EXISTS (SELECT 1 FROM birth_charts c WHERE c.profile_id = p.id) AS has_chart
-                FROM user_profiles p WHERE p.id = $1
-                """,
-                [profile]
-            ).first, try owner.decode(UUID.self, "user_id") == request.userID.uuid
-        else {
-            throw LedgerRejection(
-                code: "profile-not-found",
-                message: "user \(request.userID) has no profile \(request.profileID)"
-            )
-        }
-        guard try owner.decode(Bool.self, "has_chart") else {
-            throw LedgerRejection(
-                code: "chart-not-found",
-                message: "profile \(request.profileID) has no chart yet; compute it (chart.calculate) first"
-            )
-        }
-        let partner = try checkPartner(request, database: database)
+        let partner = try checkProfiles(request, database: database)
         let area = request.area.rawValue
         let language = request.language.rawValue
         // A report for two locks its own key: it is a different report from the profile's own.
@@ -429,13 +416,12 @@ public enum CreditLedger {
         return .insufficientCredits(available: available)
     }
 
-    /// Checks a request's partner profile before anything is spent: allowed only for
-    /// `relationships`, never the profile itself, and a profile of the same user with a chart.
+    /// Checks a request's profiles before anything is spent: a partner is allowed only for
+    /// `relationships`, and `ProfileChartRule` holds for the profile and the partner.
     ///
     /// - Returns: the partner's id, or `nil` for a report about one profile.
-    /// - Throws: `LedgerRejection` with a `PartnerRule` code.
-    static func checkPartner(_ request: ReportRequest, database: PostgresConnection) throws -> UUID? {
-        guard let partner = request.partnerProfileID else { return nil }
+    /// - Throws: `LedgerRejection` with a `PartnerRule` or `ProfileChartRule` code.
+    static func checkProfiles(_ request: ReportRequest, database: PostgresConnection) throws -> UUID? {
         if let code = request.partnerRejection {
             throw LedgerRejection(
                 code: code,
@@ -444,27 +430,32 @@ public enum CreditLedger {
                     : "a partner profile is allowed only for a relationships report"
             )
         }
-        guard
-            let row = try database.query(
-                """
-                SELECT EXISTS (SELECT 1 FROM birth_charts c WHERE c.profile_id = p.id) AS has_chart
-                FROM user_profiles p WHERE p.id = $1 AND p.user_id = $2
-                """,
-                [partner.uuid, request.userID.uuid]
-            ).first
-        else {
-            throw LedgerRejection(
-                code: PartnerRule.notFound,
-                message: "user \(request.userID) has no profile \(partner)"
+        let ids = [request.profileID] + (request.partnerProfileID.map { [$0] } ?? [])
+        var facts: [UUID: ProfileChartFacts] = [:]
+        for row in try database.query(
+            """
+            SELECT p.id, p.user_id, CASE WHEN c.profile_id IS NULL THEN NULL
+                ELSE coalesce(c.chart_data->>'zodiac', 'tropical') END AS zodiac
+            FROM user_profiles p LEFT JOIN birth_charts c ON c.profile_id = p.id
+            WHERE p.id = $1 OR p.id = $2
+            """,
+            [ids[0].uuid, ids.last!.uuid]
+        ) {
+            facts[try row.decode(UUID.self, "id")] = ProfileChartFacts(
+                owner: UserID(try row.decode(UUID.self, "user_id")),
+                chartZodiac: try row.decode(String?.self, "zodiac")
             )
         }
-        guard try row.decode(Bool.self, "has_chart") else {
-            throw LedgerRejection(
-                code: PartnerRule.chartNotFound,
-                message: "partner profile \(partner) has no chart yet; compute it (chart.calculate) first"
-            )
+        if let refusal = ProfileChartRule.check(
+            caller: request.userID,
+            profileID: request.profileID,
+            profile: facts[request.profileID.uuid],
+            partnerID: request.partnerProfileID,
+            partner: request.partnerProfileID.flatMap { facts[$0.uuid] }
+        ) {
+            throw LedgerRejection(code: refusal.code, message: refusal.message)
         }
-        return partner.uuid
+        return request.partnerProfileID?.uuid
     }
 
     // The area's own credits first, then any-area ones, each an index scan that stops at the
@@ -561,13 +552,13 @@ public enum CreditLedger {
                 [request.creditID.uuid]
             ).first
         else {
-            throw LedgerRejection(code: "credit-not-found", message: "there is no credit \(request.creditID)")
+            throw LedgerRejection(code: .creditNotFound, message: "there is no credit \(request.creditID)")
         }
         // The refund must name what the credit was spent on: only the report-worker publishes
         // billing.refund-credit, but a message on the queue proves nothing about who sent it.
         guard try credit.decode(UUID.self, "user_id") == request.userID.uuid else {
             throw LedgerRejection(
-                code: "credit-mismatch",
+                code: .creditMismatch,
                 message: "credit \(request.creditID) does not belong to user \(request.userID)"
             )
         }
@@ -581,7 +572,7 @@ public enum CreditLedger {
                 && credit.decode(UUID?.self, "consumed_partner_profile_id") == request.partnerProfileID?.uuid
             guard matches else {
                 throw LedgerRejection(
-                    code: "credit-mismatch",
+                    code: .creditMismatch,
                     message: "credit \(request.creditID) was not spent on this profile, partner, area and language"
                 )
             }
@@ -596,7 +587,7 @@ public enum CreditLedger {
             ).first
             if try wasConsumed?.decode(Bool?.self, "refunded") == true { return .alreadyRefunded }
             throw LedgerRejection(
-                code: "credit-not-consumed-by-request",
+                code: .creditNotConsumedByRequest,
                 message: "credit \(request.creditID) was not spent by request \(request.requestJobID)"
             )
         }
@@ -604,7 +595,7 @@ public enum CreditLedger {
             .isEmpty
         {
             throw LedgerRejection(
-                code: "report-already-delivered",
+                code: .reportAlreadyDelivered,
                 message: "credit \(request.creditID) paid for a report that was delivered; it is not refunded"
             )
         }

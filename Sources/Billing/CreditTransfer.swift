@@ -108,7 +108,7 @@ extension CreditLedger {
         }
         if try grant.decode(Bool.self, "revoked") {
             throw LedgerRejection(
-                code: "transaction-revoked",
+                code: .transactionRevoked,
                 message: "transaction \(grantID) was refunded or revoked by the App Store; nothing to restore"
             )
         }

@@ -67,7 +67,7 @@ public struct RecoverNotificationsHandler: JobHandler {
         let request = try job.decode(RecoverNotificationsRequest.self)
         guard let appStore else {
             throw JobRejection(
-                code: "app-store-api-not-configured",
+                code: .appStoreAPINotConfigured,
                 message: "the billing-worker has no App Store Server API key (APPSTORE_API_KEY_ID)"
             )
         }
@@ -84,7 +84,7 @@ public struct RecoverNotificationsHandler: JobHandler {
         }
         guard start < end else {
             throw JobRejection(
-                code: "invalid-window",
+                code: .invalidWindow,
                 message: "since (\(ISO8601.string(from: start))) must be before until (\(ISO8601.string(from: end)))"
             )
         }
@@ -95,7 +95,7 @@ public struct RecoverNotificationsHandler: JobHandler {
         repeat {
             guard pages < Self.maxPages else {
                 throw JobRejection(
-                    code: "history-too-long",
+                    code: .historyTooLong,
                     message: "more than \(Self.maxPages) pages of history; recover shorter windows"
                 )
             }
@@ -105,7 +105,7 @@ public struct RecoverNotificationsHandler: JobHandler {
             } catch {
                 // A rate limit or outage is retried with the job; a refused request never succeeds.
                 if error.isTransient { throw error }
-                throw JobRejection(code: error.code, message: error.description)
+                throw JobRejection(code: .appStore(error.code), message: error.description)
             }
             pages += 1
             items += page.notificationHistory
@@ -121,7 +121,9 @@ public struct RecoverNotificationsHandler: JobHandler {
                 guard let text = verified.payload.notificationUUID, let uuid = UUID(uuidString: text),
                     verified.payload.notificationType?.isEmpty == false
                 else {
-                    rejections.append(Rejection(reason: "malformed-payload", detail: "no notificationUUID or type"))
+                    rejections.append(
+                        Rejection(reason: ErrorCode.malformedPayload.rawValue, detail: "no notificationUUID or type")
+                    )
                     continue
                 }
                 // Apple lists each notification once; a repeat in the answer is applied once too.

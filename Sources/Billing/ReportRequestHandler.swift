@@ -84,7 +84,7 @@ public struct ReportRequestHandler: JobHandler {
             return JobOutcome(status: .succeeded, result: .object(fields))
         case .insufficientCredits(let available):
             let error = JobError(
-                code: "insufficient-credits",
+                code: .insufficientCredits,
                 message: available == 0
                     ? "no credits left; buy a report or a credit pack"
                     : "none of the \(available) available credits is for \(request.area.rawValue) or any area"

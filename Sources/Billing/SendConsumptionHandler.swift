@@ -65,7 +65,7 @@ public struct SendConsumptionHandler: JobHandler {
         let userID = row.userID
         guard transactionID == request.transactionID else {
             throw JobRejection(
-                code: "invalid-payload",
+                code: .invalidPayload,
                 message: "transactionId \(request.transactionID) is not the transaction of request \(uuid)"
             )
         }
@@ -80,7 +80,8 @@ public struct SendConsumptionHandler: JobHandler {
         guard let appStore else {
             return .notSent(
                 state: "failed",
-                reason: "appstore-not-configured: no App Store Server API key (APPSTORE_API_KEY_ID)",
+                reason: ErrorCode.appStore("not-configured").rawValue
+                    + ": no App Store Server API key (APPSTORE_API_KEY_ID)",
                 error: nil,
                 userID: userID
             )
@@ -89,7 +90,7 @@ public struct SendConsumptionHandler: JobHandler {
         do {
             body = try JSONDecoder().decode(ConsumptionRequestBody.self, from: Data(row.body.utf8))
         } catch {
-            throw JobRejection(code: "stored-data-unreadable", message: "the stored ConsumptionRequest: \(error)")
+            throw JobRejection(code: .storedDataUnreadable, message: "the stored ConsumptionRequest: \(error)")
         }
         let receipt: ConsumptionSendReceipt
         do {

@@ -42,10 +42,10 @@ public struct StoreNotificationHandler: JobHandler {
             throw JobRejection(code: error.reason.rawValue, message: error.detail)
         }
         guard let text = notification.payload.notificationUUID, let uuid = UUID(uuidString: text) else {
-            throw JobRejection(code: "malformed-payload", message: "the notification has no notificationUUID")
+            throw JobRejection(code: .malformedPayload, message: "the notification has no notificationUUID")
         }
         guard notification.payload.notificationType?.isEmpty == false else {
-            throw JobRejection(code: "malformed-payload", message: "the notification has no notificationType")
+            throw JobRejection(code: .malformedPayload, message: "the notification has no notificationType")
         }
         return Prepared(request: request, notification: notification, notificationUUID: uuid)
     }

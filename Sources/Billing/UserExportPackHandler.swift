@@ -117,7 +117,7 @@ public struct UserExportPackHandler: JobHandler {
             return prepared
         } catch {
             // A name the story-worker wrote that the zip refuses: its data is wrong for good.
-            throw JobRejection(code: "invalid-export-file", message: "\(error)")
+            throw JobRejection(code: .invalidExportFile, message: "\(error)")
         }
         prepared.zip = writer.finish()
         prepared.files = files.count

@@ -60,7 +60,7 @@ public struct VerifyPurchaseHandler: JobHandler {
                 return .rejected(
                     request,
                     JobError(
-                        code: "verification-by-id-unavailable",
+                        code: .verificationByIDUnavailable,
                         message:
                             "this billing-worker has no App Store Server API key configured; send signedTransaction"
                     ),
@@ -76,12 +76,12 @@ public struct VerifyPurchaseHandler: JobHandler {
             }
         case (_?, _?):
             throw JobRejection(
-                code: "invalid-payload",
+                code: .invalidPayload,
                 message: "send either signedTransaction or transactionId, not both"
             )
         case (nil, nil):
             throw JobRejection(
-                code: "invalid-payload",
+                code: .invalidPayload,
                 message: "missing field \"signedTransaction\" (or \"transactionId\")"
             )
         }
@@ -100,7 +100,7 @@ public struct VerifyPurchaseHandler: JobHandler {
             return .rejected(
                 request,
                 JobError(
-                    code: "transaction-id-mismatch",
+                    code: .transactionIDMismatch,
                     message: "asked for transaction \(id), the App Store returned \(verified.transactionID)"
                 ),
                 transactionID: id
@@ -110,7 +110,7 @@ public struct VerifyPurchaseHandler: JobHandler {
             return .rejected(
                 request,
                 JobError(
-                    code: "unknown-product",
+                    code: .unknownProduct,
                     message: "product \(payload.productId ?? "(none)") is not in the catalog; no credits issued"
                 ),
                 transactionID: verified.transactionID
@@ -120,7 +120,7 @@ public struct VerifyPurchaseHandler: JobHandler {
             return .rejected(
                 request,
                 JobError(
-                    code: "transaction-revoked",
+                    code: .transactionRevoked,
                     message: "transaction \(verified.transactionID) was refunded or revoked by the App Store"
                 ),
                 transactionID: verified.transactionID
@@ -134,7 +134,7 @@ public struct VerifyPurchaseHandler: JobHandler {
                 return .rejected(
                     request,
                     JobError(
-                        code: "account-token-missing",
+                        code: .accountTokenMissing,
                         message: "transaction \(verified.transactionID) carries no appAccountToken, so it cannot "
                             + "be tied to this account; purchase with appAccountToken set to the user id"
                     ),
@@ -150,7 +150,7 @@ public struct VerifyPurchaseHandler: JobHandler {
             return .rejected(
                 request,
                 JobError(
-                    code: "account-mismatch",
+                    code: .accountMismatch,
                     message: "transaction \(verified.transactionID) was bought for another account"
                 ),
                 transactionID: verified.transactionID
@@ -198,7 +198,7 @@ public struct VerifyPurchaseHandler: JobHandler {
             return .rejected(
                 request,
                 JobError(
-                    code: "invalid-quantity",
+                    code: .invalidQuantity,
                     message: "transaction \(verified.transactionID) buys \(quantity) units of \(product.productID); "
                         + "1…\(product.maxQuantity) are allowed"
                 ),
@@ -350,5 +350,5 @@ public struct VerifyPurchaseHandler: JobHandler {
 /// An App Store Server API failure carries its own classification: rate limits and outages are
 /// retried under Apple's code, the rest is not.
 extension AppStoreAPIError: RetryClassifiedError {
-    public var failureCode: String { "appstore-\(code)" }
+    public var failureCode: String { ErrorCode.appStore(code).rawValue }
 }

@@ -14,9 +14,9 @@ public enum ChartError: Error, Sendable, Hashable, CustomStringConvertible {
     case calculationFailed(message: String)
 
     /// The code of `ephemerisUnavailable`, as `chart.failed` events carry it.
-    public static let ephemerisUnavailableCode = "ephemeris-unavailable"
+    public static let ephemerisUnavailableCode = ErrorCode.ephemerisUnavailable.rawValue
     /// The code of `calculationFailed`, as `chart.failed` events carry it.
-    public static let calculationFailedCode = "calculation-failed"
+    public static let calculationFailedCode = ErrorCode.calculationFailed.rawValue
 
     /// An ephemeris failure: missing files and the Moshier fallback are `ephemeris-unavailable`;
     /// libswe errors and rejected arguments are `calculation-failed`.

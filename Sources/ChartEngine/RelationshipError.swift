@@ -20,11 +20,11 @@ public enum RelationshipChartError: Error, Sendable, Hashable, CustomStringConve
     /// The stable code.
     public var code: String {
         switch self {
-        case .zodiacMismatch: "zodiac-mismatch"
-        case .unsupportedZodiac: "unsupported-zodiac"
-        case .antipodalPlaces: "antipodal-places"
-        case .invalidOption: "invalid-option"
-        case .invalidChart: "invalid-chart"
+        case .zodiacMismatch: ErrorCode.zodiacMismatch.rawValue
+        case .unsupportedZodiac: ErrorCode.unsupportedZodiac.rawValue
+        case .antipodalPlaces: ErrorCode.antipodalPlaces.rawValue
+        case .invalidOption: ErrorCode.invalidOption.rawValue
+        case .invalidChart: ErrorCode.invalidChart.rawValue
         case .chart(let error): error.code
         }
     }

@@ -16,9 +16,9 @@ public enum TransitError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The stable code.
     public var code: String {
         switch self {
-        case .invalidRange: "transit-range-invalid"
-        case .rangeTooLong: "transit-range-too-long"
-        case .invalidOrb: "transit-orb-invalid"
+        case .invalidRange: ErrorCode.transitRangeInvalid.rawValue
+        case .rangeTooLong: ErrorCode.transitRangeTooLong.rawValue
+        case .invalidOrb: ErrorCode.transitOrbInvalid.rawValue
         case .chart(let error): error.code
         }
     }

@@ -165,7 +165,7 @@ public struct ChartCalculateHandler: JobHandler {
         if let row = existing.first {
             guard try row.decode(UUID.self, "user_id") == userID else {
                 throw JobRejection(
-                    code: "profile-of-another-user",
+                    code: .profileOfAnotherUser,
                     message: "profile.id: profile \(profileID.lowercasedText) belongs to another user"
                 )
             }
@@ -196,7 +196,7 @@ public struct ChartCalculateHandler: JobHandler {
             // waited for that delete, so the tombstone is seen here.
             if try !database.query("SELECT 1 FROM deleted_profiles WHERE id = $1", [profileID]).isEmpty {
                 let error = JobError(
-                    code: "profile-deleted",
+                    code: .profileDeleted,
                     message: "profile.id: profile \(profileID.lowercasedText) was deleted"
                 )
                 let event = JobEvent(jobID: job.jobID, userID: request.userID, type: .chartFailed, error: error)
@@ -346,7 +346,7 @@ public struct ChartCalculateHandler: JobHandler {
 
     private static func duplicateName(_ name: String) -> JobRejection {
         JobRejection(
-            code: "duplicate-profile-name",
+            code: .duplicateProfileName,
             message: "profile.name: this user already has a profile named \(name.debugDescription)",
             publicReason: "profile.name: the user already has a profile of this name"
         )

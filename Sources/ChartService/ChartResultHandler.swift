@@ -94,7 +94,7 @@ public struct ChartResultHandler: JobHandler {
             } catch let error as PostgresError where error.sqlState == "23503" {
                 // A profile deleted since `prepare` read it.
                 throw JobRejection(
-                    code: ChartJobError.Code.profileNotFound.rawValue,
+                    code: .profileNotFound,
                     message: "the profile was deleted while its result was computed"
                 )
             }
@@ -125,15 +125,9 @@ public struct ChartResultHandler: JobHandler {
     // MARK: The four jobs
 
     private func prepareSynastry(_ request: ChartSynastryRequest) async throws -> Prepared {
-        let (a, b) = try await loadTwo(request.profileID, request.partnerProfileID, user: request.userID)
-        guard a.chart.zodiac == b.chart.zodiac else {
-            throw ChartJobError(
-                .zodiacMismatch,
-                field: "partnerProfileId",
-                message: "the profiles' charts are in different zodiacs (\(a.chart.zodiac.rawValue), "
-                    + "\(b.chart.zodiac.rawValue))"
-            )
-        }
+        let (a, loadedB) = try await load(request.profileID, partner: request.partnerProfileID, user: request.userID)
+        // `load` returns the partner's chart whenever it is given a partner.
+        guard let b = loadedB else { preconditionFailure("load returned no partner chart") }
         let id = ChartResultID.derive(
             user: request.userID,
             profile: request.profileID,
@@ -198,7 +192,7 @@ public struct ChartResultHandler: JobHandler {
     }
 
     private func prepareTransits(_ request: ChartTransitsRequest) async throws -> Prepared {
-        let natal = try await load(request.profileID, user: request.userID, field: "profileId")
+        let (natal, _) = try await load(request.profileID, user: request.userID)
         let id = ChartResultID.derive(
             user: request.userID,
             profile: request.profileID,
@@ -226,7 +220,7 @@ public struct ChartResultHandler: JobHandler {
     }
 
     private func prepareReturn(_ request: ChartReturnRequest) async throws -> Prepared {
-        let natal = try await load(request.profileID, user: request.userID, field: "profileId")
+        let (natal, _) = try await load(request.profileID, user: request.userID)
         let kind = request.kind.resultKind
         let id = ChartResultID.derive(
             user: request.userID,
@@ -280,11 +274,7 @@ public struct ChartResultHandler: JobHandler {
             request.at = Date(timeIntervalSince1970: (at.timeIntervalSince1970 / 60).rounded(.down) * 60)
             try ChartRenderRequest.validateAt(request.at ?? at)
         }
-        let inner = try await load(request.profileID, user: request.userID, field: "profileId")
-        var outer: LoadedChart?
-        if let partner = request.partnerProfileID {
-            outer = try await load(partner, user: request.userID, field: "partnerProfileId")
-        }
+        let (inner, outer) = try await load(request.profileID, partner: request.partnerProfileID, user: request.userID)
         // The names are drawn, so they are inputs too (a chart's digest leaves the name out).
         let id = ChartResultID.derive(
             user: request.userID,
@@ -414,55 +404,63 @@ public struct ChartResultHandler: JobHandler {
         var name: String
     }
 
-    private func load(_ profile: ProfileID, user: UserID, field: String) async throws -> LoadedChart {
-        let row = try await pool.withConnection { database in
+    /// The stored charts of a job's profile and partner, after `ProfileChartRule` (both the
+    /// job user's, both charts stored, one zodiac).
+    /// - Throws: `ChartJobError` with the rule's code, or `chart-unreadable` /
+    ///   `partner-chart-unreadable` for a stored chart that does not decode; `PostgresError`.
+    private func load(
+        _ profile: ProfileID,
+        partner: ProfileID? = nil,
+        user: UserID
+    ) async throws -> (LoadedChart, LoadedChart?) {
+        let rows = try await pool.withConnection { database in
             try database.query(
                 """
-                SELECT p.user_id, p.name, c.chart_data::text AS chart, c.input_digest
+                SELECT p.id, p.user_id, p.name, c.chart_data::text AS chart, c.input_digest,
+                    coalesce(c.chart_data->>'zodiac', 'tropical') AS zodiac
                 FROM user_profiles AS p LEFT JOIN birth_charts AS c ON c.profile_id = p.id
-                WHERE p.id = $1
+                WHERE p.id = $1 OR p.id = $2
                 """,
-                [profile.uuid]
-            ).first.map {
+                [profile.uuid, (partner ?? profile).uuid]
+            ).map {
                 (
-                    user: try $0.decode(UUID.self, "user_id"), name: try $0.decode(String.self, "name"),
-                    chart: try $0.decode(String?.self, "chart"), digest: try $0.decode(String?.self, "input_digest")
+                    id: try $0.decode(UUID.self, "id"), user: try $0.decode(UUID.self, "user_id"),
+                    name: try $0.decode(String.self, "name"), chart: try $0.decode(String?.self, "chart"),
+                    digest: try $0.decode(String?.self, "input_digest"), zodiac: try $0.decode(String.self, "zodiac")
                 )
             }
         }
-        // Unknown, deleted and another user's profile answer alike, so ids cannot be probed.
-        guard let row, row.user == user.uuid else {
-            throw ChartJobError(.profileNotFound, field: field, message: "\(field): no profile \(profile) of this user")
-        }
-        guard let text = row.chart, let digest = row.digest else {
-            throw ChartJobError(
-                .chartNotFound,
-                field: field,
-                message: "\(field): profile \(profile) has no chart yet (chart.calculate has not stored one)"
+        func facts(_ id: ProfileID?) -> ProfileChartFacts? {
+            guard let id, let row = rows.first(where: { $0.id == id.uuid }) else { return nil }
+            return ProfileChartFacts(
+                owner: UserID(row.user),
+                chartZodiac: row.chart != nil && row.digest != nil ? row.zodiac : nil
             )
         }
-        let chart: NatalChart
-        do {
-            chart = try JSONCoding.decoder.decode(NatalChart.self, from: Data(text.utf8))
-        } catch {
-            throw ChartJobError(
-                .unsupportedChart,
-                field: field,
-                message: "\(field): the stored chart of profile \(profile) cannot be read"
-            )
+        if let refusal = ProfileChartRule.check(
+            caller: user,
+            profileID: profile,
+            profile: facts(profile),
+            partnerID: partner,
+            partner: facts(partner)
+        ) {
+            throw ChartJobError(refusal.code, field: refusal.field, message: refusal.message)
         }
-        return LoadedChart(chart: chart, digest: digest, name: row.name)
-    }
-
-    private func loadTwo(
-        _ first: ProfileID,
-        _ second: ProfileID,
-        user: UserID
-    ) async throws -> (LoadedChart, LoadedChart) {
-        (
-            try await load(first, user: user, field: "profileId"),
-            try await load(second, user: user, field: "partnerProfileId")
-        )
+        func loaded(_ id: ProfileID, role: ProfileRole) throws -> LoadedChart {
+            // The rule passed: the row and its chart are there.
+            let row = rows.first { $0.id == id.uuid }!
+            do {
+                let chart = try JSONCoding.decoder.decode(NatalChart.self, from: Data(row.chart!.utf8))
+                return LoadedChart(chart: chart, digest: row.digest!, name: row.name)
+            } catch {
+                throw ChartJobError(
+                    role == .profile ? .chartUnreadable : .partnerChartUnreadable,
+                    field: role.field,
+                    message: "\(role.field): the stored chart of profile \(id) cannot be read"
+                )
+            }
+        }
+        return (try loaded(profile, role: .profile), try partner.map { try loaded($0, role: .partner) })
     }
 
     /// Refuses a computation beyond the user's quota, before any ephemeris work.
@@ -559,7 +557,7 @@ public struct ChartResultHandler: JobHandler {
 /// next attempt computes it again.
 struct ChartResultVanished: RetryClassifiedError, CustomStringConvertible {
     var id: UUID
-    var failureCode: String { "chart-result-vanished" }
+    var failureCode: String { ErrorCode.chartResultVanished.rawValue }
     var isTransient: Bool { true }
     var description: String { "chart result \(id.lowercasedText) was deleted before it could be used" }
 }

@@ -118,8 +118,8 @@ public struct WheelError: Error, Sendable, Hashable, CustomStringConvertible {
     public var code: String
     public var message: String
 
-    public init(code: String, message: String) {
-        self.code = code
+    public init(code: ErrorCode, message: String) {
+        self.code = code.rawValue
         self.message = message
     }
 

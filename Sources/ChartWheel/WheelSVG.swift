@@ -45,40 +45,40 @@ public enum ChartWheel {
         for ring in [input.inner] + (input.outer.map { [$0] } ?? []) {
             guard ring.bodies.count <= WheelInput.maxBodiesPerRing else {
                 throw WheelError(
-                    code: "wheel-too-many-bodies",
+                    code: .wheelTooManyBodies,
                     message: "a ring holds at most \(WheelInput.maxBodiesPerRing) bodies, got \(ring.bodies.count)"
                 )
             }
             guard Set(ring.bodies.map(\.key)).count == ring.bodies.count else {
-                throw WheelError(code: "wheel-duplicate-key", message: "body keys must be unique within a ring")
+                throw WheelError(code: .wheelDuplicateKey, message: "body keys must be unique within a ring")
             }
             let numbers = ring.bodies.map(\.longitude) + ring.cusps + [ring.ascendant ?? 0, ring.midheaven ?? 0]
             guard numbers.allSatisfy(\.isFinite) else {
-                throw WheelError(code: "wheel-bad-number", message: "longitudes, cusps and angles must be finite")
+                throw WheelError(code: .wheelBadNumber, message: "longitudes, cusps and angles must be finite")
             }
             guard ring.cusps.isEmpty || ring.cusps.count == 12 else {
-                throw WheelError(code: "wheel-bad-cusps", message: "a ring has 12 house cusps or none")
+                throw WheelError(code: .wheelBadCusps, message: "a ring has 12 house cusps or none")
             }
         }
         guard input.aspects.count + input.crossAspects.count <= WheelInput.maxAspects else {
             throw WheelError(
-                code: "wheel-too-many-aspects",
+                code: .wheelTooManyAspects,
                 message: "a wheel draws at most \(WheelInput.maxAspects) aspects"
             )
         }
         let innerKeys = Set(input.inner.bodies.map(\.key))
         let outerKeys = Set(input.outer?.bodies.map(\.key) ?? [])
         for aspect in input.aspects where !innerKeys.contains(aspect.first) || !innerKeys.contains(aspect.second) {
-            throw WheelError(code: "wheel-unknown-body", message: "an aspect names a body not in the inner ring")
+            throw WheelError(code: .wheelUnknownBody, message: "an aspect names a body not in the inner ring")
         }
         for aspect in input.crossAspects where !innerKeys.contains(aspect.first) || !outerKeys.contains(aspect.second) {
             throw WheelError(
-                code: "wheel-unknown-body",
+                code: .wheelUnknownBody,
                 message: "a cross aspect names a body not in the inner (first) or outer (second) ring"
             )
         }
         guard (input.aspects + input.crossAspects).allSatisfy({ $0.orb.isFinite }) else {
-            throw WheelError(code: "wheel-bad-number", message: "orbs must be finite")
+            throw WheelError(code: .wheelBadNumber, message: "orbs must be finite")
         }
     }
 

@@ -116,7 +116,7 @@ public struct MaintenanceRun: Sendable {
             }
             guard applied else {
                 throw MaintenanceError(
-                    code: "schema-out-of-date",
+                    code: .schemaOutOfDate,
                     message: "migration \(version) (\(what)) is not applied: run astroctl migrate"
                 )
             }
@@ -176,6 +176,13 @@ public struct MaintenanceError: Error, Sendable, CustomStringConvertible {
     public var code: String
     public var message: String
     public var description: String { "\(code): \(message)" }
+}
+
+extension MaintenanceError {
+    /// A refusal with a catalogued code.
+    init(code: ErrorCode, message: String) {
+        self.init(code: code.rawValue, message: message)
+    }
 }
 
 /// The `main` of the `maintenance` executable.

@@ -1,3 +1,5 @@
+import AstroDomain
+
 /// How long finished work is kept and how the maintenance task goes about deleting it, read
 /// from the environment. Every value is bounded; a value outside its bounds, or one that does
 /// not parse, stops the task before it touches anything (`RetentionConfigurationError`).
@@ -261,7 +263,7 @@ public struct RetentionConfiguration: Sendable, Equatable {
 /// deletes anything. Its code is stable (`invalid-configuration`); `variable` names the setting.
 public struct RetentionConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The stable code of every configuration error.
-    public static let code = "invalid-configuration"
+    public static let code = ErrorCode.invalidConfiguration.rawValue
     /// The environment variable at fault.
     public var variable: String
     /// What was wrong and what is accepted.

@@ -60,19 +60,13 @@ public struct ReportGenerateHandler: JobHandler {
     public func prepare(_ job: JobEnvelope) async throws -> Prepared {
         let request = try job.decode(ReportGenerateRequest.self)
         guard let llm else { return .builtIn(request) }
-        let profile = request.profileID.uuid
-        let (held, chartText, written, subjects) = try await llm.pool.withConnection { database in
+        let (held, profiles, written) = try await llm.pool.withConnection { database in
             // A job whose credit says otherwise is refused before any token is paid for.
             let held = try Self.checkCredit(request, database: database)
             return (
                 held,
-                try database.query(
-                    "SELECT chart_data::text AS chart FROM birth_charts WHERE profile_id = $1",
-                    [profile]
-                )
-                .first?.decode(String.self, "chart"),
-                try Self.existingReport(request, database: database) != nil,
-                request.partnerProfileID == nil ? nil : try Self.loadPair(request, database: database)
+                try Self.storedProfiles(request, database: database),
+                try Self.existingReport(request, database: database) != nil
             )
         }
         // Already written (a redelivery): the transaction answers with it; no tokens spent. A
@@ -81,9 +75,14 @@ public struct ReportGenerateHandler: JobHandler {
         // writer runs, so no tokens are spent on it either.
         if written || !held { return .builtIn(request) }
         let meter = llm.paidCalls?.meter(user: request.userID, job: job.jobID, consumptionJob: request.requestJobID)
-        if let subjects {
+        let stored: [StoredProfile]
+        switch profiles {
+        case .failure(let error): return .failed(request, error)
+        case .success(let found): stored = found
+        }
+        if request.partnerProfileID != nil {
             let pair: PairSubjects
-            switch subjects {
+            switch Self.pair(stored) {
             case .failure(let error): return .failed(request, error)
             case .success(let loaded): pair = loaded
             }
@@ -105,20 +104,10 @@ public struct ReportGenerateHandler: JobHandler {
                 return .failed(request, JobError(code: error.code, message: error.message))
             }
         }
-        guard let chartText else {
-            return .failed(
-                request,
-                JobError(code: "chart-not-found", message: "profile \(request.profileID) has no chart")
-            )
-        }
-        guard let chart = try? JSONCoding.decoder.decode(NatalChart.self, from: Data(chartText.utf8)) else {
-            return .failed(
-                request,
-                JobError(
-                    code: "chart-unreadable",
-                    message: "the stored chart of profile \(request.profileID) cannot be read"
-                )
-            )
+        let chart: NatalChart
+        switch stored[0].natalChart() {
+        case .failure(let error): return .failed(request, error)
+        case .success(let decoded): chart = decoded
         }
         do {
             let (report, usage) = try await llm.writer.write(
@@ -159,7 +148,9 @@ public struct ReportGenerateHandler: JobHandler {
             ]
             // Paid twice for one report (cannot happen through report.request): give this one back.
             if try existing.decode(UUID?.self, "credit_id") != request.creditID.uuid {
-                messages.append(try Self.refund(request, jobID: job.jobID, reason: "report-already-written"))
+                messages.append(
+                    try Self.refund(request, jobID: job.jobID, reason: ErrorCode.reportAlreadyWritten.rawValue)
+                )
             }
             return JobOutcome(status: .succeeded, result: .object(fields), messages: messages)
         }
@@ -178,7 +169,7 @@ public struct ReportGenerateHandler: JobHandler {
         else {
             // Refunded already (or never spent on this request): writing it would be free.
             let error = JobError(
-                code: "credit-not-held",
+                code: .creditNotHeld,
                 message: "credit \(request.creditID) no longer pays for request \(request.requestJobID)"
             )
             return JobOutcome(
@@ -212,12 +203,12 @@ public struct ReportGenerateHandler: JobHandler {
                     job: job,
                     fields: fields,
                     JobError(
-                        code: "pair-reports-unavailable",
+                        code: .pairReportsUnavailable,
                         message: "this report-worker has no synastry knowledge base"
                     )
                 )
             }
-            switch try Self.loadPair(request, database: database) {
+            switch try Self.storedProfiles(request, database: database).flatMap(Self.pair) {
             case .failure(let error):
                 return try Self.failure(request, job: job, fields: fields, error)
             case .success(let pair):
@@ -229,35 +220,12 @@ public struct ReportGenerateHandler: JobHandler {
                 )
             }
         case .builtIn:
-            guard
-                let stored = try database.query(
-                    "SELECT chart_data::text AS chart FROM birth_charts WHERE profile_id = $1",
-                    [request.profileID.uuid]
-                ).first
-            else {
-                return try Self.failure(
-                    request,
-                    job: job,
-                    fields: fields,
-                    JobError(code: "chart-not-found", message: "profile \(request.profileID) has no chart")
-                )
-            }
             let chart: NatalChart
-            do {
-                chart = try JSONCoding.decoder.decode(
-                    NatalChart.self,
-                    from: Data(try stored.decode(String.self, "chart").utf8)
-                )
-            } catch {
-                return try Self.failure(
-                    request,
-                    job: job,
-                    fields: fields,
-                    JobError(
-                        code: "chart-unreadable",
-                        message: "the stored chart of profile \(request.profileID) cannot be read"
-                    )
-                )
+            switch try Self.storedProfiles(request, database: database).flatMap({ $0[0].natalChart() }) {
+            case .failure(let error):
+                return try Self.failure(request, job: job, fields: fields, error)
+            case .success(let decoded):
+                chart = decoded
             }
             report = writer.write(chart: chart, area: request.area, language: request.language)
         }
@@ -274,7 +242,7 @@ public struct ReportGenerateHandler: JobHandler {
                 request,
                 job: job,
                 fields: fields,
-                JobError(code: "profile-deleted", message: "a profile of this report was deleted while it was written")
+                JobError(code: .profileDeleted, message: "a profile of this report was deleted while it was written")
             )
         }
         let reportID = ReportID.random()
@@ -335,70 +303,106 @@ public struct ReportGenerateHandler: JobHandler {
         var couple: ReportCouple
     }
 
-    /// Loads the profile's and the partner's names and charts (both of the request's user) and
-    /// computes their synastry (A = the profile) and compatibility score. A profile or chart
-    /// gone since the credit was spent, or unreadable, is a failure with its code (refunded).
-    static func loadPair(
-        _ request: ReportGenerateRequest,
-        database: PostgresConnection
-    ) throws -> Result<PairSubjects, JobError> {
-        guard let partner = request.partnerProfileID else {
-            return .failure(JobError(code: PartnerRule.notFound, message: "the request names no partner"))
-        }
-        let rows = try database.query(
-            """
-            SELECT p.id, p.name, c.chart_data::text AS chart
-            FROM user_profiles p LEFT JOIN birth_charts c ON c.profile_id = p.id
-            WHERE p.id IN ($1, $2) AND p.user_id = $3
-            """,
-            [request.profileID.uuid, partner.uuid, request.userID.uuid]
-        )
-        var found: [UUID: (name: String, chart: String?)] = [:]
-        for row in rows {
-            found[try row.decode(UUID.self, "id")] = (
-                try row.decode(String.self, "name"), try row.decode(String?.self, "chart")
-            )
-        }
-        func chart(_ id: ProfileID, missing: String, unreadable: String) -> Result<(String, NatalChart), JobError> {
-            guard let subject = found[id.uuid] else {
-                return .failure(JobError(code: missing, message: "profile \(id) is gone"))
-            }
-            guard let text = subject.chart else {
+    /// A profile of the request as stored, after `ProfileChartRule`.
+    struct StoredProfile: Sendable {
+        var id: ProfileID
+        var role: ProfileRole
+        var name: String
+        var chartText: String
+
+        /// The stored chart, or `chart-unreadable` (`partner-chart-unreadable`).
+        func natalChart() -> Result<NatalChart, JobError> {
+            guard let chart = try? JSONCoding.decoder.decode(NatalChart.self, from: Data(chartText.utf8)) else {
                 return .failure(
                     JobError(
-                        code: id == partner ? PartnerRule.chartNotFound : "chart-not-found",
-                        message: "profile \(id) has no chart"
+                        code: role == .profile ? .chartUnreadable : .partnerChartUnreadable,
+                        message: "the stored chart of profile \(id) cannot be read"
                     )
                 )
             }
-            guard let chart = try? JSONCoding.decoder.decode(NatalChart.self, from: Data(text.utf8)) else {
-                return .failure(JobError(code: unreadable, message: "the stored chart of profile \(id) cannot be read"))
-            }
-            return .success((subject.name, chart))
+            return .success(chart)
         }
-        let a: (String, NatalChart)
-        let b: (String, NatalChart)
-        switch chart(request.profileID, missing: "profile-not-found", unreadable: "chart-unreadable") {
-        case .failure(let error): return .failure(error)
-        case .success(let loaded): a = loaded
+    }
+
+    /// The request's profile (and partner) with their names and stored charts, when
+    /// `ProfileChartRule` holds for them: a profile or chart gone since the credit was spent is a
+    /// failure with the rule's code (refunded).
+    /// - Returns: the profile, then the partner when the request names one.
+    /// - Throws: `PostgresError`.
+    static func storedProfiles(
+        _ request: ReportGenerateRequest,
+        database: PostgresConnection
+    ) throws -> Result<[StoredProfile], JobError> {
+        let ids = [request.profileID] + (request.partnerProfileID.map { [$0] } ?? [])
+        var found: [UUID: (facts: ProfileChartFacts, name: String, chart: String?)] = [:]
+        for row in try database.query(
+            """
+            SELECT p.id, p.user_id, p.name, c.chart_data::text AS chart,
+                coalesce(c.chart_data->>'zodiac', 'tropical') AS zodiac
+            FROM user_profiles p LEFT JOIN birth_charts c ON c.profile_id = p.id
+            WHERE p.id = $1 OR p.id = $2
+            """,
+            [ids[0].uuid, ids[ids.count - 1].uuid]
+        ) {
+            let chart = try row.decode(String?.self, "chart")
+            found[try row.decode(UUID.self, "id")] = (
+                ProfileChartFacts(
+                    owner: UserID(try row.decode(UUID.self, "user_id")),
+                    chartZodiac: chart == nil ? nil : try row.decode(String.self, "zodiac")
+                ),
+                try row.decode(String.self, "name"),
+                chart
+            )
         }
-        switch chart(partner, missing: PartnerRule.notFound, unreadable: "partner-chart-unreadable") {
+        if let refusal = ProfileChartRule.check(
+            caller: request.userID,
+            profileID: request.profileID,
+            profile: found[request.profileID.uuid]?.facts,
+            partnerID: request.partnerProfileID,
+            partner: request.partnerProfileID.flatMap { found[$0.uuid]?.facts }
+        ) {
+            return .failure(refusal.jobError)
+        }
+        var profiles: [StoredProfile] = []
+        for (index, id) in ids.enumerated() {
+            // The rule passed: each row is there with its chart.
+            guard let row = found[id.uuid], let chart = row.chart else { continue }
+            profiles.append(
+                StoredProfile(id: id, role: index == 0 ? .profile : .partner, name: row.name, chartText: chart)
+            )
+        }
+        return .success(profiles)
+    }
+
+    /// The charts of a report for two (A = the profile, B = the partner), their synastry and
+    /// compatibility score, and the names.
+    static func pair(_ profiles: [StoredProfile]) -> Result<PairSubjects, JobError> {
+        guard profiles.count == 2 else {
+            return .failure(JobError(code: .partnerNotFound, message: "the request names no partner"))
+        }
+        let a: NatalChart
+        let b: NatalChart
+        switch profiles[0].natalChart() {
         case .failure(let error): return .failure(error)
-        case .success(let loaded): b = loaded
+        case .success(let chart): a = chart
+        }
+        switch profiles[1].natalChart() {
+        case .failure(let error): return .failure(error)
+        case .success(let chart): b = chart
         }
         let synastry: Synastry
         do {
-            synastry = try ChartEngine.synastry(a.1, b.1)
+            synastry = try ChartEngine.synastry(a, b)
         } catch {
             return .failure(JobError(code: error.code, message: "no synastry of the two charts: \(error)"))
         }
         return .success(
             PairSubjects(
-                chartA: a.1,
-                chartB: b.1,
+                chartA: a,
+                chartB: b,
                 synastry: synastry,
                 score: CompatibilityScoring.score(synastry),
-                couple: ReportCouple(nameA: a.0, nameB: b.0)
+                couple: ReportCouple(nameA: profiles[0].name, nameB: profiles[1].name)
             )
         )
     }
@@ -416,7 +420,7 @@ public struct ReportGenerateHandler: JobHandler {
     }
 
     /// Rejections that mean the job does not match a credit.
-    static let forgeryCodes: Set<String> = ["credit-not-found", "credit-mismatch"]
+    static let forgeryCodes: Set<String> = [ErrorCode.creditNotFound.rawValue, ErrorCode.creditMismatch.rawValue]
 
     /// Checks the job against the credit it names: the credit exists and was spent by this user
     /// on this profile, area and language, with this purchase. Only the billing-worker publishes
@@ -435,7 +439,7 @@ public struct ReportGenerateHandler: JobHandler {
                 [request.creditID.uuid]
             ).first
         else {
-            throw JobRejection(code: "credit-not-found", message: "there is no credit \(request.creditID)")
+            throw JobRejection(code: .creditNotFound, message: "there is no credit \(request.creditID)")
         }
         let spentOnThis =
             try credit.decode(UUID.self, "user_id") == request.userID.uuid
@@ -453,7 +457,7 @@ public struct ReportGenerateHandler: JobHandler {
                 && language == request.language.rawValue && partner == request.partnerProfileID?.uuid)
         guard spentOnThis, consumptionMatches else {
             throw JobRejection(
-                code: "credit-mismatch",
+                code: .creditMismatch,
                 message: "credit \(request.creditID) was not spent by this user on this profile, area and language"
             )
         }

@@ -30,8 +30,8 @@ public struct ReportWriterError: Error, Sendable, Hashable, CustomStringConverti
     public var refusal: PaidCallAdmission?
     public var description: String { "\(code): \(message)" }
 
-    init(code: String, message: String, isPermanent: Bool, refusal: PaidCallAdmission? = nil) {
-        self.code = code
+    init(code: ErrorCode, message: String, isPermanent: Bool, refusal: PaidCallAdmission? = nil) {
+        self.code = code.rawValue
         self.message = message
         self.isPermanent = isPermanent
         self.refusal = refusal
@@ -40,7 +40,7 @@ public struct ReportWriterError: Error, Sendable, Hashable, CustomStringConverti
     /// The error of a call `meter` did not admit (`paid-call-refused`, permanent).
     static func refused(_ admission: PaidCallAdmission) -> ReportWriterError {
         ReportWriterError(
-            code: "paid-call-refused",
+            code: .paidCallRefused,
             message: "the LLM call was not made (\(admission.refusalReason ?? "refused"))",
             isPermanent: true,
             refusal: admission
@@ -215,7 +215,7 @@ public struct LLMReportWriter: Sendable {
                 completion = try await client.complete(request)
             } catch {
                 throw ReportWriterError(
-                    code: error.isTransient ? error.code : "llm-\(error.code)",
+                    code: error.isTransient ? ErrorCode(rawValue: error.code) : .llm(error.code),
                     message: error.description,
                     isPermanent: !error.isTransient
                 )
@@ -260,7 +260,7 @@ public struct LLMReportWriter: Sendable {
                 return (report, usage)
             }
         }
-        throw ReportWriterError(code: "llm-rejected-answer", message: problem + ", twice", isPermanent: true)
+        throw ReportWriterError(code: .llmRejectedAnswer, message: problem + ", twice", isPermanent: true)
     }
 
     /// Whether `text` is in `language`. English: Latin letters; Ukrainian: Cyrillic with

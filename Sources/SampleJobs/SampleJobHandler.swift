@@ -56,7 +56,7 @@ public struct SampleJobHandler: JobHandler {
         if payload.crash == true {
             guard allowCrash else {
                 throw JobRejection(
-                    code: "crash-not-allowed",
+                    code: .crashNotAllowed,
                     message: "this worker was started without SAMPLE_ALLOW_CRASH"
                 )
             }
@@ -67,7 +67,7 @@ public struct SampleJobHandler: JobHandler {
             throw JobRejection(code: code, message: "rejected on request (\"reject\": \(InputQuote.short(code)))")
         }
         guard payload.note.count <= 1000 else {
-            throw JobRejection(code: "invalid-note", message: "note: at most 1000 characters")
+            throw JobRejection(code: .invalidNote, message: "note: at most 1000 characters")
         }
         if let sleep = payload.sleepMs, sleep > 0 { try await Task.sleep(for: .milliseconds(sleep)) }
         if let failUntil = payload.failUntilAttempt, job.attempt <= failUntil {

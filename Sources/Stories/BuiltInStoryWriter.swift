@@ -57,8 +57,8 @@ public struct StoryWriterError: Error, Sendable, Hashable, CustomStringConvertib
     public var message: String
     /// False only for LLM failures a later retry may fix; a bad request stays bad.
     public var isPermanent: Bool
-    public init(code: String, message: String, isPermanent: Bool = true) {
-        self.code = code
+    public init(code: ErrorCode, message: String, isPermanent: Bool = true) {
+        self.code = code.rawValue
         self.message = message
         self.isPermanent = isPermanent
     }
@@ -66,7 +66,7 @@ public struct StoryWriterError: Error, Sendable, Hashable, CustomStringConvertib
 
     /// The code of an LLM call the meter refused (the daily budget or the user's bound): the
     /// built-in writer takes over.
-    public static let paidCallRefused = "paid-call-refused"
+    public static let paidCallRefused = ErrorCode.paidCallRefused.rawValue
 }
 
 /// The embedded story writer: composes a story from the knowledge base's beats — an opening, a
@@ -150,7 +150,7 @@ extension StoryRequestDetails {
     func checked(against base: StoryKnowledgeBase) throws(StoryWriterError) -> CheckedStoryRequest {
         guard let theme = base.themes[self.theme] else {
             throw StoryWriterError(
-                code: "unknown-theme",
+                code: .unknownTheme,
                 message: "no theme \(InputQuote.short(self.theme)); themes: "
                     + base.themes.keys.sorted().joined(separator: ", ")
             )
@@ -160,7 +160,7 @@ extension StoryRequestDetails {
         let pageRange = BuiltInStoryWriter.pageRange
         guard pageRange.contains(pageCount) else {
             throw StoryWriterError(
-                code: "invalid-page-count",
+                code: .invalidPageCount,
                 message: "pageCount must be \(pageRange.lowerBound)…\(pageRange.upperBound), got \(pageCount)"
             )
         }
@@ -172,13 +172,13 @@ extension StoryRequestDetails {
             case nil: break
             case .controlCharacter(let position, let scalar)?:
                 let problem = TextRules.Problem.controlCharacter(position: position, scalar: scalar)
-                throw StoryWriterError(code: "invalid-characters", message: "\(field) \(problem.phrase)")
+                throw StoryWriterError(code: .invalidCharacters, message: "\(field) \(problem.phrase)")
             case .tooShort?, .tooLong?:
-                throw StoryWriterError(code: "invalid-name", message: "\(field) must be 1–50 characters")
+                throw StoryWriterError(code: .invalidName, message: "\(field) must be 1–50 characters")
             }
             if let word = StoryContentCheck.blockedWord(in: value, blocklist: base.blocklist) {
                 throw StoryWriterError(
-                    code: "unsuitable-content",
+                    code: .unsuitableContent,
                     message: "\(field) contains \(word.debugDescription)"
                 )
             }

@@ -198,7 +198,7 @@ public struct LLMStoryWriter: Sendable {
                 let admission = await meter.admit(.story)
                 guard admission == .admitted else {
                     throw StoryWriterError(
-                        code: StoryWriterError.paidCallRefused,
+                        code: .paidCallRefused,
                         message: "the LLM call was not made (\(admission.refusalReason ?? "refused"))"
                     )
                 }
@@ -208,7 +208,7 @@ public struct LLMStoryWriter: Sendable {
                 completion = try await client.complete(request)
             } catch {
                 throw StoryWriterError(
-                    code: error.isTransient ? error.code : "llm-\(error.code)",
+                    code: error.isTransient ? ErrorCode(rawValue: error.code) : .llm(error.code),
                     message: error.description,
                     isPermanent: !error.isTransient
                 )
@@ -244,7 +244,7 @@ public struct LLMStoryWriter: Sendable {
             }
         }
         throw StoryWriterError(
-            code: "llm-rejected-answer",
+            code: .llmRejectedAnswer,
             message: "two answers rejected; the last: \(problem)",
             isPermanent: true
         )

@@ -40,7 +40,7 @@ public struct BuiltInIllustrator: StoryIllustrator {
     public func render(_ request: IllustrationRequest) throws(IllustrationError) -> StoryImage {
         guard let theme = scenes.themes[request.theme] else {
             throw IllustrationError(
-                code: "unknown-theme",
+                code: .unknownTheme,
                 message: "no illustration theme \(request.theme.debugDescription); themes: "
                     + scenes.themes.keys.sorted().joined(separator: ", "),
                 isTransient: false

@@ -58,7 +58,7 @@ public struct ImageAPIIllustrator: StoryIllustrator {
         }
         guard StoryImage.isPNG(result.image) else {
             throw IllustrationError(
-                code: "image-invalid-answer",
+                code: .imageInvalidAnswer,
                 message: "the images API answered \(result.image.count) bytes that are not a PNG "
                     + "(\(result.attempts) attempt\(result.attempts == 1 ? "" : "s"))",
                 isTransient: false
@@ -69,20 +69,20 @@ public struct ImageAPIIllustrator: StoryIllustrator {
 
     /// The client's error as the page's: the same transience, a code the worker stores.
     static func illustrationError(_ error: LLMError) -> IllustrationError {
-        let code: String
+        let code: ErrorCode
         switch error.kind {
-        case .unauthorized: code = "image-unauthorized"
+        case .unauthorized: code = .image("unauthorized")
         case .badRequest:
             // OpenAI names a refused prompt `content_policy_violation` (DALL·E) or
             // `moderation_blocked` (gpt-image-1).
             let policyCodes: Set<String> = ["content_policy_violation", "moderation_blocked"]
-            code = policyCodes.contains(error.errorCode ?? "") ? "image-content-policy" : "image-bad-request"
-        case .rateLimited: code = "rate-limited"
-        case .serverError: code = "server-error"
-        case .timeout, .deadlineExceeded: code = "timeout"
-        case .network: code = "network"
-        case .cancelled: code = "cancelled"
-        case .malformedResponse: code = "image-invalid-answer"
+            code = policyCodes.contains(error.errorCode ?? "") ? .image("content-policy") : .image("bad-request")
+        case .rateLimited: code = .rateLimited
+        case .serverError: code = .serverError
+        case .timeout, .deadlineExceeded: code = .timeout
+        case .network: code = .network
+        case .cancelled: code = .cancelled
+        case .malformedResponse: code = .imageInvalidAnswer
         }
         return IllustrationError(code: code, message: error.description, isTransient: error.isTransient)
     }
@@ -146,7 +146,7 @@ struct ImagePromptTemplate: Sendable {
     }
 
     private static func missing(_ message: String) -> IllustrationError {
-        IllustrationError(code: "image-prompt-missing", message: message, isTransient: false)
+        IllustrationError(code: .imagePromptMissing, message: message, isTransient: false)
     }
 
     /// The prompt for `request`: the page text with its whitespace collapsed and cut at a word

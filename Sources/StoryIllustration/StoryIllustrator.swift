@@ -79,8 +79,8 @@ public struct IllustrationError: Error, Sendable, Hashable, CustomStringConverti
     /// Whether a later retry of the page may succeed (rate limits, server errors, timeouts).
     public var isTransient: Bool
 
-    public init(code: String, message: String, isTransient: Bool) {
-        self.code = code
+    public init(code: ErrorCode, message: String, isTransient: Bool) {
+        self.code = code.rawValue
         self.message = message
         self.isTransient = isTransient
     }
@@ -109,5 +109,5 @@ extension StoryIllustrator {
 extension IllustrationError {
     /// Whether the API answered (and so charged for) the call that failed this way: an answer
     /// that is not a picture was still drawn and billed.
-    public var wasAnswered: Bool { code == "image-invalid-answer" }
+    public var wasAnswered: Bool { code == ErrorCode.imageInvalidAnswer.rawValue }
 }

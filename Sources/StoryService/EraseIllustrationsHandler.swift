@@ -50,7 +50,7 @@ public struct EraseIllustrationsHandler: JobHandler {
         let request = try job.decode(EraseIllustrationsRequest.self)
         guard request.storyIDs.count <= EraseIllustrationsRequest.maxStories else {
             throw JobRejection(
-                code: "too-many-stories",
+                code: .tooManyStories,
                 message:
                     "storyIds: at most \(EraseIllustrationsRequest.maxStories) stories per job, got \(request.storyIDs.count)"
             )

@@ -51,14 +51,14 @@ public struct StoryGenerateHandler: JobHandler {
         let request = try job.decode(StoryGenerateRequest.self)
         guard let ageGroup = StoryAgeGroup(rawValue: request.ageGroup) else {
             throw JobRejection(
-                code: "invalid-age-group",
+                code: .invalidAgeGroup,
                 message:
                     "ageGroup must be 0 (preschool 3–5), 1 (elementary 6–8) or 2 (preteen 9–10), got \(request.ageGroup)"
             )
         }
         if let zone = request.timeZone, (try? BirthData.timeZone(named: zone)) == nil {
             throw JobRejection(
-                code: "invalid-time-zone",
+                code: .invalidTimeZone,
                 message: "timeZone \(InputQuote.short(zone)) is not an IANA zone"
             )
         }
@@ -75,7 +75,7 @@ public struct StoryGenerateHandler: JobHandler {
         } else if let name = request.childName {
             childName = name
         } else {
-            throw JobRejection(code: "child-required", message: "give childProfileId or childName")
+            throw JobRejection(code: .childRequired, message: "give childProfileId or childName")
         }
         let details = StoryRequestDetails(
             childName: childName,
@@ -113,7 +113,7 @@ public struct StoryGenerateHandler: JobHandler {
             base: writer.knowledgeBase(request.language)
         )
         guard problems.isEmpty else {
-            throw JobRejection(code: "unsuitable-content", message: problems.joined(separator: "; "))
+            throw JobRejection(code: .unsuitableContent, message: problems.joined(separator: "; "))
         }
         return Prepared(
             request: request,
@@ -168,7 +168,7 @@ public struct StoryGenerateHandler: JobHandler {
                 ).isEmpty
             else {
                 throw JobRejection(
-                    code: "collection-not-found",
+                    code: .collectionNotFound,
                     message: "user \(request.userID) has no collection \(collection)"
                 )
             }
@@ -243,7 +243,7 @@ public struct StoryGenerateHandler: JobHandler {
 
     private static func childNotFound(_ request: StoryGenerateRequest) -> JobRejection {
         JobRejection(
-            code: "child-not-found",
+            code: .childNotFound,
             message:
                 "user \(request.userID) has no child profile \(request.childProfileID?.description ?? "")"
         )

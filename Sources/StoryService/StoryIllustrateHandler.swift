@@ -100,7 +100,7 @@ public struct StoryIllustrateHandler: JobHandler {
             guard !pages.isEmpty, pages.count <= 100, Set(pages).count == pages.count, pages.allSatisfy({ $0 >= 1 })
             else {
                 throw JobRejection(
-                    code: "invalid-pages",
+                    code: .invalidPages,
                     message: "pages must be 1 to 100 distinct page numbers from 1, got \(pages.prefix(10))"
                         + (pages.count > 10 ? "… (\(pages.count))" : "")
                 )
@@ -112,7 +112,7 @@ public struct StoryIllustrateHandler: JobHandler {
         if let wanted = request.pages, let missing = wanted.first(where: { pagesByNumber[$0] == nil }) {
             let numbers = story.pages.map(\.number).sorted().map(String.init).joined(separator: ", ")
             throw JobRejection(
-                code: "invalid-pages",
+                code: .invalidPages,
                 message: "the story has pages \(numbers); there is no page \(missing)"
             )
         }
@@ -181,7 +181,7 @@ public struct StoryIllustrateHandler: JobHandler {
                 do throws(IllustrationError) {
                     if refused {
                         throw IllustrationError(
-                            code: "paid-call-refused",
+                            code: .paidCallRefused,
                             message: "the images API's daily budget or this user's daily pictures are spent",
                             isTransient: false
                         )
@@ -196,7 +196,7 @@ public struct StoryIllustrateHandler: JobHandler {
             } catch let error as IllustrationError {
                 outcome = .failure(JobError(code: error.code, message: error.message))
             } catch let error as IllustrationStorageError {
-                outcome = .failure(JobError(code: "storage-failed", message: error.message))
+                outcome = .failure(JobError(code: .storageFailed, message: error.message))
             }
             switch outcome {
             case .success(let path):
@@ -267,7 +267,7 @@ public struct StoryIllustrateHandler: JobHandler {
             let pages = prepared.failed.map { String($0.page) }.joined(separator: ", ")
             let reasons = prepared.failed.map { "page \($0.page): \($0.error)" }.joined(separator: "; ")
             error = JobError(
-                code: "pages-not-illustrated",
+                code: .pagesNotIllustrated,
                 message: "\(reasons). Retry with story.illustrate pages [\(pages)]"
             )
         }
@@ -325,7 +325,7 @@ public struct StoryIllustrateHandler: JobHandler {
             )
         }
         guard let facts else {
-            throw JobRejection(code: "story-not-found", message: "no story \(storyID)")
+            throw JobRejection(code: .storyNotFound, message: "no story \(storyID)")
         }
         return facts
     }

@@ -24,7 +24,7 @@ public struct StoryReadHandler: JobHandler {
     public func prepare(_ job: JobEnvelope) async throws -> StoryReadRequest {
         let request = try job.decode(StoryReadRequest.self)
         if let at = request.at, at > Date().addingTimeInterval(24 * 3600) {
-            throw JobRejection(code: "invalid-read-time", message: "at \(ISO8601.string(from: at)) is in the future")
+            throw JobRejection(code: .invalidReadTime, message: "at \(ISO8601.string(from: at)) is in the future")
         }
         return request
     }
@@ -39,19 +39,19 @@ public struct StoryReadHandler: JobHandler {
                 [request.storyID.uuid]
             ).first
         else {
-            throw JobRejection(code: "story-not-found", message: "no story \(request.storyID)")
+            throw JobRejection(code: .storyNotFound, message: "no story \(request.storyID)")
         }
         let owner = try story.decode(UUID.self, "user_id")
         // Another user's story reads as no story at all: a job cannot count readings, or earn
         // achievements, on a family's stories it does not own.
         guard owner == request.userID.uuid else {
-            throw JobRejection(code: "story-not-found", message: "no story \(request.storyID)")
+            throw JobRejection(code: .storyNotFound, message: "no story \(request.storyID)")
         }
         guard
             let child = try request.childProfileID ?? story.decode(UUID?.self, "child_profile_id").map({ ChildID($0) })
         else {
             throw JobRejection(
-                code: "child-required",
+                code: .childRequired,
                 message: "the story has no child profile: give childProfileId"
             )
         }
@@ -63,7 +63,7 @@ public struct StoryReadHandler: JobHandler {
             ).first
         else {
             throw JobRejection(
-                code: "child-not-found",
+                code: .childNotFound,
                 message: "the story's parent has no child profile \(child)"
             )
         }

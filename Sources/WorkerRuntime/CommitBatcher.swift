@@ -348,7 +348,7 @@ final class CommitBatcher<Store: JobStorage>: Sendable {
 
     /// The rejection of a job whose id was first used for another job type.
     static func reused(_ job: JobEnvelope, existing: String) -> JobRejection {
-        JobRejection(code: "job-id-reused", message: "jobId \(job.jobID) was already used for a \(existing) job")
+        JobRejection(code: .jobIDReused, message: "jobId \(job.jobID) was already used for a \(existing) job")
     }
 }
 

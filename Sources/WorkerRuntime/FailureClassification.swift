@@ -45,22 +45,22 @@ enum FailureClassifier {
         case let error as PostgresError:
             return classify(error)
         case let error as AMQPError:
-            let code = error.isRetriable ? "broker-unavailable" : "broker-error"
+            let code: ErrorCode = error.isRetriable ? .brokerUnavailable : .brokerError
             return error.isRetriable
                 ? .transient(bounded(code, error.description)) : .permanent(bounded(code, error.description))
         case let error as any RetryClassifiedError:
-            let failure = bounded(error.failureCode, String(describing: error))
+            let failure = bounded(ErrorCode(rawValue: error.failureCode), String(describing: error))
             return error.isTransient ? .transient(failure) : .permanent(failure)
         case is CancellationError:
-            return .transient(JobError(code: "cancelled", message: "the job was cancelled"))
+            return .transient(JobError(code: .cancelled, message: "the job was cancelled"))
         case let error as DecodingError:
             // Stored data (a row, a chart) that does not decode decodes no better on retry.
-            return .permanent(bounded("stored-data-unreadable", DecodingErrorDescription.describe(error)))
+            return .permanent(bounded(.storedDataUnreadable, DecodingErrorDescription.describe(error)))
         case is EncodingError:
-            return .permanent(bounded("encoding-error", String(describing: error)))
+            return .permanent(bounded(.encodingError, String(describing: error)))
         default:
             // Unknown errors keep the old rule: retried, a bounded number of times.
-            return .transient(bounded("transient-error", String(describing: error)))
+            return .transient(bounded(.transientError, String(describing: error)))
         }
     }
 
@@ -70,21 +70,21 @@ enum FailureClassifier {
     /// insufficient privilege), program limits (54) and trigger exceptions (P0) will not.
     static func classify(_ error: PostgresError) -> FailureClass {
         let message = error.description
-        if error.isConnectionLoss { return .transient(bounded("database-unavailable", message)) }
+        if error.isConnectionLoss { return .transient(bounded(.databaseUnavailable, message)) }
         switch error.kind {
         case .poolTimeout, .poolClosed:
-            return .transient(bounded("database-unavailable", message))
+            return .transient(bounded(.databaseUnavailable, message))
         case .encoding:
-            return .permanent(bounded("database-encoding-error", message))
+            return .permanent(bounded(.databaseEncodingError, message))
         case .decoding:
-            return .permanent(bounded("database-decoding-error", message))
+            return .permanent(bounded(.databaseDecodingError, message))
         default:
             break
         }
-        guard let state = error.sqlState else { return .transient(bounded("database-error", message)) }
-        if error.isSerializationFailure || error.isDeadlock { return .transient(bounded("database-conflict", message)) }
-        if state == "57014" || state == "55P03" { return .transient(bounded("database-timeout", message)) }
-        let code = "database-error-\(state)"
+        guard let state = error.sqlState else { return .transient(bounded(.databaseError, message)) }
+        if error.isSerializationFailure || error.isDeadlock { return .transient(bounded(.databaseConflict, message)) }
+        if state == "57014" || state == "55P03" { return .transient(bounded(.databaseTimeout, message)) }
+        let code = ErrorCode.databaseError(sqlState: state)
         return isPermanent(sqlState: state) ? .permanent(bounded(code, message)) : .transient(bounded(code, message))
     }
 
@@ -101,10 +101,10 @@ enum FailureClassifier {
     }
 
     private static func bounded(_ error: JobError) -> JobError {
-        bounded(error.code, error.message)
+        bounded(error.errorCode, error.message)
     }
 
-    private static func bounded(_ code: String, _ message: String) -> JobError {
+    private static func bounded(_ code: ErrorCode, _ message: String) -> JobError {
         guard message.count > maximumMessageLength else { return JobError(code: code, message: message) }
         return JobError(code: code, message: String(message.prefix(maximumMessageLength)) + "…")
     }

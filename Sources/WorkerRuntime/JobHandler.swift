@@ -48,9 +48,9 @@ public struct JobEnvelope: Sendable {
         do {
             return try JSONCoding.decoder.decode(Payload.self, from: body)
         } catch let error as DecodingError {
-            throw JobRejection(code: "invalid-payload", message: DecodingErrorDescription.describe(error))
+            throw JobRejection(code: .invalidPayload, message: DecodingErrorDescription.describe(error))
         } catch {
-            throw JobRejection(code: "invalid-payload", message: "\(error)")
+            throw JobRejection(code: .invalidPayload, message: "\(error)")
         }
     }
 }
@@ -76,6 +76,11 @@ public struct JobRejection: Error, Sendable, Hashable, CustomStringConvertible {
         self.code = code
         self.message = message
         self.publicReason = publicReason
+    }
+
+    /// A rejection with a catalogued (or family) code; see `init(code:message:publicReason:)`.
+    public init(code: ErrorCode, message: String, publicReason: String? = nil) {
+        self.init(code: code.rawValue, message: message, publicReason: publicReason)
     }
 
     public var description: String { "\(code): \(message)" }

@@ -390,7 +390,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         if let head, let handler = handlers[delivery.queue] {
             let job = JobEnvelope(jobID: head.jobID, type: handler.jobType, body: Data(), attempt: attempt)
             let error = JobError(
-                code: "message-too-large",
+                code: .messageTooLarge,
                 message: "the message has \(delivery.bodySize) bytes, more than this worker accepts "
                     + "(MAX_MESSAGE_BYTES); it was dead-lettered unread"
             )
@@ -412,7 +412,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         do {
             try await acknowledger.nack(delivery, requeue: false)
             metrics.recordJob(queue: delivery.queue, outcome: .rejected)
-            metrics.recordDeadLetter(queue: delivery.queue, reason: "message-too-large")
+            metrics.recordDeadLetter(queue: delivery.queue, reason: ErrorCode.messageTooLarge.rawValue)
         } catch {
             logger.warning(
                 "could not reject an oversized message; it will be redelivered",
@@ -452,7 +452,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         logger: Logger
     ) async {
         let rejection = JobRejection(
-            code: "delivery-limit",
+            code: .deliveryLimit,
             message: "delivered \(deliveries) times without an outcome (DELIVERY_LIMIT \(deliveryLimit)); "
                 + "it may crash its worker, so it is quarantined unprocessed"
         )
@@ -573,7 +573,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
                 logger: logger
             )
             let exhausted = JobError(
-                code: "retries-exhausted",
+                code: .retriesExhausted,
                 message: "failed \(job.attempt) times; last error: \(failure.message)"
             )
             do {
@@ -941,16 +941,16 @@ struct JobHead: Sendable {
         do {
             fields = try JSONDecoder().decode(Fields.self, from: body)
         } catch DecodingError.typeMismatch(_, let context) where context.codingPath.first?.stringValue == "jobId" {
-            return .failure(JobRejection(code: "missing-job-id", message: "the body has no string field \"jobId\""))
+            return .failure(JobRejection(code: .missingJobID, message: "the body has no string field \"jobId\""))
         } catch {
-            return .failure(JobRejection(code: "invalid-json", message: "the body is not a JSON object"))
+            return .failure(JobRejection(code: .invalidJSON, message: "the body is not a JSON object"))
         }
         guard let text = fields.jobId else {
-            return .failure(JobRejection(code: "missing-job-id", message: "the body has no string field \"jobId\""))
+            return .failure(JobRejection(code: .missingJobID, message: "the body has no string field \"jobId\""))
         }
         guard let jobID = JobID(text) else {
             return .failure(
-                JobRejection(code: "invalid-job-id", message: "jobId \(InputQuote.short(text)) is not a UUID")
+                JobRejection(code: .invalidJobID, message: "jobId \(InputQuote.short(text)) is not a UUID")
             )
         }
         return .success(JobHead(jobID: jobID, userID: fields.userId.flatMap(UUID.init(text:))))

@@ -234,7 +234,7 @@ private func chartError(_ birth: BirthData) async -> ChartError? {
         #expect(await chartError(kyiv(date: "2001-02-29"))?.inputCode == .invalidBirthDate)
         #expect(await chartError(kyiv(time: "24:00"))?.inputCode == .invalidBirthTime)
         #expect(await chartError(kyiv(timezone: "Mars/Olympus"))?.inputCode == .unknownTimezone)
-        for code in ChartInputError.Code.allCases {
+        for code in ErrorCode.chartInputCodes {
             let error = ChartError.invalidInput(ChartInputError(code, field: "f", message: "m"))
             #expect(error.code == code.rawValue && error.isPermanent)
         }

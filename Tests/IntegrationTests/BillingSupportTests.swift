@@ -381,7 +381,7 @@ struct BillingSupportTests {
         let refused = await #expect(throws: JobRejection.self) {
             try await ledger.run(handler, window, type: .billingRecoverNotifications)
         }
-        #expect(refused?.code == "invalid-request")
+        #expect(refused?.code == "appstore-invalid-request")
         // An empty window succeeds and is recorded.
         let empty = try await ledger.run(handler, window, type: .billingRecoverNotifications)
         #expect(empty.result?["fetched"] == 0 && empty.result?["pages"] == 1, "\(String(describing: empty.result))")

@@ -395,7 +395,7 @@ struct ChartResultJobsTests {
             latitude: 51.5,
             longitude: -0.12
         )
-        for (partner, code) in [(theirs, "profile-not-found"), (UUID(), "profile-not-found"), (mine, "same-profile")] {
+        for (partner, code) in [(theirs, "partner-not-found"), (UUID(), "partner-not-found"), (mine, "same-profile")] {
             let id = JobID.random()
             try await publish(
                 stack,
