@@ -1,13 +1,10 @@
-import AMQP
 import AstroDomain
 import Foundation
 import Hummingbird
-import Logging
 import Postgres
 import StoreKitVerification
-import Synchronization
-import WorkerRuntime
 
+/// The dependencies of the routes: how tokens are made and checked, where state is kept, where
 /// jobs are published.
 public struct GatewayServices: Sendable {
     let signer: AccessTokenSigner

@@ -1,14 +1,9 @@
-import AMQP
 import AppAttest
 import AstroDomain
-import Crypto
 import Foundation
 import Hummingbird
 import Logging
 import Postgres
-import StoreKitVerification
-import Synchronization
-import WorkerRuntime
 
 extension GatewayRoutes {
     /// Devices and tokens: `POST /v1/devices`, `POST /v1/devices/challenge` (App Attest) and

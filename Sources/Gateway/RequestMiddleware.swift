@@ -1,11 +1,6 @@
-import AMQP
-import AstroDomain
 import Foundation
 import Hummingbird
 import Logging
-import Postgres
-import StoreKitVerification
-import Synchronization
 import WorkerRuntime
 
 /// Gives every request an id (the client's `X-Request-Id` when it is 1–64 safe characters),

@@ -1,12 +1,8 @@
-import AMQP
 import AstroDomain
 import Foundation
 import Hummingbird
 import Logging
 import Postgres
-import StoreKitVerification
-import Synchronization
-import WorkerRuntime
 
 extension GatewayRoutes {
     // MARK: Helpers
