@@ -338,6 +338,9 @@ let package = Package(
             dependencies: [
                 "Gateway", "AstroDomain", "WorkerRuntime", "AppAttest", "StoreKitVerification",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
+                // RouteRegistrationTests builds the router (its pool and publisher never connect).
+                "AMQP", "Postgres", .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

@@ -21,112 +21,6 @@ import Postgres
 extension GatewayRoutes {
     static let assertionHeader = HTTPFields.Element.Name("X-App-Attest-Assertion")!
 
-    /// `POST /v1/devices/challenge`: a new challenge, stored (as its hash) until it expires.
-    /// - Throws: `Problem` 404 when App Attest is off, 503 when the database is unreachable.
-    static func createDeviceChallenge(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        guard let appAttest = services.appAttest else {
-            throw Problem.notFound("App Attest is not enabled on this gateway (APP_ATTEST_APP_ID)")
-        }
-        // The route takes no body; whatever was sent is not read.
-        let challenge = RefreshToken.make()
-        let lifetime = appAttest.settings.challengeLifetime
-        try await database(context) {
-            try await services.store.createChallenge(hash: sha256Hex(Data(challenge.utf8)), lifetime: lifetime)
-        }
-        return json(
-            ["challenge": .string(challenge), "expiresIn": .number(Double(lifetime.components.seconds))],
-            status: .created
-        )
-    }
-
-    /// `POST /v1/devices` when App Attest is on: the challenge is consumed (it works once, even
-    /// when the attestation then fails), the attestation verified, and the user made with its key.
-    /// - Throws: `Problem` 400 for a malformed body, 422 `challenge-invalid` or
-    ///   `attestation-invalid`, 409 `device-key-registered` for a key registered before.
-    static func registerAttestedDevice(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        guard let appAttest = services.appAttest else { throw Problem.notFound() }
-        let json = try jsonObject(try await body(request, services))
-        guard case .string(let keyIDText)? = json["keyId"], keyIDText.utf8.count <= 64,
-            let keyID = Data(base64Encoded: keyIDText), keyID.count == 32
-        else {
-            throw Problem.invalid("invalid-key-id", "keyId: the App Attest key identifier in base64", field: "keyId")
-        }
-        guard case .string(let attestationText)? = json["attestation"],
-            attestationText.utf8.count <= (AttestationVerifier.maxAttestationBytes / 3 + 1) * 4,
-            let attestation = Data(base64Encoded: attestationText)
-        else {
-            throw Problem.invalid(
-                "invalid-attestation",
-                "attestation: the attestation object in base64, at most \(AttestationVerifier.maxAttestationBytes) bytes",
-                field: "attestation"
-            )
-        }
-        guard case .string(let challenge)? = json["challenge"], (1...128).contains(challenge.utf8.count) else {
-            throw Problem.invalid(
-                "invalid-challenge",
-                "challenge: the challenge from /v1/devices/challenge",
-                field: "challenge"
-            )
-        }
-        let live = try await database(context) {
-            try await services.store.consumeChallenge(hash: sha256Hex(Data(challenge.utf8)))
-        }
-        guard live else {
-            throw Problem(
-                status: 422,
-                code: "challenge-invalid",
-                title: "Challenge invalid",
-                detail: "the challenge is unknown, used or expired; ask /v1/devices/challenge for another",
-                field: "challenge"
-            )
-        }
-        let key: AttestedKey
-        do {
-            key = try await appAttest.attestations.verify(
-                attestation: attestation,
-                challenge: Data(challenge.utf8),
-                keyID: keyID
-            )
-        } catch {
-            context.logger.notice("attestation refused", metadata: ["attest.error": "\(error)"])
-            throw Problem(
-                status: 422,
-                code: "attestation-invalid",
-                title: "Attestation invalid",
-                detail: "the App Attest attestation was refused: \(error.code.rawValue)",
-                field: "attestation"
-            )
-        }
-        let refreshToken = RefreshToken.make()
-        let user = try await database(context) {
-            try await services.store.createUser(
-                refreshTokenHash: RefreshToken.hash(refreshToken),
-                lifetime: services.refreshTokenLifetime,
-                deviceKey: key,
-                environment: appAttest.settings.environment.rawValue
-            )
-        }
-        guard let user else {
-            throw Problem(
-                status: 409,
-                code: "device-key-registered",
-                title: "Device key registered",
-                detail: "this App Attest key is registered already; generate a new key to register again",
-                field: "keyId"
-            )
-        }
-        context.logger.info("device registered", metadata: ["user.id": "\(user)", "attest": "verified"])
-        return try tokens(user: user, refreshToken: refreshToken, status: .created, services)
-    }
-
     /// The client data hash an assertion on `request` must be made over.
     static func assertionClientDataHash(method: HTTPRequest.Method, path: String, body: Data) -> Data {
         Data(SHA256.hash(data: Data("\(method.rawValue) \(path)\n\(sha256Hex(body))".utf8)))
@@ -134,29 +28,21 @@ extension GatewayRoutes {
 }
 
 /// Requires a valid `X-App-Attest-Assertion` on authenticated POST, PUT, PATCH and DELETE
-/// requests (the routes whose statuses include a bearer token's 401), and raises the device
-/// key's counter, atomically, so an assertion works once.
-struct AppAttestAssertionMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
-    let services: GatewayServices
+/// requests, and raises the device key's counter, atomically, so an assertion works once. Run
+/// by `Authenticator` once the token is verified and before the user's request is spent.
+struct AssertionCheck: Sendable {
+    let appAttest: AppAttestService
+    let store: GatewayStore
+    let body: BodyReader
 
     static let methods: Set<HTTPRequest.Method> = [.post, .put, .patch, .delete]
     static let maxHeaderBytes = (AssertionVerifier.maxAssertionBytes / 3 + 1) * 4
 
-    func handle(
-        _ request: Request,
-        context: BasicRequestContext,
-        next: (Request, BasicRequestContext) async throws -> Response
-    ) async throws -> Response {
-        guard let appAttest = services.appAttest, Self.methods.contains(request.method),
-            let path = context.endpointPath,
-            let route = GatewayAPI.routes.first(where: { $0.path == path && $0.method == request.method }),
-            route.statuses.contains(401), route.operation != .refreshToken
-        else {
-            return try await next(request, context)
-        }
-        // The handler authenticates again and spends the user's request then.
-        let user = try GatewayRoutes.authenticate(request, context: context, services, chargeRateLimit: false)
+    /// Checks `request`'s assertion for `user`.
+    /// - Returns: the request to hand on (its body, once read here, buffered for the handler).
+    /// - Throws: `Problem` 401 `assertion-required`, `assertion-invalid` or `device-not-attested`;
+    ///   as `BodyReader` for the body; 503 when the database is unreachable.
+    func check(_ request: Request, user: UserID, context: GatewayRequestContext) async throws -> Request {
         guard let header = request.headers[GatewayRoutes.assertionHeader] else {
             throw Problem.unauthorized("assertion-required", "this request needs an X-App-Attest-Assertion header")
         }
@@ -166,11 +52,11 @@ struct AppAttestAssertionMiddleware: RouterMiddleware {
         var request = request
         var body = Data()
         if request.method != .delete {
-            body = try await GatewayRoutes.body(request, services)
+            body = try await self.body(request)
             // The body was read from a copy of the request: the handler reads it again from here.
             request.body = RequestBody(buffer: ByteBuffer(bytes: body))
         }
-        guard let key = try await GatewayRoutes.database(context, { try await services.store.deviceKey(user: user) })
+        guard let key = try await GatewayRoutes.database(context, { try await store.deviceKey(user: user) })
         else {
             throw Problem.unauthorized("device-not-attested", "this user registered without App Attest; register again")
         }
@@ -195,7 +81,7 @@ struct AppAttestAssertionMiddleware: RouterMiddleware {
             )
         }
         let raised = try await GatewayRoutes.database(context) {
-            try await services.store.raiseCounter(user: user, to: counter)
+            try await store.raiseCounter(user: user, to: counter)
         }
         guard raised else {
             // Another request with the same or a later assertion got there first.
@@ -204,7 +90,7 @@ struct AppAttestAssertionMiddleware: RouterMiddleware {
                 "the App Attest assertion was refused: counter-not-increasing"
             )
         }
-        return try await next(request, context)
+        return request
     }
 }
 

@@ -104,81 +104,94 @@ public struct AppStoreNotificationShape: Sendable, Hashable {
 }
 
 extension GatewayRoutes {
-    /// `POST /v1/appstore/notifications`: App Store Server Notifications V2. Checks the body's
-    /// size and shape, verifies the JWS (signature, x5c chain to a trusted root, bundle id,
-    /// environment and, in Production, the app's Apple ID, and the transaction inside) with the
-    /// billing-worker's verifier and policy, publishes `billing.store-notification` and answers 200
-    /// only once the broker confirmed it; a broker failure is 503, which Apple retries (so nothing
-    /// is lost), and a duplicate is harmless (the same job id, and billing deduplicates by
-    /// `notificationUUID`). The billing-worker verifies again before the ledger changes.
-    ///
-    /// A notification that does not verify is answered 403 `notification-unverified` and logged
-    /// with its reason and claimed type, never its body; nothing is queued or stored (issue 29:
-    /// forged notifications had become jobs rows and dead letters). Why 403 and not 200: Apple
-    /// retries any non-200 answer for about three days, so a genuine notification refused because
-    /// of our own setup (a wrong `BILLING_ENVIRONMENT`, a missing root) comes back after the fix
-    /// instead of being lost; a forger gains nothing from either answer. Why not 400 or 401: the
-    /// request is well-formed (400 is the shape check's answer), and there is no credential to
-    /// send instead (401 asks for one); the signature was understood and grants nothing.
-    /// - Throws: `Problem` 400, 403, 408, 413 or 503 (also when verification is not configured).
-    static func appStoreNotification(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        guard let verifier = services.appStoreVerifier else {
-            throw Problem.unavailable(
-                "appstore-notifications-off",
-                "this gateway has no App Store verification policy (BILLING_ENVIRONMENT is not set)"
+}
+
+extension GatewayRoutes {
+    /// App Store Server Notifications (no bearer token: Apple signs the body).
+    struct AppStore: GatewayController {
+        let appStoreVerifier: SignedDataVerifier?
+        let metrics: GatewayMetrics
+        let jobs: JobAcceptor
+        let body: BodyReader
+
+        func addRoutes(to routes: Registrar) {
+            routes.open(.receiveAppStoreNotification, use: appStoreNotification)
+        }
+
+        /// `POST /v1/appstore/notifications`: App Store Server Notifications V2. Checks the body's
+        /// size and shape, verifies the JWS (signature, x5c chain to a trusted root, bundle id,
+        /// environment and, in Production, the app's Apple ID, and the transaction inside) with the
+        /// billing-worker's verifier and policy, publishes `billing.store-notification` and answers 200
+        /// only once the broker confirmed it; a broker failure is 503, which Apple retries (so nothing
+        /// is lost), and a duplicate is harmless (the same job id, and billing deduplicates by
+        /// `notificationUUID`). The billing-worker verifies again before the ledger changes.
+        ///
+        /// A notification that does not verify is answered 403 `notification-unverified` and logged
+        /// with its reason and claimed type, never its body; nothing is queued or stored (issue 29:
+        /// forged notifications had become jobs rows and dead letters). Why 403 and not 200: Apple
+        /// retries any non-200 answer for about three days, so a genuine notification refused because
+        /// of our own setup (a wrong `BILLING_ENVIRONMENT`, a missing root) comes back after the fix
+        /// instead of being lost; a forger gains nothing from either answer. Why not 400 or 401: the
+        /// request is well-formed (400 is the shape check's answer), and there is no credential to
+        /// send instead (401 asks for one); the signature was understood and grants nothing.
+        /// - Throws: `Problem` 400, 403, 408, 413 or 503 (also when verification is not configured).
+        func appStoreNotification(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            guard let verifier = appStoreVerifier else {
+                throw Problem.unavailable(
+                    "appstore-notifications-off",
+                    "this gateway has no App Store verification policy (BILLING_ENVIRONMENT is not set)"
+                )
+            }
+            let data = try await body(request, limit: AppStoreNotificationShape.maxBodyBytes)
+            let notification: AppStoreNotificationShape
+            do {
+                notification = try AppStoreNotificationShape(body: data)
+            } catch {
+                metrics.recordAppStoreNotification(outcome: "malformed")
+                context.logger.notice("app store notification refused", metadata: ["problem.code": "\(error.code)"])
+                throw error
+            }
+            do {
+                _ = try await verifier.verifyNotification(notification.signedPayload)
+            } catch {
+                metrics.recordAppStoreNotification(outcome: "unverified")
+                context.logger.notice(
+                    "app store notification refused",
+                    metadata: [
+                        "problem.code": "notification-unverified",
+                        "verification.reason": "\(error.reason.rawValue)",
+                        // What the payload claims, unverified and shortened; never the body.
+                        "notification.claimed_type": "\(notification.claimedType ?? "")",
+                    ]
+                )
+                throw Problem(
+                    status: 403,
+                    code: "notification-unverified",
+                    title: "Notification not verified",
+                    detail: "the signedPayload does not verify (\(error.reason.rawValue))"
+                )
+            }
+            let jobID = notification.jobID
+            let job = StoreNotificationRequest(jobID: jobID, signedPayload: notification.signedPayload)
+            try await jobs.publish(
+                .billingStoreNotification,
+                jobID: jobID,
+                body: try JSONCoding.encoder.encode(job),
+                context: context
             )
-        }
-        let data = try await body(request, services, limit: AppStoreNotificationShape.maxBodyBytes)
-        let notification: AppStoreNotificationShape
-        do {
-            notification = try AppStoreNotificationShape(body: data)
-        } catch {
-            services.metrics.recordAppStoreNotification(outcome: "malformed")
-            context.logger.notice("app store notification refused", metadata: ["problem.code": "\(error.code)"])
-            throw error
-        }
-        do {
-            _ = try await verifier.verifyNotification(notification.signedPayload)
-        } catch {
-            services.metrics.recordAppStoreNotification(outcome: "unverified")
-            context.logger.notice(
-                "app store notification refused",
+            metrics.recordAppStoreNotification(outcome: "queued")
+            context.logger.info(
+                "app store notification queued",
                 metadata: [
-                    "problem.code": "notification-unverified",
-                    "verification.reason": "\(error.reason.rawValue)",
-                    // What the payload claims, unverified and shortened; never the body.
+                    "job.id": "\(jobID)", "job.type": "billing.store-notification",
+                    "notification.claimed_uuid": "\(notification.claimedUUID ?? "")",
                     "notification.claimed_type": "\(notification.claimedType ?? "")",
                 ]
             )
-            throw Problem(
-                status: 403,
-                code: "notification-unverified",
-                title: "Notification not verified",
-                detail: "the signedPayload does not verify (\(error.reason.rawValue))"
-            )
+            return json(["jobId": .string(jobID.description)], status: .ok)
         }
-        let jobID = notification.jobID
-        let job = StoreNotificationRequest(jobID: jobID, signedPayload: notification.signedPayload)
-        try await publish(
-            .billingStoreNotification,
-            jobID: jobID,
-            body: try JSONCoding.encoder.encode(job),
-            context: context,
-            services
-        )
-        services.metrics.recordAppStoreNotification(outcome: "queued")
-        context.logger.info(
-            "app store notification queued",
-            metadata: [
-                "job.id": "\(jobID)", "job.type": "billing.store-notification",
-                "notification.claimed_uuid": "\(notification.claimedUUID ?? "")",
-                "notification.claimed_type": "\(notification.claimedType ?? "")",
-            ]
-        )
-        return json(["jobId": .string(jobID.description)], status: .ok)
     }
 }

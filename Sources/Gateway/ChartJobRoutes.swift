@@ -26,135 +26,6 @@ extension GatewayRoutes {
     /// The largest body these routes read: their members are a few short fields.
     static let maxChartJobBodyBytes = 4096
 
-    /// `POST /v1/profiles/{id}/synastry`: `chart.synastry` of the profile and `partnerProfileId`.
-    static func requestSynastry(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        try await requestChartJob(.chartSynastry, route: "synastry", request, context: context, services) {
-            (json: JSONValue) throws(ChartJobError) in
-            let job = try ChartSynastryRequest(json: json)
-            return (job.partnerProfileID, { job.json(with: $0) })
-        }
-    }
-
-    /// `POST /v1/profiles/{id}/transits`: `chart.transits` for `from` … `to`.
-    static func requestTransits(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        try await requestChartJob(.chartTransits, route: "transits", request, context: context, services) {
-            (json: JSONValue) throws(ChartJobError) in
-            let job = try ChartTransitsRequest(json: json)
-            return (nil, { job.json(with: $0) })
-        }
-    }
-
-    /// `POST /v1/profiles/{id}/returns`: `chart.return` (a solar return or a progression).
-    static func requestReturn(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        try await requestChartJob(.chartReturn, route: "returns", request, context: context, services) {
-            (json: JSONValue) throws(ChartJobError) in
-            let job = try ChartReturnRequest(json: json)
-            return (nil, { job.json(with: $0) })
-        }
-    }
-
-    /// `POST /v1/profiles/{id}/wheels`: `chart.render` (a natal wheel or a bi-wheel).
-    static func requestWheel(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        try await requestChartJob(.chartRender, route: "wheels", request, context: context, services) {
-            (json: JSONValue) throws(ChartJobError) in
-            let job = try ChartRenderRequest(json: json)
-            // The job ignores members its wheel does not use; here they are refused, so that a
-            // request never means something other than what it says.
-            if job.wheel != .synastry, json["partnerProfileId"] != nil {
-                throw ChartJobError(
-                    .invalidFieldType,
-                    field: "partnerProfileId",
-                    message: "partnerProfileId: only the synastry wheel takes a partner"
-                )
-            }
-            if job.wheel != .transits, json["at"] != nil {
-                throw ChartJobError(.invalidFieldType, field: "at", message: "at: only the transits wheel takes at")
-            }
-            return (job.partnerProfileID, { job.json(with: $0) })
-        }
-    }
-
-    /// What every chart job route does: the caller, the path's profile, the body checked by the
-    /// job's own validation, both profiles checked in the database, then `accept` (idempotency,
-    /// publish with confirm, 202).
-    /// - Parameter validate: The job's validation of the whole body (with a provisional job id);
-    ///   returns the partner profile, if any, and the body for the job id `accept` gives.
-    static func requestChartJob(
-        _ kind: JobType,
-        route: String,
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices,
-        validate: (JSONValue) throws(ChartJobError) -> (ProfileID?, @Sendable (JobID) -> JSONValue)
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let profile = ProfileID(try pathID(context, "id"))
-        let idempotencyKey = try idempotencyKey(request)
-        let data = try await body(request, services, limit: min(services.maxBodyBytes, maxChartJobBodyBytes))
-        var members = try self.members(data, allowed: chartJobMembers[kind] ?? [], optionalBody: false)
-        // The user comes from the token and the profile from the path; the job id is `accept`'s.
-        members["jobId"] = .string(JobID.random().description)
-        members["userId"] = .string(user.description)
-        members["profileId"] = .string(profile.description)
-        let partner: ProfileID?
-        let jobBody: @Sendable (JobID) -> JSONValue
-        do {
-            (partner, jobBody) = try validate(.object(members))
-        } catch {
-            throw chartJobProblem(error)
-        }
-        try await checkProfiles(profile, partner: partner, user: user, context: context, services)
-        try await checkQuota(user: user, context: context, services)
-        return try await accept(
-            kind,
-            user: user,
-            idempotencyKey: idempotencyKey,
-            requestHash: requestHash(kind, path: "POST /v1/profiles/\(profile)/\(route)", data),
-            context: context,
-            services
-        ) { jobID in
-            (jobBody(jobID).jsonData(), [:])
-        }
-    }
-
-    /// The caller's chart results computed within 24 hours against `ChartResultQuota` (the
-    /// chart-worker checks again: this only spares the queue).
-    /// - Throws: `Problem` 429 `chart-quota-exceeded` with `Retry-After` (when the oldest counted
-    ///   result leaves the window).
-    static func checkQuota(user: UserID, context: BasicRequestContext, _ services: GatewayServices) async throws {
-        let quota = services.chartResultQuota
-        guard quota.limit != nil else { return }
-        let (computed, oldest) = try await database(context) {
-            try await services.resources.chartResultsComputed(user: user)
-        }
-        guard !quota.allowsAnother(computed: computed) else { return }
-        let seconds = ChartResultQuota.retryAfter(oldest: oldest, now: Date())
-        services.metrics.recordRateLimited(limit: "chart-results")
-        throw Problem(
-            status: 429,
-            code: ChartResultQuota.code.rawValue,
-            title: "Too many chart results",
-            detail: quota.refusal(retryAfter: seconds).message,
-            retryAfter: seconds
-        )
-    }
-
     /// A refused body as the API answers it: 400 `invalid-json` for a body that is not an
     /// object, 422 with the job's code and field for anything else.
     static func chartJobProblem(_ error: ChartJobError) -> Problem {
@@ -165,112 +36,11 @@ extension GatewayRoutes {
         }
     }
 
-    /// Both profiles the caller's (404 `profile-not-found` otherwise, the same answer for
-    /// unknown and other users' ids), both charts stored (409 `chart-not-ready`), and for two,
-    /// in the same zodiac (422 `zodiac-mismatch`).
-    static func checkProfiles(
-        _ profile: ProfileID,
-        partner: ProfileID?,
-        user: UserID,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws {
-        let found = try await database(context) {
-            try await services.resources.chartStates([profile] + (partner.map { [$0] } ?? []), user: user)
-        }
-        for (id, field) in [(profile, nil), (partner, "partnerProfileId")] as [(ProfileID?, String?)] {
-            guard let id else { continue }
-            guard let state = found[id] else {
-                throw Problem(
-                    status: 404,
-                    code: "profile-not-found",
-                    title: "Not found",
-                    detail: field == nil ? "no such profile" : "partnerProfileId: no such profile",
-                    field: field
-                )
-            }
-            guard state.zodiac != nil else {
-                throw Problem(
-                    status: 409,
-                    code: "chart-not-ready",
-                    title: "Conflict",
-                    detail: "\(field.map { "\($0): " } ?? "")the profile's chart is not calculated yet",
-                    field: field
-                )
-            }
-        }
-        if let partner, let first = found[profile]?.zodiac, let second = found[partner]?.zodiac, first != second {
-            throw unprocessable(
-                "zodiac-mismatch",
-                "partnerProfileId: the charts are in different zodiacs (\(first), \(second))",
-                field: "partnerProfileId"
-            )
-        }
-    }
-
     // MARK: Results
 
     /// How long a client may keep a result without asking: its id names its content, so it
     /// never changes, but it can be deleted (the profile, retention), so not forever.
     static let chartResultMaxAge = 3600
-
-    /// `GET /v1/chart-results/{id}`: a stored result of the caller: JSON kinds as
-    /// `application/json`, wheels as `image/svg+xml` (`format=json` gives any result's JSON
-    /// document, a wheel's with its SVG as a string). 304 for `If-None-Match` of its id, 404
-    /// for no such result of the caller, 400 `invalid-format`.
-    static func getChartResult(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let id = try pathID(context, "id")
-        let format = try resultFormat(request)
-        let etag = "\"\(id.uuidString.lowercased())\""
-        var headers: HTTPFields = [
-            .eTag: etag,
-            .cacheControl: "private, max-age=\(chartResultMaxAge)",
-            .init("X-Content-Type-Options")!: "nosniff",
-        ]
-        if let match = request.headers[.ifNoneMatch], ETagMatch.matches(match, etag) {
-            // The id names the content; only whether it is still the caller's is asked.
-            guard try await database(context, { try await services.resources.touchChartResult(id, user: user) })
-            else { throw Problem.notFound() }
-            return Response(status: .notModified, headers: headers)
-        }
-        guard var result = try await database(context, { try await services.resources.chartResult(id, user: user) })
-        else { throw Problem.notFound() }
-        if let stored = result.transitsText {
-            // Transits are stored compact (TransitReport+Compact.swift); the API serves them whole.
-            let full: String
-            do {
-                full = try TransitReport.expandedJSON(stored: stored)
-            } catch {
-                context.logger.error("stored transit result unreadable", metadata: ["chart.result": "\(id)"])
-                throw Problem(
-                    status: 500,
-                    code: "internal-error",
-                    title: "Internal error",
-                    detail: "the stored result cannot be read"
-                )
-            }
-            result.jsonText = String(result.jsonText.dropLast()) + ",\"result\":" + full + "}"
-        }
-        if result.kind == ChartResultKind.wheel.rawValue, format != "json", let svg = result.svg {
-            headers[.contentType] = "image/svg+xml; charset=utf-8"
-            headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: svg)))
-        }
-        if format == "svg" {
-            throw Problem.invalid(
-                "invalid-format",
-                "format: svg is only for a wheel; this result is JSON",
-                field: "format"
-            )
-        }
-        headers[.contentType] = "application/json"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: result.jsonText)))
-    }
 
     /// `format`: `json`, `svg` or absent (the result's own type).
     /// - Throws: `Problem` 400 `invalid-format` for anything else, or more than one.
@@ -438,6 +208,247 @@ extension ResourceStore {
                 """,
                 [id, user.uuid]
             ).isEmpty
+        }
+    }
+}
+
+extension GatewayRoutes {
+    /// Chart jobs beyond the natal chart (synastry, transits, returns, wheels) and their results.
+    struct ChartJobs: GatewayController {
+        let resources: ResourceStore
+        let jobs: JobAcceptor
+        let body: BodyReader
+        let chartResultQuota: ChartResultQuota
+        let metrics: GatewayMetrics
+
+        func addRoutes(to routes: Registrar) {
+            routes.authenticated(.requestSynastry, use: requestSynastry)
+            routes.authenticated(.requestTransits, use: requestTransits)
+            routes.authenticated(.requestReturn, use: requestReturn)
+            routes.authenticated(.requestWheel, use: requestWheel)
+            routes.authenticated(.getChartResult, use: getChartResult)
+        }
+
+        /// `POST /v1/profiles/{id}/synastry`: `chart.synastry` of the profile and `partnerProfileId`.
+        func requestSynastry(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            try await requestChartJob(.chartSynastry, route: "synastry", request, context: context) {
+                (json: JSONValue) throws(ChartJobError) in
+                let job = try ChartSynastryRequest(json: json)
+                return (job.partnerProfileID, { job.json(with: $0) })
+            }
+        }
+
+        /// `POST /v1/profiles/{id}/transits`: `chart.transits` for `from` … `to`.
+        func requestTransits(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            try await requestChartJob(.chartTransits, route: "transits", request, context: context) {
+                (json: JSONValue) throws(ChartJobError) in
+                let job = try ChartTransitsRequest(json: json)
+                return (nil, { job.json(with: $0) })
+            }
+        }
+
+        /// `POST /v1/profiles/{id}/returns`: `chart.return` (a solar return or a progression).
+        func requestReturn(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            try await requestChartJob(.chartReturn, route: "returns", request, context: context) {
+                (json: JSONValue) throws(ChartJobError) in
+                let job = try ChartReturnRequest(json: json)
+                return (nil, { job.json(with: $0) })
+            }
+        }
+
+        /// `POST /v1/profiles/{id}/wheels`: `chart.render` (a natal wheel or a bi-wheel).
+        func requestWheel(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            try await requestChartJob(.chartRender, route: "wheels", request, context: context) {
+                (json: JSONValue) throws(ChartJobError) in
+                let job = try ChartRenderRequest(json: json)
+                // The job ignores members its wheel does not use; here they are refused, so that a
+                // request never means something other than what it says.
+                if job.wheel != .synastry, json["partnerProfileId"] != nil {
+                    throw ChartJobError(
+                        .invalidFieldType,
+                        field: "partnerProfileId",
+                        message: "partnerProfileId: only the synastry wheel takes a partner"
+                    )
+                }
+                if job.wheel != .transits, json["at"] != nil {
+                    throw ChartJobError(.invalidFieldType, field: "at", message: "at: only the transits wheel takes at")
+                }
+                return (job.partnerProfileID, { job.json(with: $0) })
+            }
+        }
+
+        /// What every chart job route does: the caller, the path's profile, the body checked by the
+        /// job's own validation, both profiles checked in the database, then `accept` (idempotency,
+        /// publish with confirm, 202).
+        /// - Parameter validate: The job's validation of the whole body (with a provisional job id);
+        ///   returns the partner profile, if any, and the body for the job id `accept` gives.
+        func requestChartJob(
+            _ kind: JobType,
+            route: String,
+            _ request: Request,
+            context: GatewayRequestContext,
+            validate: (JSONValue) throws(ChartJobError) -> (ProfileID?, @Sendable (JobID) -> JSONValue)
+        ) async throws -> Response {
+            let user = try context.user
+            let profile = ProfileID(try pathID(context, "id"))
+            let idempotencyKey = try idempotencyKey(request)
+            let data = try await body(request, limit: min(body.maxBytes, maxChartJobBodyBytes))
+            var members = try GatewayRoutes.members(data, allowed: chartJobMembers[kind] ?? [], optionalBody: false)
+            // The user comes from the token and the profile from the path; the job id is `accept`'s.
+            members["jobId"] = .string(JobID.random().description)
+            members["userId"] = .string(user.description)
+            members["profileId"] = .string(profile.description)
+            let partner: ProfileID?
+            let jobBody: @Sendable (JobID) -> JSONValue
+            do {
+                (partner, jobBody) = try validate(.object(members))
+            } catch {
+                throw chartJobProblem(error)
+            }
+            try await checkProfiles(profile, partner: partner, user: user, context: context)
+            try await checkQuota(user: user, context: context)
+            return try await jobs.accept(
+                kind,
+                user: user,
+                idempotencyKey: idempotencyKey,
+                requestHash: requestHash(kind, path: "POST /v1/profiles/\(profile)/\(route)", data),
+                context: context
+            ) { jobID in
+                (jobBody(jobID).jsonData(), [:])
+            }
+        }
+
+        /// The caller's chart results computed within 24 hours against `ChartResultQuota` (the
+        /// chart-worker checks again: this only spares the queue).
+        /// - Throws: `Problem` 429 `chart-quota-exceeded` with `Retry-After` (when the oldest counted
+        ///   result leaves the window).
+        func checkQuota(user: UserID, context: GatewayRequestContext) async throws {
+            let quota = chartResultQuota
+            guard quota.limit != nil else { return }
+            let (computed, oldest) = try await database(context) {
+                try await resources.chartResultsComputed(user: user)
+            }
+            guard !quota.allowsAnother(computed: computed) else { return }
+            let seconds = ChartResultQuota.retryAfter(oldest: oldest, now: Date())
+            metrics.recordRateLimited(limit: "chart-results")
+            throw Problem(
+                status: 429,
+                code: ChartResultQuota.code.rawValue,
+                title: "Too many chart results",
+                detail: quota.refusal(retryAfter: seconds).message,
+                retryAfter: seconds
+            )
+        }
+
+        /// Both profiles the caller's (404 `profile-not-found` otherwise, the same answer for
+        /// unknown and other users' ids), both charts stored (409 `chart-not-ready`), and for two,
+        /// in the same zodiac (422 `zodiac-mismatch`).
+        func checkProfiles(
+            _ profile: ProfileID,
+            partner: ProfileID?,
+            user: UserID,
+            context: GatewayRequestContext
+        ) async throws {
+            let found = try await database(context) {
+                try await resources.chartStates([profile] + (partner.map { [$0] } ?? []), user: user)
+            }
+            for (id, field) in [(profile, nil), (partner, "partnerProfileId")] as [(ProfileID?, String?)] {
+                guard let id else { continue }
+                guard let state = found[id] else {
+                    throw Problem(
+                        status: 404,
+                        code: "profile-not-found",
+                        title: "Not found",
+                        detail: field == nil ? "no such profile" : "partnerProfileId: no such profile",
+                        field: field
+                    )
+                }
+                guard state.zodiac != nil else {
+                    throw Problem(
+                        status: 409,
+                        code: "chart-not-ready",
+                        title: "Conflict",
+                        detail: "\(field.map { "\($0): " } ?? "")the profile's chart is not calculated yet",
+                        field: field
+                    )
+                }
+            }
+            if let partner, let first = found[profile]?.zodiac, let second = found[partner]?.zodiac, first != second {
+                throw unprocessable(
+                    "zodiac-mismatch",
+                    "partnerProfileId: the charts are in different zodiacs (\(first), \(second))",
+                    field: "partnerProfileId"
+                )
+            }
+        }
+
+        /// `GET /v1/chart-results/{id}`: a stored result of the caller: JSON kinds as
+        /// `application/json`, wheels as `image/svg+xml` (`format=json` gives any result's JSON
+        /// document, a wheel's with its SVG as a string). 304 for `If-None-Match` of its id, 404
+        /// for no such result of the caller, 400 `invalid-format`.
+        func getChartResult(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let id = try pathID(context, "id")
+            let format = try resultFormat(request)
+            let etag = "\"\(id.uuidString.lowercased())\""
+            var headers: HTTPFields = [
+                .eTag: etag,
+                .cacheControl: "private, max-age=\(chartResultMaxAge)",
+                .init("X-Content-Type-Options")!: "nosniff",
+            ]
+            if let match = request.headers[.ifNoneMatch], ETagMatch.matches(match, etag) {
+                // The id names the content; only whether it is still the caller's is asked.
+                guard try await database(context, { try await resources.touchChartResult(id, user: user) })
+                else { throw Problem.notFound() }
+                return Response(status: .notModified, headers: headers)
+            }
+            guard var result = try await database(context, { try await resources.chartResult(id, user: user) })
+            else { throw Problem.notFound() }
+            if let stored = result.transitsText {
+                // Transits are stored compact (TransitReport+Compact.swift); the API serves them whole.
+                let full: String
+                do {
+                    full = try TransitReport.expandedJSON(stored: stored)
+                } catch {
+                    context.logger.error("stored transit result unreadable", metadata: ["chart.result": "\(id)"])
+                    throw Problem(
+                        status: 500,
+                        code: "internal-error",
+                        title: "Internal error",
+                        detail: "the stored result cannot be read"
+                    )
+                }
+                result.jsonText = String(result.jsonText.dropLast()) + ",\"result\":" + full + "}"
+            }
+            if result.kind == ChartResultKind.wheel.rawValue, format != "json", let svg = result.svg {
+                headers[.contentType] = "image/svg+xml; charset=utf-8"
+                headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: svg)))
+            }
+            if format == "svg" {
+                throw Problem.invalid(
+                    "invalid-format",
+                    "format: svg is only for a wheel; this result is JSON",
+                    field: "format"
+                )
+            }
+            headers[.contentType] = "application/json"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: result.jsonText)))
         }
     }
 }

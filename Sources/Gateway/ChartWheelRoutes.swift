@@ -17,51 +17,6 @@ extension GatewayRoutes {
     /// is refused rather than parsed.
     static let maxWheelQueryBytes = 256
 
-    /// `GET /v1/profiles/{id}/chart.svg`: the profile's natal wheel (200 `image/svg+xml`), 304
-    /// for a matching `If-None-Match`, 400 `invalid-theme` / `invalid-query`, 404 for no such
-    /// profile of the caller, 409 `chart-not-ready` before its chart is stored.
-    static func getProfileChartSVG(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let id = ProfileID(try pathID(context, "id"))
-        let theme = try wheelTheme(request)
-        let stored: ResourceStore.WheelChart
-        switch try await database(context, { try await services.resources.wheelChart(id, user: user) }) {
-        case .noProfile:
-            throw Problem.notFound()
-        case .notCalculated:
-            throw Problem(
-                status: 409,
-                code: "chart-not-ready",
-                title: "Conflict",
-                detail: "the profile's chart is not calculated yet; wait for its chart.calculate job"
-            )
-        case .chart(let chart):
-            stored = chart
-        }
-        let etag = wheelETag(stored, theme: theme)
-        var headers: HTTPFields = [
-            .eTag: etag,
-            // Revalidated on every use: a profile's new birth data or name changes its wheel
-            // under the same URL, and a revalidation costs one look-up, no drawing.
-            .cacheControl: "private, no-cache",
-            .init("X-Content-Type-Options")!: "nosniff",
-            // An SVG opened on its own must not run scripts or load anything.
-            .contentSecurityPolicy: "default-src 'none'; style-src 'unsafe-inline'; sandbox",
-        ]
-        if let match = request.headers[.ifNoneMatch], ETagMatch.matches(match, etag) {
-            return Response(status: .notModified, headers: headers)
-        }
-        let svg = try WheelRenderCache.shared.svg(etag: etag) {
-            try renderNatalWheel(stored, theme: theme, context: context)
-        }
-        headers[.contentType] = "image/svg+xml; charset=utf-8"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: svg)))
-    }
-
     /// The `theme` of the query: `light` when absent.
     /// - Throws: `Problem` 400 `invalid-query` for a query string over `maxWheelQueryBytes`,
     ///   `invalid-theme` for more than one theme or one other than `light` and `dark`.
@@ -93,7 +48,7 @@ extension GatewayRoutes {
     static func renderNatalWheel(
         _ chart: ResourceStore.WheelChart,
         theme: WheelTheme,
-        context: BasicRequestContext
+        context: GatewayRequestContext
     ) throws -> String {
         do {
             let natal = try JSONCoding.decoder.decode(NatalChart.self, from: Data(chart.document.utf8))

@@ -143,35 +143,47 @@ extension ResourceStore {
 }
 
 extension GatewayRoutes {
-    /// `PUT /v1/consent`: records the caller's answer (200 with the record).
-    static func putConsent(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let data = try await body(request, services, limit: 4_096)
-        let answer = try ConsentAnswer(body: data, now: Date())
-        let record = try await database(context) { try await services.resources.recordConsent(user: user, answer) }
-        context.logger.info(
-            "consent recorded",
-            metadata: [
-                "user.id": "\(user)", "consented": "\(answer.consented)", "text_version": "\(answer.textVersion)",
-            ]
-        )
-        return json(record.json, status: .ok)
-    }
+}
 
-    /// `GET /v1/consent`: the caller's current answer (404 before any).
-    static func getConsent(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        guard let record = try await database(context, { try await services.resources.consent(user: user) }) else {
-            throw Problem.notFound("no consent answer recorded yet")
+extension GatewayRoutes {
+    /// The caller's consent to share consumption data with Apple.
+    struct Consent: GatewayController {
+        let resources: ResourceStore
+        let body: BodyReader
+
+        func addRoutes(to routes: Registrar) {
+            routes.authenticated(.putConsent, use: putConsent)
+            routes.authenticated(.getConsent, use: getConsent)
         }
-        return json(record.json, status: .ok)
+
+        /// `PUT /v1/consent`: records the caller's answer (200 with the record).
+        func putConsent(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let data = try await body(request, limit: 4_096)
+            let answer = try ConsentAnswer(body: data, now: Date())
+            let record = try await database(context) { try await resources.recordConsent(user: user, answer) }
+            context.logger.info(
+                "consent recorded",
+                metadata: [
+                    "user.id": "\(user)", "consented": "\(answer.consented)", "text_version": "\(answer.textVersion)",
+                ]
+            )
+            return json(record.json, status: .ok)
+        }
+
+        /// `GET /v1/consent`: the caller's current answer (404 before any).
+        func getConsent(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            guard let record = try await database(context, { try await resources.consent(user: user) }) else {
+                throw Problem.notFound("no consent answer recorded yet")
+            }
+            return json(record.json, status: .ok)
+        }
     }
 }

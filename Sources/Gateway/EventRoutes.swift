@@ -15,103 +15,6 @@ extension GatewayRoutes {
 
     // MARK: Event stream
 
-    /// The caller's events as `text/event-stream`: each event's `id:` (its stable broker message
-    /// id), `event:` (its type) and `data:` (its JSON, one line); comment heartbeats; with
-    /// `Last-Event-ID`, first the caller's kept events after that one, or a `reset` event when
-    /// that id is not kept. The stream ends with an `end` event when the access token expires
-    /// (`token-expired`) or the user's deletion starts (`user-deleted`).
-    /// - Throws: `Problem` 401 (token), 429 (the caller's or the client address's maximum of
-    ///   streams), 503 (this replica's maximum of streams, or its event subscription is down).
-    static func events(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let claims = try authenticatedClaims(request, context: context, services)
-        let user = claims.subject
-        // An id this gateway never gives (too long, odd characters) can only be unknown: it gets
-        // a reset, as an expired one does. An empty header is no header.
-        var lastEventID: String?
-        if let header = request.headers[lastEventIDHeader], !header.isEmpty {
-            lastEventID = EventHub.isUsableID(header) ? header : "\u{0}"
-        }
-        let stream: EventStream
-        let address = services.rateLimiter.clientBucket(of: request)
-        do {
-            stream = try services.events.open(user: user, address: address, lastEventID: lastEventID)
-        } catch .tooManyForAddress {
-            services.metrics.recordRateLimited(limit: "streams-ip")
-            context.logger.notice(
-                "event stream refused: address at its maximum",
-                metadata: ["client.key": "\(address)"]
-            )
-            throw Problem(
-                status: 429,
-                code: "too-many-address-streams",
-                title: "Too many event streams",
-                detail: "at most \(services.events.limits.streamsPerAddress) open event streams per client address; "
-                    + "close one first",
-                retryAfter: 5
-            )
-        } catch .tooManyForUser {
-            throw Problem(
-                status: 429,
-                code: "too-many-streams",
-                title: "Too many event streams",
-                detail: "at most \(services.events.limits.streamsPerUser) open event streams per user; close one first",
-                retryAfter: 5
-            )
-        } catch .replicaFull {
-            throw Problem.unavailable(
-                "streams-unavailable",
-                "this server holds its maximum of event streams; try again"
-            )
-        } catch .unsubscribed {
-            throw Problem.unavailable("events-unavailable", "live events are not available right now; try again")
-        }
-        context.logger.info(
-            "event stream opened",
-            metadata: ["user.id": "\(user)", "stream.resume": "\(lastEventID != nil)"]
-        )
-        let hub = services.events
-        let logger = context.logger
-        // A deletion read between the token check and the registration would have found no
-        // stream to end (`DeletedUsers` records the user before it ends the user's streams).
-        if services.deletedUsers.contains(user) { stream.end(.userDeleted) }
-        // The stream lives as long as the token that opened it would be accepted (its `exp` and
-        // the verifier's leeway for clock skew), kept by `Deadlines`, the one timer.
-        let expiresIn = Double(claims.expiresAt + services.verifier.leeway) - Date().timeIntervalSince1970
-        let expiry = services.deadlines.schedule(after: .milliseconds(Int64(max(0, expiresIn) * 1000))) {
-            stream.end(.tokenExpired)
-        }
-        // A client that closes its connection has gone: an event stream takes no request body,
-        // and a client still reading keeps its side open. Without this, an idle stream would
-        // learn of it only when a heartbeat write failed (the second after the close).
-        let watch = services.connections
-        let lease = StreamLease(
-            stream: stream,
-            hub: hub,
-            watch: watch,
-            registration: watch.onInputClosed(header: request.headers[ConnectionWatch.header]) {
-                stream.end(.clientGone)
-            },
-            deadlines: services.deadlines,
-            expiry: expiry
-        )
-        return Response(
-            status: .ok,
-            headers: [
-                .contentType: "text/event-stream",
-                .cacheControl: "no-cache",
-                // Proxies such as nginx would otherwise hold events back in their buffers.
-                accelBufferingHeader: "no",
-            ],
-            body: ResponseBody { writer in
-                try await Self.writeStream(lease.stream, to: &writer, hub: hub, logger: logger)
-            }
-        )
-    }
-
     /// An open stream's hold on its place, released with the response: should the server drop the
     /// response without running its body (it does when the head cannot be written, the client
     /// having reset the connection), the body that closes the stream never runs, and the stream
@@ -238,57 +141,205 @@ extension GatewayRoutes {
 
     // MARK: Long poll
 
-    /// `GET /v1/jobs/{id}`, with `?wait=N` (0…30 seconds): answers as soon as the job is
-    /// terminal, or after N seconds with its current state. The wait is woken by the job's events
-    /// on this replica's subscription and confirmed by reading the job again; no polling.
-    /// - Throws: `Problem` 401, 400 (`wait` not a whole number in 0…30), 404, 503.
-    static func jobWithWait(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let values = request.uri.queryParameters[values: "wait"]
-        guard !values.isEmpty else { return try await job(request, context: context, services) }
-        let user = try authenticate(request, context: context, services)
-        guard values.count == 1, let seconds = waitSeconds(String(values[0])) else {
-            throw Problem.invalid(
-                "invalid-wait",
-                "wait: expected one whole number of seconds in 0…\(maxWaitSeconds)",
-                field: "wait"
-            )
-        }
-        guard seconds > 0, let text = context.parameters.get("id"), text.utf8.count <= 36, let jobID = JobID(text)
-        else {
-            return try await job(request, context: context, services, user: user)
-        }
-        // Registered before the first read, so that an event arriving between the read and the
-        // wait still wakes it. At the replica's or the user's maximum of waits, the answer is the
-        // current state at once.
-        guard let waiter = services.events.registerWaiter(jobID: jobID, user: user) else {
-            return try await job(request, context: context, services, user: user)
-        }
-        defer { services.events.unregister(waiter) }
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while true {
-            guard let view = try await database(context, { try await services.store.job(jobID, user: user) }) else {
-                throw Problem.notFound()
-            }
-            let remaining = deadline - .now
-            if JobStatus(rawValue: view.status)?.isTerminal == true || remaining <= .zero { break }
-            // While the subscription is down no event can wake the wait: the state is read again
-            // every second instead.
-            let step = services.events.isSubscribed ? remaining : min(remaining, .seconds(1))
-            _ = await waiter.wait(timeout: step, deadlines: services.deadlines)
-            if Task.isCancelled { break }
-        }
-        return try await job(request, context: context, services, user: user)
-    }
-
     /// The `wait` parameter: 1–2 digits, 0…30.
     static func waitSeconds(_ text: String) -> Int? {
         guard (1...2).contains(text.utf8.count), text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
             let value = Int(text), (0...maxWaitSeconds).contains(value)
         else { return nil }
         return value
+    }
+}
+
+extension GatewayRoutes {
+    /// A job's state, read at once or long-polled (`?wait=N`).
+    struct Jobs: GatewayController {
+        let store: GatewayStore
+        let events: EventHub
+        let deadlines: Deadlines
+
+        func addRoutes(to routes: Registrar) {
+            routes.authenticated(.getJob, use: jobWithWait)
+        }
+
+        /// `GET /v1/jobs/{id}` at once (the caller was authenticated before a long poll, so a token
+        /// that expired during the wait still gets its answer).
+        func job(_ request: Request, context: GatewayRequestContext) async throws -> Response {
+            let user = try context.user
+            guard let text = context.parameters.get("id"), text.utf8.count <= 36, let jobID = JobID(text) else {
+                throw Problem.notFound()
+            }
+            guard let view = try await database(context, { try await store.job(jobID, user: user) }) else {
+                throw Problem.notFound()
+            }
+            var object: [String: JSONValue] = [
+                "jobId": .string(jobID.description),
+                "type": .string(view.kind),
+                "status": .string(view.status),
+                "attempts": .number(Double(view.attempts)),
+                "createdAt": .string(ISO8601.string(from: view.createdAt)),
+            ]
+            if let finished = view.finishedAt { object["finishedAt"] = .string(ISO8601.string(from: finished)) }
+            if let error = view.error, let value = try? JSONValue.parse(Data(error.utf8)) { object["error"] = value }
+            if let result = view.result, let value = try? JSONValue.parse(Data(result.utf8)) {
+                object["result"] = value
+            }
+            return json(object, status: .ok)
+        }
+
+        /// `GET /v1/jobs/{id}`, with `?wait=N` (0…30 seconds): answers as soon as the job is
+        /// terminal, or after N seconds with its current state. The wait is woken by the job's events
+        /// on this replica's subscription and confirmed by reading the job again; no polling.
+        /// - Throws: `Problem` 401, 400 (`wait` not a whole number in 0…30), 404, 503.
+        func jobWithWait(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let values = request.uri.queryParameters[values: "wait"]
+            guard !values.isEmpty else { return try await job(request, context: context) }
+            let user = try context.user
+            guard values.count == 1, let seconds = waitSeconds(String(values[0])) else {
+                throw Problem.invalid(
+                    "invalid-wait",
+                    "wait: expected one whole number of seconds in 0…\(maxWaitSeconds)",
+                    field: "wait"
+                )
+            }
+            guard seconds > 0, let text = context.parameters.get("id"), text.utf8.count <= 36, let jobID = JobID(text)
+            else {
+                return try await job(request, context: context)
+            }
+            // Registered before the first read, so that an event arriving between the read and the
+            // wait still wakes it. At the replica's or the user's maximum of waits, the answer is the
+            // current state at once.
+            guard let waiter = events.registerWaiter(jobID: jobID, user: user) else {
+                return try await job(request, context: context)
+            }
+            defer { events.unregister(waiter) }
+            let deadline = ContinuousClock.now + .seconds(seconds)
+            while true {
+                guard let view = try await database(context, { try await store.job(jobID, user: user) }) else {
+                    throw Problem.notFound()
+                }
+                let remaining = deadline - .now
+                if JobStatus(rawValue: view.status)?.isTerminal == true || remaining <= .zero { break }
+                // While the subscription is down no event can wake the wait: the state is read again
+                // every second instead.
+                let step = events.isSubscribed ? remaining : min(remaining, .seconds(1))
+                _ = await waiter.wait(timeout: step, deadlines: deadlines)
+                if Task.isCancelled { break }
+            }
+            return try await job(request, context: context)
+        }
+    }
+
+    /// The caller's live events (`GET /v1/events`).
+    struct Events: GatewayController {
+        let events: EventHub
+        let verifier: AccessTokenVerifier
+        let rateLimiter: RateLimiter
+        let deletedUsers: DeletedUsers
+        let connections: ConnectionWatch
+        let deadlines: Deadlines
+        let metrics: GatewayMetrics
+
+        func addRoutes(to routes: Registrar) {
+            routes.authenticated(.streamEvents, use: stream)
+        }
+
+        /// The caller's events as `text/event-stream`: each event's `id:` (its stable broker message
+        /// id), `event:` (its type) and `data:` (its JSON, one line); comment heartbeats; with
+        /// `Last-Event-ID`, first the caller's kept events after that one, or a `reset` event when
+        /// that id is not kept. The stream ends with an `end` event when the access token expires
+        /// (`token-expired`) or the user's deletion starts (`user-deleted`).
+        /// - Throws: `Problem` 401 (token), 429 (the caller's or the client address's maximum of
+        ///   streams), 503 (this replica's maximum of streams, or its event subscription is down).
+        func stream(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let claims = try context.verifiedClaims
+            let user = claims.subject
+            // An id this gateway never gives (too long, odd characters) can only be unknown: it gets
+            // a reset, as an expired one does. An empty header is no header.
+            var lastEventID: String?
+            if let header = request.headers[lastEventIDHeader], !header.isEmpty {
+                lastEventID = EventHub.isUsableID(header) ? header : "\u{0}"
+            }
+            let stream: EventStream
+            let address = rateLimiter.clientBucket(of: request, context: context)
+            do {
+                stream = try events.open(user: user, address: address, lastEventID: lastEventID)
+            } catch .tooManyForAddress {
+                metrics.recordRateLimited(limit: "streams-ip")
+                context.logger.notice(
+                    "event stream refused: address at its maximum",
+                    metadata: ["client.key": "\(address)"]
+                )
+                throw Problem(
+                    status: 429,
+                    code: "too-many-address-streams",
+                    title: "Too many event streams",
+                    detail: "at most \(events.limits.streamsPerAddress) open event streams per client address; "
+                        + "close one first",
+                    retryAfter: 5
+                )
+            } catch .tooManyForUser {
+                throw Problem(
+                    status: 429,
+                    code: "too-many-streams",
+                    title: "Too many event streams",
+                    detail: "at most \(events.limits.streamsPerUser) open event streams per user; close one first",
+                    retryAfter: 5
+                )
+            } catch .replicaFull {
+                throw Problem.unavailable(
+                    "streams-unavailable",
+                    "this server holds its maximum of event streams; try again"
+                )
+            } catch .unsubscribed {
+                throw Problem.unavailable("events-unavailable", "live events are not available right now; try again")
+            }
+            context.logger.info(
+                "event stream opened",
+                metadata: ["user.id": "\(user)", "stream.resume": "\(lastEventID != nil)"]
+            )
+            let hub = events
+            let logger = context.logger
+            // A deletion read between the token check and the registration would have found no
+            // stream to end (`DeletedUsers` records the user before it ends the user's streams).
+            if deletedUsers.contains(user) { stream.end(.userDeleted) }
+            // The stream lives as long as the token that opened it would be accepted (its `exp` and
+            // the verifier's leeway for clock skew), kept by `Deadlines`, the one timer.
+            let expiresIn = Double(claims.expiresAt + verifier.leeway) - Date().timeIntervalSince1970
+            let expiry = deadlines.schedule(after: .milliseconds(Int64(max(0, expiresIn) * 1000))) {
+                stream.end(.tokenExpired)
+            }
+            // A client that closes its connection has gone: an event stream takes no request body,
+            // and a client still reading keeps its side open. Without this, an idle stream would
+            // learn of it only when a heartbeat write failed (the second after the close).
+            let watch = connections
+            let lease = StreamLease(
+                stream: stream,
+                hub: hub,
+                watch: watch,
+                registration: watch.onInputClosed(header: request.headers[ConnectionWatch.header]) {
+                    stream.end(.clientGone)
+                },
+                deadlines: deadlines,
+                expiry: expiry
+            )
+            return Response(
+                status: .ok,
+                headers: [
+                    .contentType: "text/event-stream",
+                    .cacheControl: "no-cache",
+                    // Proxies such as nginx would otherwise hold events back in their buffers.
+                    accelBufferingHeader: "no",
+                ],
+                body: ResponseBody { writer in
+                    try await GatewayRoutes.writeStream(lease.stream, to: &writer, hub: hub, logger: logger)
+                }
+            )
+        }
     }
 }

@@ -68,12 +68,13 @@ public enum GatewayMain {
             // request timeout.
             server: .http1(
                 configuration: .init(
-                    // The socket's peer, for the rate limits (RateLimit.swift); a client's
-                    // closing of its connection, for the event streams (ConnectionWatch.swift).
-                    // First, the connection limit: a connection beyond it is closed unread.
+                    // First, the connection limit: a connection beyond it is closed unread; then
+                    // a client's closing of its connection, for the event streams
+                    // (ConnectionWatch.swift). The peer's address reaches the rate limits through
+                    // the request context (`GatewayRequestContext.remoteAddress`).
                     additionalChannelHandlers: [
                         ConnectionLimitHandler(limit: connectionLimit),
-                        PeerAddressHandler(), ConnectionWatchHandler(watch: services.connections),
+                        ConnectionWatchHandler(watch: services.connections),
                     ],
                     idleTimeout: .milliseconds(Int64(configuration.requestTimeout.milliseconds))
                 )

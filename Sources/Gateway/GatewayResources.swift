@@ -104,38 +104,6 @@ enum Pagination {
 extension GatewayRoutes {
     // MARK: Profiles
 
-    static func listProfiles(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let parameters = request.uri.queryParameters
-        let limit = try Pagination.limit(parameters.getAll("limit"))
-        let after = try Pagination.cursor(parameters.getAll("cursor"), kind: "p").map(Pagination.profileName)
-        // One more than asked says whether there is a next page.
-        let rows = try await database(context) {
-            try await services.resources.profiles(user: user, after: after, limit: limit + 1)
-        }
-        let page = rows.prefix(limit)
-        let next = rows.count > limit ? page.last.map { Pagination.cursor(kind: "p", $0.name) } : nil
-        return self.page(page.map(profileJSON), next: next)
-    }
-
-    static func getProfile(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let id = ProfileID(try pathID(context, "id"))
-        guard let profile = try await database(context, { try await services.resources.profile(id, user: user) })
-        else {
-            throw Problem.notFound()
-        }
-        return respond(profileJSON(profile), status: .ok)
-    }
-
     static func profileJSON(_ profile: ResourceStore.ProfileView) -> JSONValue {
         var chart = JSONValue.null
         if let summary = profile.chart {
@@ -177,186 +145,7 @@ extension GatewayRoutes {
         )
     }
 
-    /// New birth data for the caller's profile: a `chart.calculate` job with the profile's id,
-    /// which the chart-worker runs as an update (the profile and its chart in one transaction).
-    static func updateProfile(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let id = ProfileID(try pathID(context, "id"))
-        let idempotencyKey = try idempotencyKey(request)
-        guard try await database(context, { try await services.resources.profileHasChart(id, user: user) }) != nil
-        else {
-            throw Problem.notFound()
-        }
-        let data = try await body(request, services)
-        guard case .object(var members) = try jsonObject(data) else { throw Problem.invalid("invalid-json", "") }
-        if case .object(var profile)? = members["profile"] {
-            // The path names the profile; a body naming another one is a mistake, not a move.
-            if let named = profile["id"], named != .null {
-                guard case .string(let text) = named, text.utf8.count == 36, ProfileID(text) == id else {
-                    throw Problem.invalid(
-                        "profile-id-mismatch",
-                        "profile.id: the body names another profile than the path",
-                        field: "profile.id"
-                    )
-                }
-            }
-            profile["id"] = .string(id.description)
-            members["profile"] = .object(profile)
-        }
-        members["userId"] = .string(user.description)
-        members["jobId"] = .string(JobID.random().description)
-        let validated: ChartCalculateRequest
-        do {
-            validated = try ChartCalculateRequest(json: .object(members))
-        } catch {
-            throw Problem.chartInput(error)
-        }
-        return try await accept(
-            .chartCalculate,
-            user: user,
-            idempotencyKey: idempotencyKey,
-            requestHash: requestHash(.chartCalculate, path: "PUT /v1/profiles/\(id)", data),
-            context: context,
-            services
-        ) { jobID in
-            var job = validated
-            job.jobID = jobID
-            return (try job.jsonData(), [:])
-        }
-    }
-
-    /// Deletes the caller's profile, its chart and its reports.
-    ///
-    /// The gateway deletes the row itself (migration 0015 grants it DELETE on `user_profiles`
-    /// and nothing else): there is no computation to queue, the app expects the profile gone
-    /// when the answer comes, and the schema's foreign keys already say what goes with it.
-    /// Credits spent on the profile stay spent, and the ledger keeps the profile's id. While a
-    /// paid report is being written for it (or with it as the partner), 409 `report-in-progress`.
-    static func deleteProfile(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let id = ProfileID(try pathID(context, "id"))
-        switch try await database(context, { try await services.resources.deleteProfile(id, user: user) }) {
-        case .deleted: break
-        case .notFound: throw Problem.notFound()
-        case .reportInProgress:
-            throw Problem(
-                status: 409,
-                code: "report-in-progress",
-                title: "Conflict",
-                detail: "a report is being written for this profile: delete it once the report is done",
-                retryAfter: 30
-            )
-        }
-        context.logger.info("profile deleted", metadata: ["profile.id": "\(id)", "user.id": "\(user)"])
-        return Response(status: .noContent)
-    }
-
-    /// The stored chart, as stored: one statement, the document passed through unparsed.
-    static func getProfileChart(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let id = ProfileID(try pathID(context, "id"))
-        switch try await database(context, { try await services.resources.chart(id, user: user) }) {
-        case .chart(let document):
-            return Response(
-                status: .ok,
-                headers: [.contentType: "application/json"],
-                body: .init(byteBuffer: ByteBuffer(string: document))
-            )
-        case .notCalculated:
-            throw Problem(
-                status: 404,
-                code: "chart-not-calculated",
-                title: "Not found",
-                detail: "the profile's chart is not calculated yet"
-            )
-        case .noProfile:
-            throw Problem.notFound()
-        }
-    }
-
     // MARK: Purchases, credits, ledger
-
-    /// A StoreKit 2 purchase to verify: `billing.verify-purchase` for the caller.
-    static func createPurchase(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let idempotencyKey = try idempotencyKey(request)
-        let data = try await body(request, services)
-        let json = try jsonObject(data)
-        let signed = try optionalString(json, "signedTransaction")
-        let transactionID = try optionalString(json, "transactionId")
-        // A restore on a new install (issue 18): the billing-worker may move another account's
-        // unspent credits of this purchase to the caller (README, "Restore on a new device").
-        let restore: Bool?
-        switch json["restore"] {
-        case nil, .null?: restore = nil
-        case .bool(let flag)?: restore = flag
-        default: throw unprocessable("invalid-field-type", "restore: expected a boolean", field: "restore")
-        }
-        let job: VerifyPurchaseRequest
-        switch (signed, transactionID) {
-        case (let signed?, nil):
-            guard isCompactJWS(signed) else {
-                throw unprocessable(
-                    "invalid-signed-transaction",
-                    "signedTransaction: expected StoreKit 2's JWS (three base64url parts)",
-                    field: "signedTransaction"
-                )
-            }
-            job = VerifyPurchaseRequest(jobID: .random(), userID: user, signedTransaction: signed)
-        case (nil, let id?):
-            guard (1...64).contains(id.utf8.count),
-                id.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
-            else {
-                throw unprocessable(
-                    "invalid-transaction-id",
-                    "transactionId: 1 to 64 digits",
-                    field: "transactionId"
-                )
-            }
-            job = VerifyPurchaseRequest(jobID: .random(), userID: user, transactionID: id)
-        case (_?, _?):
-            throw unprocessable(
-                "conflicting-fields",
-                "send signedTransaction or transactionId, not both",
-                field: "transactionId"
-            )
-        case (nil, nil):
-            throw unprocessable(
-                "missing-field",
-                "signedTransaction: missing (or send transactionId)",
-                field: "signedTransaction"
-            )
-        }
-        return try await accept(
-            .billingVerifyPurchase,
-            user: user,
-            idempotencyKey: idempotencyKey,
-            requestHash: requestHash(.billingVerifyPurchase, path: "POST /v1/purchases", data),
-            context: context,
-            services
-        ) { jobID in
-            var body = job
-            body.jobID = jobID
-            body.restore = restore
-            return (try JSONCoding.encoder.encode(body), [:])
-        }
-    }
 
     /// A compact JWS: three non-empty base64url parts.
     static func isCompactJWS(_ text: String) -> Bool {
@@ -373,38 +162,6 @@ extension GatewayRoutes {
                         }
                     }
             }
-    }
-
-    static func getCredits(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let counts = try await database(context) { try await services.resources.availableCredits(user: user) }
-        var byArea: [String: JSONValue] = ["any": .number(Double(counts[nil] ?? 0))]
-        for area in ReportArea.allCases { byArea[area.rawValue] = .number(Double(counts[area] ?? 0)) }
-        return json(
-            ["available": .number(Double(counts.values.reduce(0, +))), "byArea": .object(byArea)],
-            status: .ok
-        )
-    }
-
-    static func listLedger(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let parameters = request.uri.queryParameters
-        let limit = try Pagination.limit(parameters.getAll("limit"))
-        let before = try Pagination.cursor(parameters.getAll("cursor"), kind: "l").map(Pagination.ledgerID)
-        let rows = try await database(context) {
-            try await services.resources.ledger(user: user, before: before, limit: limit + 1)
-        }
-        let page = rows.prefix(limit)
-        let next = rows.count > limit ? page.last.map { Pagination.cursor(kind: "l", "\($0.id)") } : nil
-        return self.page(page.map(ledgerJSON), next: next)
     }
 
     static func ledgerJSON(_ entry: ResourceStore.LedgerEntryView) -> JSONValue {
@@ -425,177 +182,6 @@ extension GatewayRoutes {
     }
 
     // MARK: Reports
-
-    /// Spend a credit on a report: `report.request` for the caller's profile.
-    static func requestReport(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let idempotencyKey = try idempotencyKey(request)
-        let data = try await body(request, services)
-        let json = try jsonObject(data)
-        guard let profileText = try optionalString(json, "profileId") else {
-            throw unprocessable("missing-field", "profileId: missing", field: "profileId")
-        }
-        guard profileText.utf8.count == 36, let profile = ProfileID(profileText) else {
-            throw unprocessable("invalid-id", "profileId: not a UUID", field: "profileId")
-        }
-        guard let area = try optionalString(json, "area").flatMap(ReportArea.init(rawValue:)) else {
-            throw unprocessable(
-                "unknown-area",
-                "area: one of \(ReportArea.allCases.map(\.rawValue).joined(separator: ", "))",
-                field: "area"
-            )
-        }
-        guard let language = try optionalString(json, "language").flatMap(ReportLanguage.init(rawValue:)) else {
-            throw unprocessable(
-                "unknown-language",
-                "language: one of \(ReportLanguage.allCases.map(\.rawValue).joined(separator: ", "))",
-                field: "language"
-            )
-        }
-        // A report for two (CONTRACT.md "Reports for two"): checked here as the billing-worker
-        // checks it again before spending a credit.
-        var partner: ProfileID?
-        if let partnerText = try optionalString(json, "partnerProfileId") {
-            guard partnerText.utf8.count == 36, let id = ProfileID(partnerText) else {
-                throw unprocessable("invalid-id", "partnerProfileId: not a UUID", field: "partnerProfileId")
-            }
-            partner = id
-        }
-        if let code = PartnerRule.staticRejection(profileID: profile, partnerProfileID: partner, area: area) {
-            throw unprocessable(
-                code,
-                code == PartnerRule.sameProfile
-                    ? "partnerProfileId: must be another profile than profileId"
-                    : "partnerProfileId: allowed only with area relationships",
-                field: "partnerProfileId"
-            )
-        }
-        // The billing-worker checks the same again in the transaction that spends the credit; the
-        // check here answers at once instead of with a failed job, and never publishes a job
-        // about another user's profile.
-        switch try await database(context, { try await services.resources.profileHasChart(profile, user: user) }) {
-        case nil:
-            throw Problem(
-                status: 404,
-                code: "profile-not-found",
-                title: "Not found",
-                detail: "no such profile",
-                field: "profileId"
-            )
-        case false?:
-            throw Problem(
-                status: 409,
-                code: "chart-not-calculated",
-                title: "Conflict",
-                detail: "the profile's chart is not calculated yet; wait for its chart.calculate job",
-                field: "profileId"
-            )
-        case true?:
-            break
-        }
-        if let partner {
-            switch try await database(context, { try await services.resources.profileHasChart(partner, user: user) }) {
-            case nil:
-                // Unknown, deleted or another user's: one answer, so ids cannot be probed.
-                throw Problem(
-                    status: 404,
-                    code: PartnerRule.notFound,
-                    title: "Not found",
-                    detail: "no such profile",
-                    field: "partnerProfileId"
-                )
-            case false?:
-                throw Problem(
-                    status: 409,
-                    code: "chart-not-calculated",
-                    title: "Conflict",
-                    detail: "the partner profile's chart is not calculated yet; wait for its chart.calculate job",
-                    field: "partnerProfileId"
-                )
-            case true?:
-                break
-            }
-            // A tropical and a sidereal chart have no synastry: refused here, before a credit is
-            // spent that the report-worker would only give back (as the chart job routes do).
-            let states = try await database(context) {
-                try await services.resources.chartStates([profile, partner], user: user)
-            }
-            if let first = states[profile]?.zodiac, let second = states[partner]?.zodiac, first != second {
-                throw unprocessable(
-                    "zodiac-mismatch",
-                    "partnerProfileId: the charts are in different zodiacs (\(first), \(second))",
-                    field: "partnerProfileId"
-                )
-            }
-        }
-        let job = ReportRequest(
-            jobID: .random(),
-            userID: user,
-            profileID: profile,
-            area: area,
-            language: language,
-            partnerProfileID: partner
-        )
-        return try await accept(
-            .reportRequest,
-            user: user,
-            idempotencyKey: idempotencyKey,
-            requestHash: requestHash(.reportRequest, path: "POST /v1/reports", data),
-            context: context,
-            services
-        ) { jobID in
-            var body = job
-            body.jobID = jobID
-            return (try JSONCoding.encoder.encode(body), [:])
-        }
-    }
-
-    static func getReport(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let id = ReportID(try pathID(context, "id"))
-        guard let report = try await database(context, { try await services.resources.report(id, user: user) }) else {
-            throw Problem.notFound()
-        }
-        return respond(reportJSON(report), status: .ok)
-    }
-
-    static func listReports(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let parameters = request.uri.queryParameters
-        var profile: ProfileID?
-        let named = parameters.getAll("profileId")
-        if let text = named.first {
-            // An id like any other: malformed, unknown and another user's all answer 404.
-            guard named.count == 1, text.utf8.count == 36, let id = ProfileID(text) else { throw Problem.notFound() }
-            profile = id
-        }
-        let limit = try Pagination.limit(parameters.getAll("limit"))
-        let after = try Pagination.cursor(parameters.getAll("cursor"), kind: "r").map(Pagination.reportPosition)
-        guard
-            let rows = try await database(
-                context,
-                { try await services.resources.reports(user: user, profile: profile, after: after, limit: limit + 1) }
-            )
-        else {
-            throw Problem.notFound()
-        }
-        let page = rows.prefix(limit)
-        let next =
-            rows.count > limit ? page.last.map { Pagination.cursor(kind: "r", "\($0.position):\($0.id)") } : nil
-        return self.page(page.map(reportJSON), next: next)
-    }
 
     static func reportJSON(_ report: ResourceStore.ReportView) -> JSONValue {
         var object: [String: JSONValue] = [
@@ -622,6 +208,539 @@ extension GatewayRoutes {
         case nil, .null?: return nil
         case .string(let text)?: return text
         default: throw unprocessable("invalid-field-type", "\(key): expected a string", field: key)
+        }
+    }
+}
+
+extension GatewayRoutes {
+    /// The caller's profiles: create, list, read, update, delete, the stored chart and its wheel.
+    struct Profiles: GatewayController {
+        let resources: ResourceStore
+        let jobs: JobAcceptor
+        let body: BodyReader
+
+        func addRoutes(to routes: Registrar) {
+            routes.authenticated(.createProfile, use: createProfile)
+            routes.authenticated(.listProfiles, use: listProfiles)
+            routes.authenticated(.getProfile, use: getProfile)
+            routes.authenticated(.updateProfile, use: updateProfile)
+            routes.authenticated(.deleteProfile, use: deleteProfile)
+            routes.authenticated(.getProfileChart, use: getProfileChart)
+            routes.authenticated(.getProfileChartSVG, use: getProfileChartSVG)
+        }
+
+        func createProfile(
+            _ request: Request,
+            context: GatewayRequestContext
+        )
+            async throws -> Response
+        {
+            let user = try context.user
+            let idempotencyKey = try idempotencyKey(request)
+            let data = try await body(request)
+            guard case .object(var members) = try jsonObject(data) else { throw Problem.invalid("invalid-json", "") }
+            // This route creates a profile: an id to update (someone else's, perhaps) is refused here
+            // rather than left to the worker.
+            if let id = members["profile"]?["id"], id != .null {
+                throw Problem.invalid(
+                    "unexpected-field",
+                    "profile.id: a new profile gets its id from the server",
+                    field: "profile.id"
+                )
+            }
+            // The user comes from the token only; a job id from the body is not the client's to pick
+            // (this one only validates; `accept` gives the job its id).
+            members["userId"] = .string(user.description)
+            members["jobId"] = .string(JobID.random().description)
+            let validated: ChartCalculateRequest
+            do {
+                validated = try ChartCalculateRequest(json: .object(members))
+            } catch {
+                throw Problem.chartInput(error)
+            }
+            return try await jobs.accept(
+                .chartCalculate,
+                user: user,
+                idempotencyKey: idempotencyKey,
+                requestHash: requestHash(.chartCalculate, path: "POST /v1/profiles", data),
+                context: context
+            ) { jobID in
+                var job = validated
+                job.jobID = jobID
+                return (try job.jsonData(), [:])
+            }
+        }
+
+        func listProfiles(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let parameters = request.uri.queryParameters
+            let limit = try Pagination.limit(parameters.getAll("limit"))
+            let after = try Pagination.cursor(parameters.getAll("cursor"), kind: "p").map(Pagination.profileName)
+            // One more than asked says whether there is a next page.
+            let rows = try await database(context) {
+                try await resources.profiles(user: user, after: after, limit: limit + 1)
+            }
+            let page = rows.prefix(limit)
+            let next = rows.count > limit ? page.last.map { Pagination.cursor(kind: "p", $0.name) } : nil
+            return GatewayRoutes.page(page.map(profileJSON), next: next)
+        }
+
+        func getProfile(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let id = ProfileID(try pathID(context, "id"))
+            guard let profile = try await database(context, { try await resources.profile(id, user: user) })
+            else {
+                throw Problem.notFound()
+            }
+            return respond(profileJSON(profile), status: .ok)
+        }
+
+        /// New birth data for the caller's profile: a `chart.calculate` job with the profile's id,
+        /// which the chart-worker runs as an update (the profile and its chart in one transaction).
+        func updateProfile(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let id = ProfileID(try pathID(context, "id"))
+            let idempotencyKey = try idempotencyKey(request)
+            guard try await database(context, { try await resources.profileHasChart(id, user: user) }) != nil
+            else {
+                throw Problem.notFound()
+            }
+            let data = try await body(request)
+            guard case .object(var members) = try jsonObject(data) else { throw Problem.invalid("invalid-json", "") }
+            if case .object(var profile)? = members["profile"] {
+                // The path names the profile; a body naming another one is a mistake, not a move.
+                if let named = profile["id"], named != .null {
+                    guard case .string(let text) = named, text.utf8.count == 36, ProfileID(text) == id else {
+                        throw Problem.invalid(
+                            "profile-id-mismatch",
+                            "profile.id: the body names another profile than the path",
+                            field: "profile.id"
+                        )
+                    }
+                }
+                profile["id"] = .string(id.description)
+                members["profile"] = .object(profile)
+            }
+            members["userId"] = .string(user.description)
+            members["jobId"] = .string(JobID.random().description)
+            let validated: ChartCalculateRequest
+            do {
+                validated = try ChartCalculateRequest(json: .object(members))
+            } catch {
+                throw Problem.chartInput(error)
+            }
+            return try await jobs.accept(
+                .chartCalculate,
+                user: user,
+                idempotencyKey: idempotencyKey,
+                requestHash: requestHash(.chartCalculate, path: "PUT /v1/profiles/\(id)", data),
+                context: context
+            ) { jobID in
+                var job = validated
+                job.jobID = jobID
+                return (try job.jsonData(), [:])
+            }
+        }
+
+        /// Deletes the caller's profile, its chart and its reports.
+        ///
+        /// The gateway deletes the row itself (migration 0015 grants it DELETE on `user_profiles`
+        /// and nothing else): there is no computation to queue, the app expects the profile gone
+        /// when the answer comes, and the schema's foreign keys already say what goes with it.
+        /// Credits spent on the profile stay spent, and the ledger keeps the profile's id. While a
+        /// paid report is being written for it (or with it as the partner), 409 `report-in-progress`.
+        func deleteProfile(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let id = ProfileID(try pathID(context, "id"))
+            switch try await database(context, { try await resources.deleteProfile(id, user: user) }) {
+            case .deleted: break
+            case .notFound: throw Problem.notFound()
+            case .reportInProgress:
+                throw Problem(
+                    status: 409,
+                    code: "report-in-progress",
+                    title: "Conflict",
+                    detail: "a report is being written for this profile: delete it once the report is done",
+                    retryAfter: 30
+                )
+            }
+            context.logger.info("profile deleted", metadata: ["profile.id": "\(id)", "user.id": "\(user)"])
+            return Response(status: .noContent)
+        }
+
+        /// The stored chart, as stored: one statement, the document passed through unparsed.
+        func getProfileChart(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let id = ProfileID(try pathID(context, "id"))
+            switch try await database(context, { try await resources.chart(id, user: user) }) {
+            case .chart(let document):
+                return Response(
+                    status: .ok,
+                    headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: ByteBuffer(string: document))
+                )
+            case .notCalculated:
+                throw Problem(
+                    status: 404,
+                    code: "chart-not-calculated",
+                    title: "Not found",
+                    detail: "the profile's chart is not calculated yet"
+                )
+            case .noProfile:
+                throw Problem.notFound()
+            }
+        }
+
+        /// `GET /v1/profiles/{id}/chart.svg`: the profile's natal wheel (200 `image/svg+xml`), 304
+        /// for a matching `If-None-Match`, 400 `invalid-theme` / `invalid-query`, 404 for no such
+        /// profile of the caller, 409 `chart-not-ready` before its chart is stored.
+        func getProfileChartSVG(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let id = ProfileID(try pathID(context, "id"))
+            let theme = try wheelTheme(request)
+            let stored: ResourceStore.WheelChart
+            switch try await database(context, { try await resources.wheelChart(id, user: user) }) {
+            case .noProfile:
+                throw Problem.notFound()
+            case .notCalculated:
+                throw Problem(
+                    status: 409,
+                    code: "chart-not-ready",
+                    title: "Conflict",
+                    detail: "the profile's chart is not calculated yet; wait for its chart.calculate job"
+                )
+            case .chart(let chart):
+                stored = chart
+            }
+            let etag = wheelETag(stored, theme: theme)
+            var headers: HTTPFields = [
+                .eTag: etag,
+                // Revalidated on every use: a profile's new birth data or name changes its wheel
+                // under the same URL, and a revalidation costs one look-up, no drawing.
+                .cacheControl: "private, no-cache",
+                .init("X-Content-Type-Options")!: "nosniff",
+                // An SVG opened on its own must not run scripts or load anything.
+                .contentSecurityPolicy: "default-src 'none'; style-src 'unsafe-inline'; sandbox",
+            ]
+            if let match = request.headers[.ifNoneMatch], ETagMatch.matches(match, etag) {
+                return Response(status: .notModified, headers: headers)
+            }
+            let svg = try WheelRenderCache.shared.svg(etag: etag) {
+                try renderNatalWheel(stored, theme: theme, context: context)
+            }
+            headers[.contentType] = "image/svg+xml; charset=utf-8"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: svg)))
+        }
+    }
+
+    /// Purchases to verify, the caller's credits and their ledger.
+    struct Billing: GatewayController {
+        let resources: ResourceStore
+        let jobs: JobAcceptor
+        let body: BodyReader
+
+        func addRoutes(to routes: Registrar) {
+            routes.authenticated(.createPurchase, use: createPurchase)
+            routes.authenticated(.getCredits, use: getCredits)
+            routes.authenticated(.listLedger, use: listLedger)
+        }
+
+        /// A StoreKit 2 purchase to verify: `billing.verify-purchase` for the caller.
+        func createPurchase(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let idempotencyKey = try idempotencyKey(request)
+            let data = try await body(request)
+            let json = try jsonObject(data)
+            let signed = try optionalString(json, "signedTransaction")
+            let transactionID = try optionalString(json, "transactionId")
+            // A restore on a new install (issue 18): the billing-worker may move another account's
+            // unspent credits of this purchase to the caller (README, "Restore on a new device").
+            let restore: Bool?
+            switch json["restore"] {
+            case nil, .null?: restore = nil
+            case .bool(let flag)?: restore = flag
+            default: throw unprocessable("invalid-field-type", "restore: expected a boolean", field: "restore")
+            }
+            let job: VerifyPurchaseRequest
+            switch (signed, transactionID) {
+            case (let signed?, nil):
+                guard isCompactJWS(signed) else {
+                    throw unprocessable(
+                        "invalid-signed-transaction",
+                        "signedTransaction: expected StoreKit 2's JWS (three base64url parts)",
+                        field: "signedTransaction"
+                    )
+                }
+                job = VerifyPurchaseRequest(jobID: .random(), userID: user, signedTransaction: signed)
+            case (nil, let id?):
+                guard (1...64).contains(id.utf8.count),
+                    id.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+                else {
+                    throw unprocessable(
+                        "invalid-transaction-id",
+                        "transactionId: 1 to 64 digits",
+                        field: "transactionId"
+                    )
+                }
+                job = VerifyPurchaseRequest(jobID: .random(), userID: user, transactionID: id)
+            case (_?, _?):
+                throw unprocessable(
+                    "conflicting-fields",
+                    "send signedTransaction or transactionId, not both",
+                    field: "transactionId"
+                )
+            case (nil, nil):
+                throw unprocessable(
+                    "missing-field",
+                    "signedTransaction: missing (or send transactionId)",
+                    field: "signedTransaction"
+                )
+            }
+            return try await jobs.accept(
+                .billingVerifyPurchase,
+                user: user,
+                idempotencyKey: idempotencyKey,
+                requestHash: requestHash(.billingVerifyPurchase, path: "POST /v1/purchases", data),
+                context: context
+            ) { jobID in
+                var body = job
+                body.jobID = jobID
+                body.restore = restore
+                return (try JSONCoding.encoder.encode(body), [:])
+            }
+        }
+
+        func getCredits(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let counts = try await database(context) { try await resources.availableCredits(user: user) }
+            var byArea: [String: JSONValue] = ["any": .number(Double(counts[nil] ?? 0))]
+            for area in ReportArea.allCases { byArea[area.rawValue] = .number(Double(counts[area] ?? 0)) }
+            return json(
+                ["available": .number(Double(counts.values.reduce(0, +))), "byArea": .object(byArea)],
+                status: .ok
+            )
+        }
+
+        func listLedger(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let parameters = request.uri.queryParameters
+            let limit = try Pagination.limit(parameters.getAll("limit"))
+            let before = try Pagination.cursor(parameters.getAll("cursor"), kind: "l").map(Pagination.ledgerID)
+            let rows = try await database(context) {
+                try await resources.ledger(user: user, before: before, limit: limit + 1)
+            }
+            let page = rows.prefix(limit)
+            let next = rows.count > limit ? page.last.map { Pagination.cursor(kind: "l", "\($0.id)") } : nil
+            return GatewayRoutes.page(page.map(ledgerJSON), next: next)
+        }
+    }
+
+    /// Reports: requested (a credit spent), listed, read.
+    struct Reports: GatewayController {
+        let resources: ResourceStore
+        let jobs: JobAcceptor
+        let body: BodyReader
+
+        func addRoutes(to routes: Registrar) {
+            routes.authenticated(.requestReport, use: requestReport)
+            routes.authenticated(.listReports, use: listReports)
+            routes.authenticated(.getReport, use: getReport)
+        }
+
+        /// Spend a credit on a report: `report.request` for the caller's profile.
+        func requestReport(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let idempotencyKey = try idempotencyKey(request)
+            let data = try await body(request)
+            let json = try jsonObject(data)
+            guard let profileText = try optionalString(json, "profileId") else {
+                throw unprocessable("missing-field", "profileId: missing", field: "profileId")
+            }
+            guard profileText.utf8.count == 36, let profile = ProfileID(profileText) else {
+                throw unprocessable("invalid-id", "profileId: not a UUID", field: "profileId")
+            }
+            guard let area = try optionalString(json, "area").flatMap(ReportArea.init(rawValue:)) else {
+                throw unprocessable(
+                    "unknown-area",
+                    "area: one of \(ReportArea.allCases.map(\.rawValue).joined(separator: ", "))",
+                    field: "area"
+                )
+            }
+            guard let language = try optionalString(json, "language").flatMap(ReportLanguage.init(rawValue:)) else {
+                throw unprocessable(
+                    "unknown-language",
+                    "language: one of \(ReportLanguage.allCases.map(\.rawValue).joined(separator: ", "))",
+                    field: "language"
+                )
+            }
+            // A report for two (CONTRACT.md "Reports for two"): checked here as the billing-worker
+            // checks it again before spending a credit.
+            var partner: ProfileID?
+            if let partnerText = try optionalString(json, "partnerProfileId") {
+                guard partnerText.utf8.count == 36, let id = ProfileID(partnerText) else {
+                    throw unprocessable("invalid-id", "partnerProfileId: not a UUID", field: "partnerProfileId")
+                }
+                partner = id
+            }
+            if let code = PartnerRule.staticRejection(profileID: profile, partnerProfileID: partner, area: area) {
+                throw unprocessable(
+                    code,
+                    code == PartnerRule.sameProfile
+                        ? "partnerProfileId: must be another profile than profileId"
+                        : "partnerProfileId: allowed only with area relationships",
+                    field: "partnerProfileId"
+                )
+            }
+            // The billing-worker checks the same again in the transaction that spends the credit; the
+            // check here answers at once instead of with a failed job, and never publishes a job
+            // about another user's profile.
+            switch try await database(context, { try await resources.profileHasChart(profile, user: user) }) {
+            case nil:
+                throw Problem(
+                    status: 404,
+                    code: "profile-not-found",
+                    title: "Not found",
+                    detail: "no such profile",
+                    field: "profileId"
+                )
+            case false?:
+                throw Problem(
+                    status: 409,
+                    code: "chart-not-calculated",
+                    title: "Conflict",
+                    detail: "the profile's chart is not calculated yet; wait for its chart.calculate job",
+                    field: "profileId"
+                )
+            case true?:
+                break
+            }
+            if let partner {
+                switch try await database(context, { try await resources.profileHasChart(partner, user: user) }) {
+                case nil:
+                    // Unknown, deleted or another user's: one answer, so ids cannot be probed.
+                    throw Problem(
+                        status: 404,
+                        code: PartnerRule.notFound,
+                        title: "Not found",
+                        detail: "no such profile",
+                        field: "partnerProfileId"
+                    )
+                case false?:
+                    throw Problem(
+                        status: 409,
+                        code: "chart-not-calculated",
+                        title: "Conflict",
+                        detail: "the partner profile's chart is not calculated yet; wait for its chart.calculate job",
+                        field: "partnerProfileId"
+                    )
+                case true?:
+                    break
+                }
+                // A tropical and a sidereal chart have no synastry: refused here, before a credit is
+                // spent that the report-worker would only give back (as the chart job routes do).
+                let states = try await database(context) {
+                    try await resources.chartStates([profile, partner], user: user)
+                }
+                if let first = states[profile]?.zodiac, let second = states[partner]?.zodiac, first != second {
+                    throw unprocessable(
+                        "zodiac-mismatch",
+                        "partnerProfileId: the charts are in different zodiacs (\(first), \(second))",
+                        field: "partnerProfileId"
+                    )
+                }
+            }
+            let job = ReportRequest(
+                jobID: .random(),
+                userID: user,
+                profileID: profile,
+                area: area,
+                language: language,
+                partnerProfileID: partner
+            )
+            return try await jobs.accept(
+                .reportRequest,
+                user: user,
+                idempotencyKey: idempotencyKey,
+                requestHash: requestHash(.reportRequest, path: "POST /v1/reports", data),
+                context: context
+            ) { jobID in
+                var body = job
+                body.jobID = jobID
+                return (try JSONCoding.encoder.encode(body), [:])
+            }
+        }
+
+        func getReport(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let id = ReportID(try pathID(context, "id"))
+            guard let report = try await database(context, { try await resources.report(id, user: user) }) else {
+                throw Problem.notFound()
+            }
+            return respond(reportJSON(report), status: .ok)
+        }
+
+        func listReports(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let parameters = request.uri.queryParameters
+            var profile: ProfileID?
+            let named = parameters.getAll("profileId")
+            if let text = named.first {
+                // An id like any other: malformed, unknown and another user's all answer 404.
+                guard named.count == 1, text.utf8.count == 36, let id = ProfileID(text) else {
+                    throw Problem.notFound()
+                }
+                profile = id
+            }
+            let limit = try Pagination.limit(parameters.getAll("limit"))
+            let after = try Pagination.cursor(parameters.getAll("cursor"), kind: "r").map(Pagination.reportPosition)
+            guard
+                let rows = try await database(
+                    context,
+                    { try await resources.reports(user: user, profile: profile, after: after, limit: limit + 1) }
+                )
+            else {
+                throw Problem.notFound()
+            }
+            let page = rows.prefix(limit)
+            let next =
+                rows.count > limit ? page.last.map { Pagination.cursor(kind: "r", "\($0.position):\($0.id)") } : nil
+            return GatewayRoutes.page(page.map(reportJSON), next: next)
         }
     }
 }

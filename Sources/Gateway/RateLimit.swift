@@ -532,10 +532,10 @@ public final class RateLimiter: Sendable {
         }
     }
 
-    /// The client's address (`X-Gateway-Peer-Address`, and `X-Forwarded-For` from a trusted
+    /// The client's address (the connection's peer, and `X-Forwarded-For` from a trusted
     /// proxy): what every per-address limit is keyed by.
-    func client(of request: Request) -> BucketKey? {
-        let peer = request.headers[PeerAddressHandler.header].flatMap { BucketKey(address: $0) }
+    func client(of request: Request, context: some RemoteAddressRequestContext) -> BucketKey? {
+        let peer = context.remoteAddress?.ipAddress.flatMap { BucketKey(address: $0) }
         return resolver.client(peer: peer, forwardedFor: request.headers[values: RateLimitMiddleware.forwardedFor])
     }
 
@@ -547,7 +547,9 @@ public final class RateLimiter: Sendable {
 
     /// The bucket of a request's client (`client(of:)`, `bucket(of:)`), as the event streams'
     /// per-address limit counts it.
-    func clientBucket(of request: Request) -> BucketKey { Self.bucket(of: client(of: request)) }
+    func clientBucket(of request: Request, context: some RemoteAddressRequestContext) -> BucketKey {
+        Self.bucket(of: client(of: request, context: context))
+    }
 
     /// Spends one of the address's App Store notifications (after its general per-address request).
     /// - Throws: `Problem` 429 `rate-limited` with `Retry-After` (limit `appstore`).
@@ -587,11 +589,11 @@ extension GatewayMetrics {
 }
 
 /// Applies the per-address limits to every `/v1/` request (the per-user limit is applied where
-/// the access token is verified, `GatewayRoutes.authenticate`, so a token is verified once and a
+/// the access token is verified, `Authenticator`, so a token is verified once and a
 /// forged token cannot spend another user's budget). Probes and the document are never limited
 /// (`/metrics` has a port of its own, `MetricsServer`).
 struct RateLimitMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
+    typealias Context = GatewayRequestContext
     static let forwardedFor = HTTPFields.Element.Name("X-Forwarded-For")!
     /// Routes no limit applies to: probes and the document.
     static let unlimited: Set<String> = ["/healthz", "/readyz", "/openapi.yaml"]
@@ -599,15 +601,15 @@ struct RateLimitMiddleware: RouterMiddleware {
 
     func handle(
         _ request: Request,
-        context: BasicRequestContext,
-        next: (Request, BasicRequestContext) async throws -> Response
+        context: GatewayRequestContext,
+        next: (Request, GatewayRequestContext) async throws -> Response
     ) async throws -> Response {
         // By the route the router matched, not the raw path: the router ignores empty segments
         // and a trailing slash, so `//v1/devices` or `/v1/devices/` must count as `/v1/devices`.
         // A request no route matched is limited too.
         let route = context.endpointPath
         if let route, Self.unlimited.contains(route) { return try await next(request, context) }
-        let client = limiter.client(of: request)
+        let client = limiter.client(of: request, context: context)
         do {
             try limiter.check(
                 address: client,
@@ -622,30 +624,5 @@ struct RateLimitMiddleware: RouterMiddleware {
             throw error
         }
         return try await next(request, context)
-    }
-}
-
-/// Writes the connection's peer address into every request head as `X-Gateway-Peer-Address`,
-/// replacing whatever the client sent under that name: Hummingbird's `BasicRequestContext` does
-/// not carry the socket's address, and the rate limits need it.
-final class PeerAddressHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPRequestPart
-    typealias InboundOut = HTTPRequestPart
-    static let header = HTTPFields.Element.Name("X-Gateway-Peer-Address")!
-    private var peer: String?
-    private var looked = false
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard case .head(var head) = unwrapInboundIn(data) else {
-            context.fireChannelRead(data)
-            return
-        }
-        if !looked {
-            peer = context.channel.remoteAddress?.ipAddress
-            looked = true
-        }
-        // Setting replaces every field of the name; nil removes them all.
-        head.headerFields[Self.header] = peer
-        context.fireChannelRead(wrapInboundOut(.head(head)))
     }
 }

@@ -9,12 +9,12 @@ import Tracing
 /// The jobs the request publishes carry its context (`GatewayTrace.messageHeaders`), so a
 /// client's request, the workers' jobs and their events are one trace.
 struct TraceMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
+    typealias Context = GatewayRequestContext
 
     func handle(
         _ request: Request,
-        context: BasicRequestContext,
-        next: (Request, BasicRequestContext) async throws -> Response
+        context: GatewayRequestContext,
+        next: (Request, GatewayRequestContext) async throws -> Response
     ) async throws -> Response {
         var parent = ServiceContext.topLevel
         // HTTP allows one traceparent; a repeated header is as invalid as a malformed one.

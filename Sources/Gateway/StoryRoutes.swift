@@ -24,491 +24,9 @@ extension GatewayRoutes {
 
     // MARK: Children
 
-    /// `GET /v1/children`: the caller's children (made by `story.generate` with a `childName`),
-    /// oldest first, paginated.
-    static func listChildren(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let (cursor, limit) = try pagination(request, kind: childrenCursorKind)
-        let page = try await database(context) {
-            try await services.stories.children(user: user, after: cursor, limit: limit)
-        }
-        let items: [JSONValue] = page.items.map { child in
-            .object([
-                "childId": .string(ChildID(child.id).description),
-                "name": .string(child.name),
-                "timeZone": .string(child.timeZone),
-                "createdAt": .string(ISO8601.string(from: child.createdAt)),
-            ])
-        }
-        return list(items, next: page.next, kind: childrenCursorKind)
-    }
-
-    /// `GET /v1/children/{id}/achievements`: a child's achievements, earned (newest first) then
-    /// in progress.
-    static func childAchievements(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let child = try pathID(context, "id")
-        guard
-            let achievements = try await database(
-                context,
-                { try await services.stories.achievements(child: child, user: user, limit: maxAchievements) }
-            )
-        else { throw Problem.notFound() }
-        let items: [JSONValue] = achievements.map { achievement in
-            var object: [String: JSONValue] = [
-                "achievementId": .string(AchievementID(achievement.id).description),
-                "ruleKey": .string(achievement.ruleKey),
-                "name": .string(achievement.name),
-                "description": .string(achievement.description),
-                "type": .string(achievement.type),
-                "icon": .string(achievement.icon),
-                "progress": .number(achievement.progress),
-                "earned": .bool(achievement.earnedAt != nil),
-            ]
-            if let earned = achievement.earnedAt { object["earnedAt"] = .string(ISO8601.string(from: earned)) }
-            if let story = achievement.storyID { object["storyId"] = .string(StoryID(story).description) }
-            return .object(object)
-        }
-        return json(["childId": .string(ChildID(child).description), "items": .array(items)], status: .ok)
-    }
-
     // MARK: Stories
 
-    /// `POST /v1/stories` → `story.generate`; answers the job id and the id the story will have.
-    static func createStory(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let idempotencyKey = try idempotencyKey(request)
-        let data = try await body(request, services)
-        let members = try members(
-            data,
-            allowed: [
-                "childProfileId", "childName", "timeZone", "ageGroup", "theme", "mainCharacter", "language",
-                "pageCount",
-            ],
-            optionalBody: false
-        )
-        var job = StoryGenerateRequest(
-            jobID: .random(),
-            userID: user,
-            ageGroup: try integer(members, "ageGroup", in: 0...2, code: "invalid-age-group", required: true) ?? 0,
-            theme: try theme(members),
-            mainCharacter: try name(members, "mainCharacter"),
-            language: try language(members)
-        )
-        job.pageCount = try integer(members, "pageCount", in: 3...9, code: "invalid-page-count", required: false)
-        let childID = try optionalID(members, "childProfileId")
-        // `JSONValue?.none`, not `nil`: JSONValue is ExpressibleByNilLiteral, so a bare `nil` here
-        // became `JSONValue.null` and a `"childName": null` counted as a name given.
-        let childName = members["childName"].flatMap { $0 == .null ? JSONValue?.none : $0 }
-        switch (childID, childName) {
-        case (nil, nil):
-            throw unprocessable("child-required", "give childProfileId or childName", field: "childProfileId")
-        case (.some, .some):
-            throw unprocessable("child-required", "give childProfileId or childName, not both", field: "childName")
-        case (nil, .some):
-            job.childName = try name(members, "childName")
-        case (let child?, nil):
-            job.childProfileID = ChildID(child)
-        }
-        if let zone = members["timeZone"], zone != .null {
-            guard case .string(let text) = zone, (try? BirthData.timeZone(named: text)) != nil else {
-                throw unprocessable("invalid-time-zone", "timeZone: expected an IANA time zone", field: "timeZone")
-            }
-            job.timeZone = text
-        }
-        if let child = childID {
-            guard try await database(context, { try await services.stories.ownsChild(child, user: user) }) else {
-                throw Problem(
-                    status: 404,
-                    code: "child-not-found",
-                    title: "Not found",
-                    detail: "no such child profile",
-                    field: "childProfileId"
-                )
-            }
-        }
-        return try await accept(
-            .storyGenerate,
-            user: user,
-            idempotencyKey: idempotencyKey,
-            requestHash: requestHash(.storyGenerate, path: "/v1/stories", data),
-            context: context,
-            services,
-            quota: services.quotas.storyGeneration
-        ) { jobID in
-            var body = job
-            body.jobID = jobID
-            return (try JSONCoding.encoder.encode(body), ["storyId": .string(body.storyID.description)])
-        }
-    }
-
-    /// `GET /v1/stories[?childId=]`: the caller's stories (one child's with `childId`), newest
-    /// first, paginated; without pages.
-    static func listStories(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let (cursor, limit) = try pagination(request, kind: storiesCursorKind)
-        var child: UUID?
-        if let text = request.uri.queryParameters.get("childId") {
-            guard text.utf8.count <= 36, let id = UUID(uuidString: text) else {
-                throw Problem.invalid("invalid-child-id", "childId: expected a child profile id", field: "childId")
-            }
-            guard try await database(context, { try await services.stories.ownsChild(id, user: user) }) else {
-                throw Problem.notFound()
-            }
-            child = id
-        }
-        let page = try await database(context) {
-            try await services.stories.stories(user: user, child: child, after: cursor, limit: limit)
-        }
-        return list(page.items.map { .object(summary($0)) }, next: page.next, kind: storiesCursorKind)
-    }
-
-    /// `GET /v1/stories/{id}`: the story with its pages' text and illustration state; a page with
-    /// a picture names its image's path.
-    static func getStory(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let id = try pathID(context, "id")
-        guard
-            let (story, pages) = try await database(
-                context,
-                { try await services.stories.story(id, user: user, maxPages: maxPageNumber) }
-            )
-        else { throw Problem.notFound() }
-        var object = summary(story)
-        let storyID = StoryID(story.id).description
-        object["pages"] = .array(
-            pages.map { page in
-                var item: [String: JSONValue] = [
-                    "number": .number(Double(page.number)),
-                    "text": .string(page.text),
-                    "illustrationStatus": .string(page.illustrationStatus),
-                ]
-                if page.illustrationStatus == "generated" {
-                    item["image"] = .string("/v1/stories/\(storyID)/pages/\(page.number)/image")
-                }
-                return .object(item)
-            }
-        )
-        return json(object, status: .ok)
-    }
-
-    /// `POST /v1/stories/{id}/illustrations` → `story.illustrate`: every page without a picture,
-    /// or the chosen `pages` (with `force`, redrawn even if they have one).
-    static func illustrateStory(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let storyID = try pathID(context, "id")
-        let idempotencyKey = try idempotencyKey(request)
-        let data = try await body(request, services)
-        let members = try members(data, allowed: ["pages", "force"], optionalBody: true)
-        var pages: [Int]?
-        if let value = members["pages"], value != .null {
-            guard case .array(let items) = value, (1...maxPageNumber).contains(items.count) else {
-                throw unprocessable("invalid-pages", "pages: 1 to \(maxPageNumber) page numbers", field: "pages")
-            }
-            let numbers = items.compactMap { item -> Int? in
-                guard case .number(let number) = item, number.rounded() == number,
-                    (1...Double(maxPageNumber)).contains(number)
-                else { return nil }
-                return Int(number)
-            }
-            guard numbers.count == items.count, Set(numbers).count == numbers.count else {
-                throw unprocessable("invalid-pages", "pages: distinct page numbers from 1", field: "pages")
-            }
-            pages = numbers
-        }
-        var force: Bool?
-        if let value = members["force"], value != .null {
-            guard case .bool(let flag) = value else {
-                throw unprocessable("invalid-force", "force: expected true or false", field: "force")
-            }
-            guard pages != nil || !flag else {
-                throw unprocessable("invalid-force", "force redraws the chosen pages: give pages", field: "force")
-            }
-            force = flag
-        }
-        guard let facts = try await database(context, { try await services.stories.storyFacts(storyID, user: user) })
-        else { throw Problem.notFound() }
-        if let missing = pages?.first(where: { !facts.pages.contains($0) }) {
-            throw unprocessable("invalid-pages", "pages: the story has no page \(missing)", field: "pages")
-        }
-        return try await accept(
-            .storyIllustrate,
-            user: user,
-            idempotencyKey: idempotencyKey,
-            requestHash: requestHash(.storyIllustrate, path: "/v1/stories/\(storyID)", data),
-            context: context,
-            services,
-            // Only a forced redraw replaces pictures already drawn (and paid for): it counts
-            // its pages; drawing pages without a picture is bounded by the story's pages.
-            quota: force == true ? services.quotas.redraw(pages: pages?.count ?? 0) : nil
-        ) { jobID in
-            let job = StoryIllustrateRequest(
-                jobID: jobID,
-                userID: user,
-                storyID: StoryID(storyID),
-                pages: pages,
-                force: force
-            )
-            return (try JSONCoding.encoder.encode(job), ["storyId": .string(StoryID(storyID).description)])
-        }
-    }
-
-    /// `POST /v1/stories/{id}/reads` → `story.read`: a child (the story's own unless
-    /// `childProfileId` names another of the caller's) finished reading it, now or `at`.
-    static func recordRead(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let storyID = try pathID(context, "id")
-        let idempotencyKey = try idempotencyKey(request)
-        let data = try await body(request, services)
-        let members = try members(data, allowed: ["childProfileId", "at"], optionalBody: true)
-        let reader = try optionalID(members, "childProfileId")
-        var at: Date?
-        if let value = members["at"], value != .null {
-            // A reading at most a day ahead (clock skew, zones), as the worker allows, and not
-            // before the app existed.
-            guard case .string(let text) = value, text.utf8.count <= 40, let date = ISO8601.date(from: text),
-                date <= Date().addingTimeInterval(24 * 3600), date >= Date(timeIntervalSince1970: 946_684_800)
-            else {
-                throw unprocessable(
-                    "invalid-read-time",
-                    "at: an ISO 8601 time from 2000 to a day from now",
-                    field: "at"
-                )
-            }
-            at = date
-        }
-        guard let facts = try await database(context, { try await services.stories.storyFacts(storyID, user: user) })
-        else { throw Problem.notFound() }
-        if let reader {
-            guard try await database(context, { try await services.stories.ownsChild(reader, user: user) }) else {
-                throw Problem(
-                    status: 404,
-                    code: "child-not-found",
-                    title: "Not found",
-                    detail: "no such child profile",
-                    field: "childProfileId"
-                )
-            }
-        } else if facts.child == nil {
-            throw unprocessable("child-required", "the story has no child profile: give childProfileId", field: nil)
-        }
-        return try await accept(
-            .storyRead,
-            user: user,
-            idempotencyKey: idempotencyKey,
-            requestHash: requestHash(.storyRead, path: "/v1/stories/\(storyID)", data),
-            context: context,
-            services
-        ) { jobID in
-            let job = StoryReadRequest(
-                jobID: jobID,
-                userID: user,
-                storyID: StoryID(storyID),
-                childProfileID: reader.map { ChildID($0) },
-                at: at
-            )
-            return (try JSONCoding.encoder.encode(job), ["storyId": .string(StoryID(storyID).description)])
-        }
-    }
-
-    /// `GET /v1/stories/{id}/pages/{n}/image`: the page's picture as stored by the story-worker,
-    /// with a strong `ETag` (and 304 for a matching `If-None-Match`); 404 until it is drawn.
-    static func pageImage(
-        _ request: Request,
-        context: BasicRequestContext,
-        _ services: GatewayServices
-    ) async throws -> Response {
-        let user = try authenticate(request, context: context, services)
-        let storyID = try pathID(context, "id")
-        guard let text = context.parameters.get("n"), (1...3).contains(text.utf8.count),
-            text.utf8.allSatisfy({ (48...57).contains($0) }), let page = Int(text), (1...maxPageNumber).contains(page)
-        else { throw Problem.notFound() }
-        guard
-            let illustration = try await database(
-                context,
-                { try await services.stories.illustration(story: storyID, page: page, user: user) }
-            )
-        else { throw Problem.notFound() }
-        guard illustration.status == "generated", let path = illustration.path else {
-            throw Problem(
-                status: 404,
-                code: "not-illustrated",
-                title: "Not found",
-                detail: "page \(page) has no picture yet (\(illustration.status))"
-            )
-        }
-        let image: IllustrationFiles.Image
-        do {
-            image = try await services.illustrations.load(path)
-        } catch let failure as IllustrationFiles.Failure {
-            // The database names a picture the volume cannot give: a fault of the deployment or
-            // of the stored data, logged with the reason; the client learns only that it failed.
-            context.logger.error(
-                "illustration not served",
-                metadata: [
-                    "story.id": "\(storyID)", "page": "\(page)", "illustration.error": "\(failure.code)",
-                    "reason": "\(failure)",
-                ]
-            )
-            throw Problem(
-                status: 500,
-                code: "illustration-unavailable",
-                title: "Internal error",
-                detail: "the picture cannot be read"
-            )
-        }
-        var headers: HTTPFields = [
-            .eTag: image.etag,
-            // Private (it needs the caller's token); revalidated each time, since a page can be
-            // drawn again under the same path.
-            .cacheControl: "private, no-cache",
-            .init("X-Content-Type-Options")!: "nosniff",
-        ]
-        if image.mediaType == "image/svg+xml" {
-            // An SVG opened on its own must not run scripts or load anything.
-            headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
-        }
-        if let match = request.headers[.ifNoneMatch], match.utf8.count <= 1024,
-            match.split(separator: ",").contains(where: {
-                let tag = $0.trimmingCharacters(in: .whitespaces)
-                return tag == image.etag || tag == "W/" + image.etag || tag == "*"
-            })
-        {
-            return Response(status: .notModified, headers: headers)
-        }
-        headers[.contentType] = image.mediaType
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: image.data)))
-    }
-
     // MARK: Helpers
-
-    /// Records and publishes a job, for every route that queues one: the first job of an
-    /// idempotency key wins, a retry of one never confirmed publishes the same job id again, and
-    /// the answer is 202 (only once the broker confirmed the publish) with the job id (plus
-    /// `extra`) and `Location: /v1/jobs/{id}`.
-    /// - Parameter body: the job's body and the answer's extra members, for the job id recorded.
-    static func accept(
-        _ kind: JobType,
-        user: UserID,
-        idempotencyKey: String?,
-        requestHash: String,
-        context: BasicRequestContext,
-        _ services: GatewayServices,
-        quota: DailyQuotas.Charge? = nil,
-        body: (JobID) throws -> (Data, [String: JSONValue])
-    ) async throws -> Response {
-        let recorded: GatewayStore.RecordedJob
-        do {
-            recorded = try await database(context) {
-                try await services.store.record(
-                    user: user,
-                    kind: kind,
-                    idempotencyKey: idempotencyKey,
-                    requestHash: requestHash,
-                    quota: quota
-                )
-            }
-        } catch let exceeded as QuotaExceeded {
-            context.logger.info(
-                "daily quota reached",
-                metadata: [
-                    "job.type": "\(kind.rawValue)", "user.id": "\(user)", "quota.code": "\(exceeded.charge.code)",
-                ]
-            )
-            throw exceeded.problem
-        }
-        return try await accept(
-            recorded,
-            kind,
-            user: user,
-            requestHash: requestHash,
-            context: context,
-            services,
-            body: body
-        )
-    }
-
-    /// `accept` of a job already recorded (a route that records its own way): the key's body
-    /// checked, published unless it was, answered 202.
-    static func accept(
-        _ recorded: GatewayStore.RecordedJob,
-        _ kind: JobType,
-        user: UserID,
-        requestHash: String,
-        context: BasicRequestContext,
-        _ services: GatewayServices,
-        body: (JobID) throws -> (Data, [String: JSONValue])
-    ) async throws -> Response {
-        guard recorded.requestHash == requestHash else {
-            throw Problem(
-                status: 422,
-                code: "idempotency-key-reused",
-                title: "Idempotency key reused",
-                detail: "this Idempotency-Key was used with another request"
-            )
-        }
-        let extra: [String: JSONValue]
-        if recorded.markedAhead {
-            do {
-                let data: Data
-                (data, extra) = try body(recorded.jobID)
-                try await publish(kind, jobID: recorded.jobID, body: data, context: context, services)
-            } catch {
-                await unmarkPublished(recorded.jobID, context: context, services)
-                throw error
-            }
-        } else {
-            let data: Data
-            (data, extra) = try body(recorded.jobID)
-            if !recorded.published {
-                try await publish(kind, jobID: recorded.jobID, body: data, context: context, services)
-                await markPublished(recorded.jobID, context: context, services)
-            }
-        }
-        context.logger.info(
-            "job accepted",
-            metadata: ["job.id": "\(recorded.jobID)", "job.type": "\(kind.rawValue)", "user.id": "\(user)"]
-        )
-        var object = extra
-        object["jobId"] = .string(recorded.jobID.description)
-        var response = json(object, status: .accepted)
-        response.headers[.location] = "/v1/jobs/\(recorded.jobID)"
-        return response
-    }
-
-    /// What an idempotency key is bound to: the job type, the resource and the body, so a key
-    /// reused on another story or route is refused rather than answered with another job.
-    static func requestHash(_ kind: JobType, path: String, _ data: Data) -> String {
-        sha256Hex(Data("\(kind.rawValue) \(path)\n".utf8) + data)
-    }
 
     /// The members of a JSON object body, refusing members not in `allowed`; an empty body is
     /// `{}` when `optionalBody`.
@@ -605,7 +123,7 @@ extension GatewayRoutes {
 
     /// A path id: a malformed one is no resource of the caller's.
     /// - Throws: `Problem` 404.
-    static func pathID(_ context: BasicRequestContext, _ name: String) throws -> UUID {
+    static func pathID(_ context: GatewayRequestContext, _ name: String) throws -> UUID {
         guard let text = context.parameters.get(name), text.utf8.count <= 36, let id = UUID(uuidString: text) else {
             throw Problem.notFound()
         }
@@ -643,5 +161,399 @@ extension GatewayRoutes {
         if let child = story.childProfileID { object["childProfileId"] = .string(ChildID(child).description) }
         if let last = story.lastReadAt { object["lastReadAt"] = .string(ISO8601.string(from: last)) }
         return object
+    }
+}
+
+extension GatewayRoutes {
+    /// Magical Stories: children, their achievements, stories, illustrations, reads, pictures.
+    struct Stories: GatewayController {
+        let stories: StoryStore
+        let illustrations: IllustrationFiles
+        let quotas: DailyQuotas
+        let jobs: JobAcceptor
+        let body: BodyReader
+
+        func addRoutes(to routes: Registrar) {
+            routes.authenticated(.listChildren, use: listChildren)
+            routes.authenticated(.listChildAchievements, use: childAchievements)
+            routes.authenticated(.createStory, use: createStory)
+            routes.authenticated(.listStories, use: listStories)
+            routes.authenticated(.getStory, use: getStory)
+            routes.authenticated(.illustrateStory, use: illustrateStory)
+            routes.authenticated(.recordStoryRead, use: recordRead)
+            routes.authenticated(.getStoryPageImage, use: pageImage)
+        }
+
+        /// `GET /v1/children`: the caller's children (made by `story.generate` with a `childName`),
+        /// oldest first, paginated.
+        func listChildren(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let (cursor, limit) = try pagination(request, kind: childrenCursorKind)
+            let page = try await database(context) {
+                try await stories.children(user: user, after: cursor, limit: limit)
+            }
+            let items: [JSONValue] = page.items.map { child in
+                .object([
+                    "childId": .string(ChildID(child.id).description),
+                    "name": .string(child.name),
+                    "timeZone": .string(child.timeZone),
+                    "createdAt": .string(ISO8601.string(from: child.createdAt)),
+                ])
+            }
+            return list(items, next: page.next, kind: childrenCursorKind)
+        }
+
+        /// `GET /v1/children/{id}/achievements`: a child's achievements, earned (newest first) then
+        /// in progress.
+        func childAchievements(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let child = try pathID(context, "id")
+            guard
+                let achievements = try await database(
+                    context,
+                    { try await stories.achievements(child: child, user: user, limit: maxAchievements) }
+                )
+            else { throw Problem.notFound() }
+            let items: [JSONValue] = achievements.map { achievement in
+                var object: [String: JSONValue] = [
+                    "achievementId": .string(AchievementID(achievement.id).description),
+                    "ruleKey": .string(achievement.ruleKey),
+                    "name": .string(achievement.name),
+                    "description": .string(achievement.description),
+                    "type": .string(achievement.type),
+                    "icon": .string(achievement.icon),
+                    "progress": .number(achievement.progress),
+                    "earned": .bool(achievement.earnedAt != nil),
+                ]
+                if let earned = achievement.earnedAt { object["earnedAt"] = .string(ISO8601.string(from: earned)) }
+                if let story = achievement.storyID { object["storyId"] = .string(StoryID(story).description) }
+                return .object(object)
+            }
+            return json(["childId": .string(ChildID(child).description), "items": .array(items)], status: .ok)
+        }
+
+        /// `POST /v1/stories` → `story.generate`; answers the job id and the id the story will have.
+        func createStory(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let idempotencyKey = try idempotencyKey(request)
+            let data = try await body(request)
+            let members = try members(
+                data,
+                allowed: [
+                    "childProfileId", "childName", "timeZone", "ageGroup", "theme", "mainCharacter", "language",
+                    "pageCount",
+                ],
+                optionalBody: false
+            )
+            var job = StoryGenerateRequest(
+                jobID: .random(),
+                userID: user,
+                ageGroup: try integer(members, "ageGroup", in: 0...2, code: "invalid-age-group", required: true) ?? 0,
+                theme: try theme(members),
+                mainCharacter: try name(members, "mainCharacter"),
+                language: try language(members)
+            )
+            job.pageCount = try integer(members, "pageCount", in: 3...9, code: "invalid-page-count", required: false)
+            let childID = try optionalID(members, "childProfileId")
+            // `JSONValue?.none`, not `nil`: JSONValue is ExpressibleByNilLiteral, so a bare `nil` here
+            // would become `JSONValue.null` and a `"childName": null` would count as a name given.
+            let childName = members["childName"].flatMap { $0 == .null ? JSONValue?.none : $0 }
+            switch (childID, childName) {
+            case (nil, nil):
+                throw unprocessable("child-required", "give childProfileId or childName", field: "childProfileId")
+            case (.some, .some):
+                throw unprocessable("child-required", "give childProfileId or childName, not both", field: "childName")
+            case (nil, .some):
+                job.childName = try name(members, "childName")
+            case (let child?, nil):
+                job.childProfileID = ChildID(child)
+            }
+            if let zone = members["timeZone"], zone != .null {
+                guard case .string(let text) = zone, (try? BirthData.timeZone(named: text)) != nil else {
+                    throw unprocessable("invalid-time-zone", "timeZone: expected an IANA time zone", field: "timeZone")
+                }
+                job.timeZone = text
+            }
+            if let child = childID {
+                guard try await database(context, { try await stories.ownsChild(child, user: user) }) else {
+                    throw Problem(
+                        status: 404,
+                        code: "child-not-found",
+                        title: "Not found",
+                        detail: "no such child profile",
+                        field: "childProfileId"
+                    )
+                }
+            }
+            return try await jobs.accept(
+                .storyGenerate,
+                user: user,
+                idempotencyKey: idempotencyKey,
+                requestHash: requestHash(.storyGenerate, path: "/v1/stories", data),
+                context: context,
+                quota: quotas.storyGeneration
+            ) { jobID in
+                var body = job
+                body.jobID = jobID
+                return (try JSONCoding.encoder.encode(body), ["storyId": .string(body.storyID.description)])
+            }
+        }
+
+        /// `GET /v1/stories[?childId=]`: the caller's stories (one child's with `childId`), newest
+        /// first, paginated; without pages.
+        func listStories(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let (cursor, limit) = try pagination(request, kind: storiesCursorKind)
+            var child: UUID?
+            if let text = request.uri.queryParameters.get("childId") {
+                guard text.utf8.count <= 36, let id = UUID(uuidString: text) else {
+                    throw Problem.invalid("invalid-child-id", "childId: expected a child profile id", field: "childId")
+                }
+                guard try await database(context, { try await stories.ownsChild(id, user: user) }) else {
+                    throw Problem.notFound()
+                }
+                child = id
+            }
+            let page = try await database(context) {
+                try await stories.stories(user: user, child: child, after: cursor, limit: limit)
+            }
+            return list(page.items.map { .object(summary($0)) }, next: page.next, kind: storiesCursorKind)
+        }
+
+        /// `GET /v1/stories/{id}`: the story with its pages' text and illustration state; a page with
+        /// a picture names its image's path.
+        func getStory(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let id = try pathID(context, "id")
+            guard
+                let (story, pages) = try await database(
+                    context,
+                    { try await stories.story(id, user: user, maxPages: maxPageNumber) }
+                )
+            else { throw Problem.notFound() }
+            var object = summary(story)
+            let storyID = StoryID(story.id).description
+            object["pages"] = .array(
+                pages.map { page in
+                    var item: [String: JSONValue] = [
+                        "number": .number(Double(page.number)),
+                        "text": .string(page.text),
+                        "illustrationStatus": .string(page.illustrationStatus),
+                    ]
+                    if page.illustrationStatus == "generated" {
+                        item["image"] = .string("/v1/stories/\(storyID)/pages/\(page.number)/image")
+                    }
+                    return .object(item)
+                }
+            )
+            return json(object, status: .ok)
+        }
+
+        /// `POST /v1/stories/{id}/illustrations` → `story.illustrate`: every page without a picture,
+        /// or the chosen `pages` (with `force`, redrawn even if they have one).
+        func illustrateStory(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let storyID = try pathID(context, "id")
+            let idempotencyKey = try idempotencyKey(request)
+            let data = try await body(request)
+            let members = try members(data, allowed: ["pages", "force"], optionalBody: true)
+            var pages: [Int]?
+            if let value = members["pages"], value != .null {
+                guard case .array(let items) = value, (1...maxPageNumber).contains(items.count) else {
+                    throw unprocessable("invalid-pages", "pages: 1 to \(maxPageNumber) page numbers", field: "pages")
+                }
+                let numbers = items.compactMap { item -> Int? in
+                    guard case .number(let number) = item, number.rounded() == number,
+                        (1...Double(maxPageNumber)).contains(number)
+                    else { return nil }
+                    return Int(number)
+                }
+                guard numbers.count == items.count, Set(numbers).count == numbers.count else {
+                    throw unprocessable("invalid-pages", "pages: distinct page numbers from 1", field: "pages")
+                }
+                pages = numbers
+            }
+            var force: Bool?
+            if let value = members["force"], value != .null {
+                guard case .bool(let flag) = value else {
+                    throw unprocessable("invalid-force", "force: expected true or false", field: "force")
+                }
+                guard pages != nil || !flag else {
+                    throw unprocessable("invalid-force", "force redraws the chosen pages: give pages", field: "force")
+                }
+                force = flag
+            }
+            guard let facts = try await database(context, { try await stories.storyFacts(storyID, user: user) })
+            else { throw Problem.notFound() }
+            if let missing = pages?.first(where: { !facts.pages.contains($0) }) {
+                throw unprocessable("invalid-pages", "pages: the story has no page \(missing)", field: "pages")
+            }
+            return try await jobs.accept(
+                .storyIllustrate,
+                user: user,
+                idempotencyKey: idempotencyKey,
+                requestHash: requestHash(.storyIllustrate, path: "/v1/stories/\(storyID)", data),
+                context: context,
+                // Only a forced redraw replaces pictures already drawn (and paid for): it counts
+                // its pages; drawing pages without a picture is bounded by the story's pages.
+                quota: force == true ? quotas.redraw(pages: pages?.count ?? 0) : nil
+            ) { jobID in
+                let job = StoryIllustrateRequest(
+                    jobID: jobID,
+                    userID: user,
+                    storyID: StoryID(storyID),
+                    pages: pages,
+                    force: force
+                )
+                return (try JSONCoding.encoder.encode(job), ["storyId": .string(StoryID(storyID).description)])
+            }
+        }
+
+        /// `POST /v1/stories/{id}/reads` → `story.read`: a child (the story's own unless
+        /// `childProfileId` names another of the caller's) finished reading it, now or `at`.
+        func recordRead(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let storyID = try pathID(context, "id")
+            let idempotencyKey = try idempotencyKey(request)
+            let data = try await body(request)
+            let members = try members(data, allowed: ["childProfileId", "at"], optionalBody: true)
+            let reader = try optionalID(members, "childProfileId")
+            var at: Date?
+            if let value = members["at"], value != .null {
+                // A reading at most a day ahead (clock skew, zones), as the worker allows, and not
+                // before the app existed.
+                guard case .string(let text) = value, text.utf8.count <= 40, let date = ISO8601.date(from: text),
+                    date <= Date().addingTimeInterval(24 * 3600), date >= Date(timeIntervalSince1970: 946_684_800)
+                else {
+                    throw unprocessable(
+                        "invalid-read-time",
+                        "at: an ISO 8601 time from 2000 to a day from now",
+                        field: "at"
+                    )
+                }
+                at = date
+            }
+            guard let facts = try await database(context, { try await stories.storyFacts(storyID, user: user) })
+            else { throw Problem.notFound() }
+            if let reader {
+                guard try await database(context, { try await stories.ownsChild(reader, user: user) }) else {
+                    throw Problem(
+                        status: 404,
+                        code: "child-not-found",
+                        title: "Not found",
+                        detail: "no such child profile",
+                        field: "childProfileId"
+                    )
+                }
+            } else if facts.child == nil {
+                throw unprocessable("child-required", "the story has no child profile: give childProfileId", field: nil)
+            }
+            return try await jobs.accept(
+                .storyRead,
+                user: user,
+                idempotencyKey: idempotencyKey,
+                requestHash: requestHash(.storyRead, path: "/v1/stories/\(storyID)", data),
+                context: context
+            ) { jobID in
+                let job = StoryReadRequest(
+                    jobID: jobID,
+                    userID: user,
+                    storyID: StoryID(storyID),
+                    childProfileID: reader.map { ChildID($0) },
+                    at: at
+                )
+                return (try JSONCoding.encoder.encode(job), ["storyId": .string(StoryID(storyID).description)])
+            }
+        }
+
+        /// `GET /v1/stories/{id}/pages/{n}/image`: the page's picture as stored by the story-worker,
+        /// with a strong `ETag` (and 304 for a matching `If-None-Match`); 404 until it is drawn.
+        func pageImage(
+            _ request: Request,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            let user = try context.user
+            let storyID = try pathID(context, "id")
+            guard let text = context.parameters.get("n"), (1...3).contains(text.utf8.count),
+                text.utf8.allSatisfy({ (48...57).contains($0) }), let page = Int(text),
+                (1...maxPageNumber).contains(page)
+            else { throw Problem.notFound() }
+            guard
+                let illustration = try await database(
+                    context,
+                    { try await stories.illustration(story: storyID, page: page, user: user) }
+                )
+            else { throw Problem.notFound() }
+            guard illustration.status == "generated", let path = illustration.path else {
+                throw Problem(
+                    status: 404,
+                    code: "not-illustrated",
+                    title: "Not found",
+                    detail: "page \(page) has no picture yet (\(illustration.status))"
+                )
+            }
+            let image: IllustrationFiles.Image
+            do {
+                image = try await illustrations.load(path)
+            } catch let failure as IllustrationFiles.Failure {
+                // The database names a picture the volume cannot give: a fault of the deployment or
+                // of the stored data, logged with the reason; the client learns only that it failed.
+                context.logger.error(
+                    "illustration not served",
+                    metadata: [
+                        "story.id": "\(storyID)", "page": "\(page)", "illustration.error": "\(failure.code)",
+                        "reason": "\(failure)",
+                    ]
+                )
+                throw Problem(
+                    status: 500,
+                    code: "illustration-unavailable",
+                    title: "Internal error",
+                    detail: "the picture cannot be read"
+                )
+            }
+            var headers: HTTPFields = [
+                .eTag: image.etag,
+                // Private (it needs the caller's token); revalidated each time, since a page can be
+                // drawn again under the same path.
+                .cacheControl: "private, no-cache",
+                .init("X-Content-Type-Options")!: "nosniff",
+            ]
+            if image.mediaType == "image/svg+xml" {
+                // An SVG opened on its own must not run scripts or load anything.
+                headers[.contentSecurityPolicy] = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
+            }
+            if let match = request.headers[.ifNoneMatch], match.utf8.count <= 1024,
+                match.split(separator: ",").contains(where: {
+                    let tag = $0.trimmingCharacters(in: .whitespaces)
+                    return tag == image.etag || tag == "W/" + image.etag || tag == "*"
+                })
+            {
+                return Response(status: .notModified, headers: headers)
+            }
+            headers[.contentType] = image.mediaType
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: image.data)))
+        }
     }
 }
