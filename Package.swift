@@ -256,7 +256,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", "AppAttest", "TraceContext", "OTLPTracing",
-                "ChartWheel", "StoreKitVerification",
+                "ChartWheel", "StoreKitVerification", "ZoneInfo",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -94,7 +94,7 @@ public enum GatewayAPI {
             method: .post,
             path: "/v1/profiles",
             operation: .createProfile,
-            statuses: [202, 400, 401, 408, 413, 422, 500, 503]
+            statuses: [202, 400, 401, 408, 409, 413, 422, 500, 503]
         ),
         GatewayRoute(
             method: .get,
@@ -120,7 +120,7 @@ public enum GatewayAPI {
             method: .put,
             path: "/v1/profiles/{id}",
             operation: .updateProfile,
-            statuses: [202, 400, 401, 404, 408, 413, 422, 500, 503]
+            statuses: [202, 400, 401, 404, 408, 409, 413, 422, 500, 503]
         ),
         GatewayRoute(
             method: .delete,

@@ -1,6 +1,7 @@
 import AstroDomain
 import Foundation
 import Hummingbird
+import ZoneInfo
 
 /// `limit` and `cursor` of the list routes.
 ///
@@ -258,6 +259,7 @@ extension GatewayRoutes {
             } catch {
                 throw Problem.chartInput(error)
             }
+            try await refuseEarly(validated, user: user, except: nil, idempotencyKey: idempotencyKey, context: context)
             return try await jobs.accept(
                 .chartCalculate,
                 user: user,
@@ -338,6 +340,7 @@ extension GatewayRoutes {
             } catch {
                 throw Problem.chartInput(error)
             }
+            try await refuseEarly(validated, user: user, except: id, idempotencyKey: idempotencyKey, context: context)
             return try await jobs.accept(
                 .chartCalculate,
                 user: user,
@@ -348,6 +351,45 @@ extension GatewayRoutes {
                 var job = validated
                 job.jobID = jobID
                 return (try job.jsonData(), [:])
+            }
+        }
+
+        /// Refuses before publishing what the chart-worker would refuse on the user's input, so
+        /// the app gets a problem now instead of a job that fails later: a birth time in a
+        /// daylight-saving gap or overlap without `dstPolicy` (422, read with the worker's own
+        /// time zone database), and a name another of the user's profiles has (409
+        /// `duplicate-profile-name`; the worker keeps its check for two requests racing). A retry
+        /// with the `Idempotency-Key` of a request already accepted is not refused for the name
+        /// its own job gave the profile: it replays its 202.
+        /// - Throws: `Problem` 422 (the chart input's code), 409, or 503 when the database fails.
+        func refuseEarly(
+            _ validated: ChartCalculateRequest,
+            user: UserID,
+            except profile: ProfileID?,
+            idempotencyKey: String?,
+            context: GatewayRequestContext
+        ) async throws {
+            do {
+                _ = try validated.birthData.resolveInstant(timeZones: SystemTimeZones.shared)
+            } catch {
+                throw Problem.chartInput(error)
+            }
+            let name = validated.birthData.name
+            let replaying = idempotencyKey.map {
+                GatewayStore.jobID(user: user, kind: .chartCalculate, idempotencyKey: $0)
+            }
+            let taken = try await database(context) {
+                try await resources.nameTaken(name, user: user, except: profile, replaying: replaying)
+            }
+            if taken {
+                let code = ErrorCode.duplicateProfileName
+                throw Problem(
+                    status: code.httpStatus,
+                    code: code.rawValue,
+                    title: code.problemTitle,
+                    detail: "profile.name: you already have a profile named \(InputQuote.short(name).debugDescription)",
+                    field: "profile.name"
+                )
             }
         }
 

@@ -23,6 +23,13 @@ struct GatewayRouteProfileTests {
         return ["profile": .object(profile)]
     }
 
+    /// `body` with the top-level `dstPolicy`.
+    static func dstPolicy(_ policy: String, _ body: JSONValue) -> JSONValue {
+        guard case .object(var members) = body else { return body }
+        members["dstPolicy"] = .string(policy)
+        return .object(members)
+    }
+
     /// A stored career report of `user` for `profile`, as the billing- and report-workers' handlers
     /// write it from a purchased credit; returns its id.
     static func seedReport(
@@ -106,6 +113,98 @@ struct GatewayRouteProfileTests {
                 raw: #"{"x": ""# + String(repeating: "a", count: 17_000) + #""}"#
             )
             gateway.expectProblem(oversized, 413, "body-too-large")
+        }
+    }
+
+    /// What the chart-worker would refuse on the user's input is refused before anything is
+    /// published: a name another of the user's profiles has (409), a birth time in a
+    /// daylight-saving gap or overlap (422).
+    @Test func profileWritesAreRefusedEarlyForATakenNameOrALocalTimeThatIsNotOne() async throws {
+        try await RouteGateway.run { gateway in
+            let user = try await gateway.register()
+            let taken = try await gateway.seedProfile(user, name: "Taken")
+            let other = try await gateway.seedProfile(user, name: "Other")
+            let clash = try await gateway.call(
+                .post,
+                "/v1/profiles",
+                token: user.token,
+                json: Self.profile(["name": "Taken"])
+            )
+            gateway.expectProblem(clash, 409, "duplicate-profile-name", field: "profile.name", "POST, a taken name")
+            let renamed = try await gateway.call(
+                .put,
+                "/v1/profiles/\(other)",
+                token: user.token,
+                json: Self.profile(["name": "Taken"])
+            )
+            gateway.expectProblem(renamed, 409, "duplicate-profile-name", field: "profile.name", "PUT, a taken name")
+            // Kyiv moved its clocks from 03:00 to 04:00 on 2021-03-28 and back on 2021-10-31.
+            for (date, code) in [("2021-03-28", "nonexistent-local-time"), ("2021-10-31", "ambiguous-local-time")] {
+                let refused = try await gateway.call(
+                    .post,
+                    "/v1/profiles",
+                    token: user.token,
+                    json: Self.profile(["name": "Dst", "birthDate": .string(date), "birthTime": "03:30"])
+                )
+                gateway.expectProblem(refused, 422, code, field: "profile.birthTime", "\(date) 03:30 in Kyiv")
+            }
+            #expect(try await gateway.recordedJobs(user) == 0, "a refused write records or publishes no job")
+
+            // A profile keeps its own name; another user may use it; a policy resolves the gap.
+            _ = try await gateway.expectAccepted(
+                try await gateway.call(
+                    .put,
+                    "/v1/profiles/\(taken)",
+                    token: user.token,
+                    json: Self.profile(["name": "Taken"])
+                ),
+                .chartCalculate,
+                user: user
+            )
+            let stranger = try await gateway.register()
+            _ = try await gateway.expectAccepted(
+                try await gateway.call(
+                    .post,
+                    "/v1/profiles",
+                    token: stranger.token,
+                    json: Self.profile(["name": "Taken"])
+                ),
+                .chartCalculate,
+                user: stranger
+            )
+            _ = try await gateway.expectAccepted(
+                try await gateway.call(
+                    .post,
+                    "/v1/profiles",
+                    token: user.token,
+                    json: Self.dstPolicy(
+                        "later",
+                        Self.profile(["name": "Dst", "birthDate": "2021-03-28", "birthTime": "03:30"])
+                    )
+                ),
+                .chartCalculate,
+                user: user
+            )
+
+            // A retry of an accepted request replays its 202, although its job named the profile since.
+            let key = ["Idempotency-Key": UUID().uuidString]
+            let first = try await gateway.call(
+                .post,
+                "/v1/profiles",
+                token: user.token,
+                json: Self.profile(["name": "Fresh"]),
+                headers: key
+            )
+            let (jobID, _) = try await gateway.expectAccepted(first, .chartCalculate, user: user)
+            _ = try await gateway.seedProfile(user, name: "Fresh")
+            let retry = try await gateway.call(
+                .post,
+                "/v1/profiles",
+                token: user.token,
+                json: Self.profile(["name": "Fresh"]),
+                headers: key
+            )
+            #expect(retry.status == 202 && retry.json?["jobId"]?.stringValue == jobID.description, "\(retry)")
         }
     }
 
