@@ -19,11 +19,24 @@ extension GatewayRoutes {
 }
 
 extension GatewayStore {
-    /// The job that started the user's deletion; nil when the user is not deleted.
+    /// The job that started the user's deletion, or the `user.delete` the gateway already queued
+    /// for them that no worker has marked yet (a second `DELETE /v1/me` then answers with it
+    /// instead of queueing another); nil when neither exists.
     /// - Throws: `PostgresError`.
     func deletionJob(user: UserID) async throws -> JobID? {
         try await pool.withConnection { database -> JobID? in
-            let rows = try database.query("SELECT job_id FROM user_deletions WHERE user_id = $1", [user.uuid])
+            let rows = try database.query(
+                """
+                SELECT job_id FROM (
+                    SELECT job_id, 0 AS rank, NULL::timestamptz AS created_at FROM user_deletions WHERE user_id = $1
+                    UNION ALL
+                    SELECT job_id, 1, created_at FROM gateway_jobs
+                    WHERE user_id = $1 AND kind = 'user.delete' AND published_at IS NOT NULL
+                ) found
+                ORDER BY rank, created_at LIMIT 1
+                """,
+                [user.uuid]
+            )
             return try rows.first.map { JobID(try $0.decode(UUID.self, "job_id")) }
         }
     }
