@@ -12,7 +12,8 @@ import Hummingbird
 ///    gone, and the answer should say why), then the assertion is checked (`AssertionCheck`);
 /// 3. the user's request spent from the per-user rate limit (429), once per request and only once
 ///    the token is verified, so a forged token cannot spend another user's requests;
-/// 4. a deleted user's token refused (401 `user-deleted`) unless `allowDeleted` (`DELETE /v1/me`).
+/// 4. a deleted user's token refused (401 `user-deleted`) unless `allowDeleted` (`DELETE /v1/me`,
+///    and `GET /v1/jobs/{id}`, which shows such a user only their `user.delete` job).
 struct Authenticator: RouterMiddleware {
     typealias Context = GatewayRequestContext
     let verifier: AccessTokenVerifier
@@ -20,8 +21,8 @@ struct Authenticator: RouterMiddleware {
     let deletedUsers: DeletedUsers
     /// App Attest assertions on writes, when `APP_ATTEST_REQUIRE_ASSERTIONS=true`.
     let assertions: AssertionCheck?
-    /// Whether a user whose deletion started is let through (only `DELETE /v1/me`, so that a
-    /// repeated deletion answers with the job that started it).
+    /// Whether a user whose deletion started is let through (`DELETE /v1/me`, so that a repeated
+    /// deletion answers with the job that started it, and `GET /v1/jobs/{id}` for that job).
     var allowDeleted = false
 
     /// 401 for a request without `Authorization`.

@@ -156,9 +156,12 @@ extension GatewayRoutes {
         let store: GatewayStore
         let events: EventHub
         let deadlines: Deadlines
+        let deletedUsers: DeletedUsers
 
+        /// A deleted user's token reaches this route only for the `user.delete` job that the 202 of
+        /// `DELETE /v1/me` names in its `Location`: every other job answers 401 `user-deleted`.
         func addRoutes(to routes: Registrar) {
-            routes.authenticated(.getJob, use: jobWithWait)
+            routes.authenticatedAllowingDeleted(.getJob, use: jobWithWait)
         }
 
         /// `GET /v1/jobs/{id}` at once (the caller was authenticated before a long poll, so a token
@@ -168,9 +171,11 @@ extension GatewayRoutes {
             guard let text = context.parameters.get("id"), text.utf8.count <= 36, let jobID = JobID(text) else {
                 throw Problem.notFound()
             }
+            let deleted = deletedUsers.contains(user)
             guard let view = try await database(context, { try await store.job(jobID, user: user) }) else {
-                throw Problem.notFound()
+                throw deleted ? GatewayRoutes.userDeleted : Problem.notFound()
             }
+            if deleted, view.kind != JobType.userDelete.rawValue { throw GatewayRoutes.userDeleted }
             var object: [String: JSONValue] = [
                 "jobId": .string(jobID.description),
                 "type": .string(view.kind),
@@ -197,6 +202,8 @@ extension GatewayRoutes {
             let values = request.uri.queryParameters[values: "wait"]
             guard !values.isEmpty else { return try await job(request, context: context) }
             let user = try context.user
+            // A deleted user reads their deletion's state; no long poll is held for them.
+            if deletedUsers.contains(user) { return try await job(request, context: context) }
             guard values.count == 1, let seconds = waitSeconds(String(values[0])) else {
                 throw Problem.invalid(
                     "invalid-wait",

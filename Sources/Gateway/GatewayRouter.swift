@@ -46,7 +46,12 @@ public enum GatewayRoutes {
                 chartResultQuota: services.chartResultQuota,
                 metrics: services.metrics
             ),
-            Jobs(store: services.store, events: services.events, deadlines: services.deadlines),
+            Jobs(
+                store: services.store,
+                events: services.events,
+                deadlines: services.deadlines,
+                deletedUsers: services.deletedUsers
+            ),
             Events(
                 events: services.events,
                 verifier: services.verifier,

@@ -54,9 +54,13 @@ struct RouteRegistrationTests {
         }
     }
 
-    @Test("only DELETE /v1/me lets a deleted user through")
+    @Test("only DELETE /v1/me and GET /v1/jobs/{id} (its Location, which checks the job) let a deleted user through")
     func allowingDeleted() async throws {
         let access = try await Self.registrar().access
-        #expect(access.filter { $0.value == .authenticatedAllowingDeleted }.map(\.key) == [.deleteCurrentUser])
+        #expect(
+            Set(access.filter { $0.value == .authenticatedAllowingDeleted }.map(\.key)) == [
+                .deleteCurrentUser, .getJob,
+            ]
+        )
     }
 }

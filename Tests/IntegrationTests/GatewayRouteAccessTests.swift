@@ -182,6 +182,9 @@ struct GatewayRouteAccessTests {
                 )
                 gateway.expectProblem(answer, 401, "user-deleted", "\(route.method) \(route.path) after DELETE /v1/me")
             }
+            // The one thing the token still reads: the deletion job the 202's Location names.
+            let followed = try await gateway.call(.get, "/v1/jobs/\(deletionJob)?wait=1", token: user.token)
+            #expect(followed.status == 200 && followed.json?["type"] == "user.delete", "\(followed)")
             // The refresh token makes no new access token either.
             let refresh = try await gateway.call(.post, "/v1/token", json: ["refreshToken": .string(user.refreshToken)])
             gateway.expectProblem(refresh, 401, "user-deleted", "POST /v1/token after DELETE /v1/me")
