@@ -23,6 +23,8 @@ extension ErrorCode {
     // MARK: Every job (the worker runtime)
 
     /// The job's `userId` is deleted or being deleted: the job fails, permanently, without running.
+    /// The gateway answers a deleted user's token with it: 401, as the token is what became
+    /// invalid (the app registers again).
     public static let userDeleted = ErrorCode(fixed: "user-deleted")
     /// An operator cancelled the job (`jobs.error` and `<type>.cancelled`).
     public static let cancelledByOperator = ErrorCode(fixed: "cancelled-by-operator")
@@ -290,7 +292,8 @@ extension ErrorCode {
 
     // MARK: User deletion and export
 
-    /// The user's export is over `USER_EXPORT_MAX_BYTES` or 10,000 files.
+    /// The user's export is over `USER_EXPORT_MAX_BYTES` or 10,000 files (409 when its download
+    /// is asked for: the export exists but could not be built).
     public static let exportTooLarge = ErrorCode(fixed: "export-too-large")
     /// There is no such export.
     public static let unknownExport = ErrorCode(fixed: "unknown-export")
@@ -453,6 +456,12 @@ extension ErrorCode {
     public static let invalidNotification = ErrorCode(fixed: "invalid-notification")
     /// An App Store notification whose signature does not verify.
     public static let notificationUnverified = ErrorCode(fixed: "notification-unverified")
+    /// This gateway verifies no App Store notifications (a development gateway without
+    /// `BILLING_ENVIRONMENT`). Catalogued, not the `appstore-<kind>` family: no App Store call failed.
+    public static let appStoreNotificationsOff = ErrorCode(fixed: "appstore-notifications-off")
+    /// An event stream's `reset`: the gateway's own event subscription was interrupted, so events
+    /// may be missing; the client refetches with GETs.
+    public static let eventsInterrupted = ErrorCode(fixed: "events-interrupted")
 
     /// Every fixed code with the HTTP status the gateway answers it with, in the order of the
     /// definitions above (CONTRACT.md "Error codes" lists each; a test checks both ways).
@@ -466,7 +475,7 @@ extension ErrorCode {
         Definition(.unexpectedField, httpStatus: 400),
         Definition(.conflictingFields, httpStatus: 422),
         // Every job (the worker runtime)
-        Definition(.userDeleted, httpStatus: 410),
+        Definition(.userDeleted, httpStatus: 401),
         Definition(.cancelledByOperator, httpStatus: 409),
         Definition(.missingJobID, httpStatus: 400),
         Definition(.invalidJobID, httpStatus: 400),
@@ -595,7 +604,7 @@ extension ErrorCode {
         Definition(.llmRejectedAnswer, httpStatus: 502),
         Definition(.paidCallRefused, httpStatus: 429),
         // User deletion and export
-        Definition(.exportTooLarge, httpStatus: 413),
+        Definition(.exportTooLarge, httpStatus: 409),
         Definition(.unknownExport, httpStatus: 404),
         Definition(.invalidExportFile, httpStatus: 422),
         Definition(.exportNotReady, httpStatus: 409),
@@ -675,5 +684,7 @@ extension ErrorCode {
         Definition(.deviceKeyRegistered, httpStatus: 409),
         Definition(.invalidNotification, httpStatus: 400),
         Definition(.notificationUnverified, httpStatus: 403),
+        Definition(.appStoreNotificationsOff, httpStatus: 503),
+        Definition(.eventsInterrupted, httpStatus: 503),
     ]
 }

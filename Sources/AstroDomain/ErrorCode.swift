@@ -146,6 +146,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomSt
         case 502: "Upstream failure"
         case 503: "Service unavailable"
         case 504: "Upstream timeout"
+        // A framework's refusal without a title of its own (`http-415`): a client error is the
+        // request's, anything else the server's.
+        case 400..<500: "Invalid request"
         default: "Internal error"
         }
     }

@@ -424,7 +424,7 @@ public enum CreditLedger {
     static func checkProfiles(_ request: ReportRequest, database: PostgresConnection) throws -> UUID? {
         if let code = request.partnerRejection {
             throw LedgerRejection(
-                code: code,
+                code: code.rawValue,
                 message: code == PartnerRule.sameProfile
                     ? "the partner profile is the report's own profile"
                     : "a partner profile is allowed only for a relationships report"

@@ -59,16 +59,16 @@ public enum AccessTokenError: Error, Sendable, Hashable, CustomStringConvertible
     case wrongIssuerOrAudience
 
     /// The stable code of the problem answered for this error (`token-expired`, …).
-    public var code: String {
+    public var code: ErrorCode {
         switch self {
-        case .oversized, .malformed: "invalid-token"
-        case .unsupportedAlgorithm: "unsupported-token-algorithm"
-        case .unknownKey: "unknown-token-key"
-        case .badSignature: "invalid-token-signature"
-        case .expired: "token-expired"
-        case .notYetValid: "token-not-yet-valid"
-        case .lifetimeExceeded: "token-lifetime-exceeded"
-        case .wrongIssuerOrAudience: "invalid-token-audience"
+        case .oversized, .malformed: .invalidToken
+        case .unsupportedAlgorithm: .unsupportedTokenAlgorithm
+        case .unknownKey: .unknownTokenKey
+        case .badSignature: .invalidTokenSignature
+        case .expired: .tokenExpired
+        case .notYetValid: .tokenNotYetValid
+        case .lifetimeExceeded: .tokenLifetimeExceeded
+        case .wrongIssuerOrAudience: .invalidTokenAudience
         }
     }
 

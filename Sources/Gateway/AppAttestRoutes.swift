@@ -44,10 +44,10 @@ struct AssertionCheck: Sendable {
     ///   as `BodyReader` for the body; 503 when the database is unreachable.
     func check(_ request: Request, user: UserID, context: GatewayRequestContext) async throws -> Request {
         guard let header = request.headers[GatewayRoutes.assertionHeader] else {
-            throw Problem.unauthorized("assertion-required", "this request needs an X-App-Attest-Assertion header")
+            throw Problem(.assertionRequired, "this request needs an X-App-Attest-Assertion header")
         }
         guard header.utf8.count <= Self.maxHeaderBytes, let assertion = Data(base64Encoded: header) else {
-            throw Problem.unauthorized("assertion-invalid", "X-App-Attest-Assertion: an App Attest assertion in base64")
+            throw Problem(.assertionInvalid, "X-App-Attest-Assertion: an App Attest assertion in base64")
         }
         var request = request
         var body = Data()
@@ -58,7 +58,7 @@ struct AssertionCheck: Sendable {
         }
         guard let key = try await GatewayRoutes.database(context, { try await store.deviceKey(user: user) })
         else {
-            throw Problem.unauthorized("device-not-attested", "this user registered without App Attest; register again")
+            throw Problem(.deviceNotAttested, "this user registered without App Attest; register again")
         }
         let clientDataHash = GatewayRoutes.assertionClientDataHash(
             method: request.method,
@@ -75,8 +75,8 @@ struct AssertionCheck: Sendable {
             )
         } catch {
             context.logger.notice("assertion refused", metadata: ["attest.error": "\(error)", "user.id": "\(user)"])
-            throw Problem.unauthorized(
-                "assertion-invalid",
+            throw Problem(
+                .assertionInvalid,
                 "the App Attest assertion was refused: \(error.code.rawValue)"
             )
         }
@@ -85,8 +85,8 @@ struct AssertionCheck: Sendable {
         }
         guard raised else {
             // Another request with the same or a later assertion got there first.
-            throw Problem.unauthorized(
-                "assertion-invalid",
+            throw Problem(
+                .assertionInvalid,
                 "the App Attest assertion was refused: counter-not-increasing"
             )
         }

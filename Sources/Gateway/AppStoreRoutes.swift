@@ -37,7 +37,7 @@ public struct AppStoreNotificationShape: Sendable, Hashable {
     ///   `field` `signedPayload`) for any other deviation.
     public init(body: Data) throws(Problem) {
         guard let value = try? JSONValue.parse(body), case .object(let members) = value else {
-            throw Problem.invalid("invalid-json", "the body is not a JSON object")
+            throw Problem(.invalidJSON, "the body is not a JSON object")
         }
         guard case .string(let jws)? = members["signedPayload"] else {
             throw Self.invalid("signedPayload: expected the notification's JWS string")
@@ -78,7 +78,7 @@ public struct AppStoreNotificationShape: Sendable, Hashable {
     }
 
     static func invalid(_ detail: String) -> Problem {
-        Problem.invalid("invalid-notification", detail, field: "signedPayload")
+        Problem(.invalidNotification, detail, field: "signedPayload")
     }
 
     /// The job id: a version-8 UUID from the SHA-256 of the JWS, so every delivery of the same
@@ -141,7 +141,7 @@ extension GatewayRoutes {
         ) async throws -> Response {
             guard let verifier = appStoreVerifier else {
                 throw Problem.unavailable(
-                    "appstore-notifications-off",
+                    .appStoreNotificationsOff,
                     "this gateway has no App Store verification policy (BILLING_ENVIRONMENT is not set)"
                 )
             }
@@ -161,17 +161,15 @@ extension GatewayRoutes {
                 context.logger.notice(
                     "app store notification refused",
                     metadata: [
-                        "problem.code": "notification-unverified",
+                        "problem.code": "\(ErrorCode.notificationUnverified)",
                         "verification.reason": "\(error.reason.rawValue)",
                         // What the payload claims, unverified and shortened; never the body.
                         "notification.claimed_type": "\(notification.claimedType ?? "")",
                     ]
                 )
                 throw Problem(
-                    status: 403,
-                    code: "notification-unverified",
-                    title: "Notification not verified",
-                    detail: "the signedPayload does not verify (\(error.reason.rawValue))"
+                    .notificationUnverified,
+                    "the signedPayload does not verify (\(error.reason.rawValue))"
                 )
             }
             let jobID = notification.jobID

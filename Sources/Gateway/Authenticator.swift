@@ -26,8 +26,8 @@ struct Authenticator: RouterMiddleware {
     var allowDeleted = false
 
     /// 401 for a request without `Authorization`.
-    static let missingToken = Problem.unauthorized(
-        "missing-token",
+    static let missingToken = Problem(
+        .missingToken,
         "an Authorization: Bearer access token is required"
     )
 
@@ -61,13 +61,13 @@ struct Authenticator: RouterMiddleware {
     func verify(_ request: Request, context: GatewayRequestContext) throws -> AccessTokenClaims {
         guard let header = request.headers[.authorization] else { throw Self.missingToken }
         guard header.utf8.count <= AccessTokenVerifier.maxTokenBytes + 7, header.hasPrefix("Bearer ") else {
-            throw Problem.unauthorized("invalid-token", "expected Authorization: Bearer <access token>")
+            throw Problem(.invalidToken, "expected Authorization: Bearer <access token>")
         }
         do {
             return try verifier.verify(String(header.dropFirst(7)))
         } catch {
             context.logger.notice("access token refused", metadata: ["token.error": "\(error.code)"])
-            throw Problem.unauthorized(error.code, error.description)
+            throw Problem(error.code, error.description)
         }
     }
 }

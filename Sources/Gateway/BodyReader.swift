@@ -55,10 +55,8 @@ struct BodyReader: Sendable {
         case .failed: throw Self.tooLarge(limit)
         case .timedOut:
             throw Problem(
-                status: 408,
-                code: "request-timeout",
-                title: "Request timeout",
-                detail: "the body did not arrive within \(timeout.milliseconds) ms"
+                .requestTimeout,
+                "the body did not arrive within \(timeout.milliseconds) ms"
             )
         }
     }
@@ -66,10 +64,8 @@ struct BodyReader: Sendable {
     /// 413 `body-too-large` for a body over `limit` bytes.
     static func tooLarge(_ limit: Int) -> Problem {
         Problem(
-            status: 413,
-            code: "body-too-large",
-            title: "Request body too large",
-            detail: "the body is over \(limit) bytes"
+            .bodyTooLarge,
+            "the body is over \(limit) bytes"
         )
     }
 }

@@ -29,11 +29,7 @@ extension GatewayRoutes {
     /// A refused body as the API answers it: 400 `invalid-json` for a body that is not an
     /// object, 422 with the job's code and field for anything else.
     static func chartJobProblem(_ error: ChartJobError) -> Problem {
-        switch error.code {
-        case .invalidJSON: return Problem.invalid("invalid-json", error.message)
-        default:
-            return unprocessable(error.code.rawValue, error.message, field: error.field.isEmpty ? nil : error.field)
-        }
+        Problem(error.code, error.message, field: error.field.isEmpty ? nil : error.field)
     }
 
     // MARK: Results
@@ -46,14 +42,43 @@ extension GatewayRoutes {
     /// - Throws: `Problem` 400 `invalid-format` for anything else, or more than one.
     static func resultFormat(_ request: Request) throws -> String? {
         if let query = request.uri.query, query.utf8.count > maxWheelQueryBytes {
-            throw Problem.invalid("invalid-query", "the query string is over \(maxWheelQueryBytes) bytes")
+            throw Problem(.invalidQuery, "the query string is over \(maxWheelQueryBytes) bytes")
         }
         let values = request.uri.queryParameters.getAll("format")
         guard let text = values.first else { return nil }
         guard values.count == 1, text == "json" || text == "svg" else {
-            throw Problem.invalid("invalid-format", "format: json or svg", field: "format")
+            throw Problem(.invalidFormat, "format: json or svg", field: "format")
         }
         return text
+    }
+}
+
+extension GatewayRoutes {
+    /// `ProfileChartRule` for a request about the caller's profile (and a partner): one query
+    /// feeding the rule, as the workers check it again.
+    /// - Throws: `Problem` with the rule's code and field: 404 `profile-not-found` /
+    ///   `partner-not-found` (unknown, deleted and other users' ids alike), 409 `chart-not-found` /
+    ///   `partner-chart-not-found` before a chart is stored, 422 `same-profile` /
+    ///   `zodiac-mismatch`; 503 `database-unavailable`.
+    static func checkProfiles(
+        _ profile: ProfileID,
+        partner: ProfileID?,
+        user: UserID,
+        resources: ResourceStore,
+        context: GatewayRequestContext
+    ) async throws {
+        let facts = try await database(context) {
+            try await resources.profileChartFacts([profile] + (partner.map { [$0] } ?? []))
+        }
+        if let refusal = ProfileChartRule.check(
+            caller: user,
+            profileID: profile,
+            profile: facts[profile],
+            partnerID: partner,
+            partner: partner.flatMap { facts[$0] }
+        ) {
+            throw Problem.profileChart(refusal)
+        }
     }
 }
 
@@ -94,33 +119,29 @@ extension ChartRenderRequest {
 }
 
 extension ResourceStore {
-    /// A profile of the caller as a chart job needs it: its chart's zodiac, `nil` before the
-    /// chart is stored.
-    struct ChartState: Sendable, Equatable {
-        var zodiac: String?
-    }
-
-    /// The caller's profiles among `ids` (at most two) and their charts' zodiacs; another user's
-    /// and unknown ids are absent alike.
+    /// What `ProfileChartRule` needs of `ids` (at most two): each profile's owner and its chart's
+    /// zodiac, in one statement (the billing-worker's `CreditLedger.checkProfiles` reads the same).
+    /// An unknown or deleted id is absent.
     /// - Throws: `PostgresError`.
-    func chartStates(_ ids: [ProfileID], user: UserID) async throws -> [ProfileID: ChartState] {
+    func profileChartFacts(_ ids: [ProfileID]) async throws -> [ProfileID: ProfileChartFacts] {
         precondition((1...2).contains(ids.count))
-        return try await pool.withConnection { database -> [ProfileID: ChartState] in
-            var states: [ProfileID: ChartState] = [:]
+        return try await pool.withConnection { database -> [ProfileID: ProfileChartFacts] in
+            var facts: [ProfileID: ProfileChartFacts] = [:]
             for row in try database.query(
                 """
-                SELECT p.id, CASE WHEN c.id IS NULL THEN NULL
+                SELECT p.id, p.user_id, CASE WHEN c.id IS NULL THEN NULL
                     ELSE coalesce(c.chart_data->>'zodiac', 'tropical') END AS zodiac
                 FROM user_profiles p LEFT JOIN birth_charts c ON c.profile_id = p.id
-                WHERE p.user_id = $1 AND (p.id = $2 OR p.id = $3)
+                WHERE p.id = $1 OR p.id = $2
                 """,
-                [user.uuid, ids[0].uuid, ids.last!.uuid]
+                [ids[0].uuid, ids.last!.uuid]
             ) {
-                states[ProfileID(try row.decode(UUID.self, "id"))] = ChartState(
-                    zodiac: try row.decode(String?.self, "zodiac")
+                facts[ProfileID(try row.decode(UUID.self, "id"))] = ProfileChartFacts(
+                    owner: UserID(try row.decode(UUID.self, "user_id")),
+                    chartZodiac: try row.decode(String?.self, "zodiac")
                 )
             }
-            return states
+            return facts
         }
     }
 
@@ -343,55 +364,23 @@ extension GatewayRoutes {
             guard !quota.allowsAnother(computed: computed) else { return }
             let seconds = ChartResultQuota.retryAfter(oldest: oldest, now: Date())
             metrics.recordRateLimited(limit: "chart-results")
-            throw Problem(
-                status: 429,
-                code: ChartResultQuota.code.rawValue,
-                title: "Too many chart results",
-                detail: quota.refusal(retryAfter: seconds).message,
-                retryAfter: seconds
-            )
+            throw Problem(ChartResultQuota.code, quota.refusal(retryAfter: seconds).message, retryAfter: seconds)
         }
 
-        /// Both profiles the caller's (404 `profile-not-found` otherwise, the same answer for
-        /// unknown and other users' ids), both charts stored (409 `chart-not-ready`), and for two,
-        /// in the same zodiac (422 `zodiac-mismatch`).
+        /// `ProfileChartRule` for the request's profiles (`GatewayRoutes.checkProfiles`).
         func checkProfiles(
             _ profile: ProfileID,
             partner: ProfileID?,
             user: UserID,
             context: GatewayRequestContext
         ) async throws {
-            let found = try await database(context) {
-                try await resources.chartStates([profile] + (partner.map { [$0] } ?? []), user: user)
-            }
-            for (id, field) in [(profile, nil), (partner, "partnerProfileId")] as [(ProfileID?, String?)] {
-                guard let id else { continue }
-                guard let state = found[id] else {
-                    throw Problem(
-                        status: 404,
-                        code: "profile-not-found",
-                        title: "Not found",
-                        detail: field == nil ? "no such profile" : "partnerProfileId: no such profile",
-                        field: field
-                    )
-                }
-                guard state.zodiac != nil else {
-                    throw Problem(
-                        status: 409,
-                        code: "chart-not-ready",
-                        title: "Conflict",
-                        detail: "\(field.map { "\($0): " } ?? "")the profile's chart is not calculated yet",
-                        field: field
-                    )
-                }
-            }
-            if let partner, let first = found[profile]?.zodiac, let second = found[partner]?.zodiac, first != second {
-                throw unprocessable(
-                    "zodiac-mismatch",
-                    "partnerProfileId: the charts are in different zodiacs (\(first), \(second))",
-                    field: "partnerProfileId"
-                )
-            }
+            try await GatewayRoutes.checkProfiles(
+                profile,
+                partner: partner,
+                user: user,
+                resources: resources,
+                context: context
+            )
         }
 
         /// `GET /v1/chart-results/{id}`: a stored result of the caller: JSON kinds as
@@ -427,10 +416,8 @@ extension GatewayRoutes {
                 } catch {
                     context.logger.error("stored transit result unreadable", metadata: ["chart.result": "\(id)"])
                     throw Problem(
-                        status: 500,
-                        code: "internal-error",
-                        title: "Internal error",
-                        detail: "the stored result cannot be read"
+                        .internalError,
+                        "the stored result cannot be read"
                     )
                 }
                 result.jsonText = String(result.jsonText.dropLast()) + ",\"result\":" + full + "}"
@@ -441,8 +428,8 @@ extension GatewayRoutes {
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: svg)))
             }
             if format == "svg" {
-                throw Problem.invalid(
-                    "invalid-format",
+                throw Problem(
+                    .invalidFormat,
                     "format: svg is only for a wheel; this result is JSON",
                     field: "format"
                 )

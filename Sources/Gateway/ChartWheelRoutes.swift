@@ -22,12 +22,12 @@ extension GatewayRoutes {
     ///   `invalid-theme` for more than one theme or one other than `light` and `dark`.
     static func wheelTheme(_ request: Request) throws -> WheelTheme {
         if let query = request.uri.query, query.utf8.count > maxWheelQueryBytes {
-            throw Problem.invalid("invalid-query", "the query string is over \(maxWheelQueryBytes) bytes")
+            throw Problem(.invalidQuery, "the query string is over \(maxWheelQueryBytes) bytes")
         }
         let values = request.uri.queryParameters.getAll("theme")
         guard let text = values.first else { return .light }
         guard values.count == 1, let theme = WheelTheme(rawValue: text) else {
-            throw Problem.invalid("invalid-theme", "theme: light or dark", field: "theme")
+            throw Problem(.invalidTheme, "theme: light or dark", field: "theme")
         }
         return theme
     }
@@ -59,10 +59,8 @@ extension GatewayRoutes {
                 metadata: ["chart.id": "\(chart.chartID)", "error": "\(String(describing: error).prefix(300))"]
             )
             throw Problem(
-                status: 500,
-                code: "chart-unreadable",
-                title: "Internal error",
-                detail: "the stored chart cannot be drawn"
+                .chartUnreadable,
+                "the stored chart cannot be drawn"
             )
         }
     }

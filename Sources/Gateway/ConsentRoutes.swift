@@ -24,15 +24,12 @@ struct ConsentAnswer: Sendable, Equatable {
     ///   `missing-field`, `invalid-text-version`, `invalid-answered-at`.
     init(body: Data, now: Date) throws(Problem) {
         guard let value = try? JSONValue.parse(body), case .object(let members) = value else {
-            throw Problem.invalid("invalid-json", "the body is not a JSON object")
-        }
-        func unprocessable(_ code: String, _ detail: String, _ field: String) -> Problem {
-            Problem(status: 422, code: code, title: "Invalid request", detail: detail, field: field)
+            throw Problem(.invalidJSON, "the body is not a JSON object")
         }
         switch members["consented"] {
         case .bool(let consented)?: self.consented = consented
-        case nil: throw unprocessable("missing-field", "consented: required (true or false)", "consented")
-        default: throw unprocessable("invalid-field-type", "consented: expected true or false", "consented")
+        case nil: throw Problem(.missingField, "consented: required (true or false)", field: "consented")
+        default: throw Problem(.invalidFieldType, "consented: expected true or false", field: "consented")
         }
         switch members["textVersion"] {
         case .string(let version)?:
@@ -42,30 +39,30 @@ struct ConsentAnswer: Sendable, Equatable {
                         || byte == 0x2E || byte == 0x5F || byte == 0x2D
                 })
             else {
-                throw unprocessable(
-                    "invalid-text-version",
+                throw Problem(
+                    .invalidTextVersion,
                     "textVersion: 1 to \(Self.maxTextVersionLength) of A-Z a-z 0-9 . _ -",
-                    "textVersion"
+                    field: "textVersion"
                 )
             }
             textVersion = version
-        case nil: throw unprocessable("missing-field", "textVersion: required", "textVersion")
-        default: throw unprocessable("invalid-field-type", "textVersion: expected a string", "textVersion")
+        case nil: throw Problem(.missingField, "textVersion: required", field: "textVersion")
+        default: throw Problem(.invalidFieldType, "textVersion: expected a string", field: "textVersion")
         }
         switch members["answeredAt"] {
         case .string(let text)?:
             guard text.utf8.count <= 40, let date = ISO8601.date(from: text),
                 date <= now.addingTimeInterval(Self.maxClockSkew), date >= now.addingTimeInterval(-Self.maxAge)
             else {
-                throw unprocessable(
-                    "invalid-answered-at",
+                throw Problem(
+                    .invalidAnsweredAt,
                     "answeredAt: an ISO 8601 time with a zone, not in the future and at most a year ago",
-                    "answeredAt"
+                    field: "answeredAt"
                 )
             }
             answeredAt = date
-        case nil: throw unprocessable("missing-field", "answeredAt: required", "answeredAt")
-        default: throw unprocessable("invalid-field-type", "answeredAt: expected a string", "answeredAt")
+        case nil: throw Problem(.missingField, "answeredAt: required", field: "answeredAt")
+        default: throw Problem(.invalidFieldType, "answeredAt: expected a string", field: "answeredAt")
         }
     }
 

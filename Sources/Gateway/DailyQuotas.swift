@@ -58,15 +58,15 @@ public struct DailyQuotas: Sendable, Hashable {
         /// What this request adds (a story: 1; a forced redraw: its pages).
         var units: Int
         /// The problem code when it would go past the quota.
-        var code: String
+        var code: ErrorCode
     }
 
     /// The charge of a story generation.
-    var storyGeneration: Charge { Charge(limit: storyGenerations, units: 1, code: "story-quota-exceeded") }
+    var storyGeneration: Charge { Charge(limit: storyGenerations, units: 1, code: .storyQuotaExceeded) }
 
     /// The charge of a forced redraw of `pages` pages.
     func redraw(pages: Int) -> Charge {
-        Charge(limit: illustrationRedraws, units: pages, code: "redraw-quota-exceeded")
+        Charge(limit: illustrationRedraws, units: pages, code: .redrawQuotaExceeded)
     }
 
     /// Seconds until the next UTC midnight, when the quotas start again (at least 1).
@@ -86,10 +86,8 @@ struct QuotaExceeded: Error, Sendable {
     /// The 429 problem, with `Retry-After` at the next UTC midnight.
     var problem: Problem {
         Problem(
-            status: 429,
-            code: charge.code,
-            title: "Daily quota reached",
-            detail: "\(used) of \(charge.limit) used today (UTC); this request needs \(charge.units)",
+            charge.code,
+            "\(used) of \(charge.limit) used today (UTC); this request needs \(charge.units)",
             retryAfter: DailyQuotas.secondsUntilReset()
         )
     }

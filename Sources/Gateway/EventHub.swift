@@ -52,11 +52,11 @@ struct StreamEvent: Sendable, Hashable {
 enum StreamItem: Sendable, Hashable {
     case event(StreamEvent)
     /// The stream cannot say what happened since the client's last event: refetch with GETs.
-    case reset(code: String, detail: String)
+    case reset(code: ErrorCode, detail: String)
     case heartbeat
     /// The last item of a stream its caller may no longer read: why (`token-expired`,
     /// `user-deleted`); the body ends after it.
-    case end(code: String, detail: String)
+    case end(code: ErrorCode, detail: String)
 }
 
 extension StreamItem {
@@ -88,9 +88,9 @@ enum StreamEnd: Sendable, Hashable {
     var endItem: StreamItem? {
         switch self {
         case .tokenExpired:
-            .end(code: "token-expired", detail: "the access token expired; reconnect with a new one and Last-Event-ID")
+            .end(code: .tokenExpired, detail: "the access token expired; reconnect with a new one and Last-Event-ID")
         case .userDeleted:
-            .end(code: "user-deleted", detail: "this account is being deleted")
+            .end(code: .userDeleted, detail: "this account is being deleted")
         case .shutdown, .slowClient, .clientGone:
             nil
         }
@@ -344,7 +344,7 @@ public final class EventHub: Sendable {
                 } else {
                     stream.enqueue(
                         .reset(
-                            code: "unknown-last-event-id",
+                            code: .unknownLastEventID,
                             detail: "the events after this Last-Event-ID are no longer kept; refetch with GET"
                         )
                     )
@@ -471,7 +471,7 @@ public final class EventHub: Sendable {
         for stream in streams {
             stream.enqueue(
                 .reset(
-                    code: "events-interrupted",
+                    code: .eventsInterrupted,
                     detail: "the gateway's event subscription was interrupted; refetch with GET"
                 )
             )

@@ -128,13 +128,13 @@ extension GatewayRoutes {
         case .event(let event):
             return "id: \(event.id)\nevent: \(event.type)\ndata: \(event.json)\n\n"
         case .reset(let code, let detail):
-            let data = JSONValue.object(["code": .string(code), "detail": .string(detail)]).jsonData()
+            let data = JSONValue.object(["code": .string(code.rawValue), "detail": .string(detail)]).jsonData()
             return "id:\nevent: reset\ndata: \(String(decoding: data, as: UTF8.self))\n\n"
         case .heartbeat:
             return ": heartbeat\n\n"
         case .end(let code, let detail):
             // No `id:`: the client keeps its last event id, to resume with it.
-            let data = JSONValue.object(["code": .string(code), "detail": .string(detail)]).jsonData()
+            let data = JSONValue.object(["code": .string(code.rawValue), "detail": .string(detail)]).jsonData()
             return "event: end\ndata: \(String(decoding: data, as: UTF8.self))\n\n"
         }
     }
@@ -205,8 +205,8 @@ extension GatewayRoutes {
             // A deleted user reads their deletion's state; no long poll is held for them.
             if deletedUsers.contains(user) { return try await job(request, context: context) }
             guard values.count == 1, let seconds = waitSeconds(String(values[0])) else {
-                throw Problem.invalid(
-                    "invalid-wait",
+                throw Problem(
+                    .invalidWait,
                     "wait: expected one whole number of seconds in 0…\(maxWaitSeconds)",
                     field: "wait"
                 )
@@ -283,28 +283,24 @@ extension GatewayRoutes {
                     metadata: ["client.key": "\(address)"]
                 )
                 throw Problem(
-                    status: 429,
-                    code: "too-many-address-streams",
-                    title: "Too many event streams",
-                    detail: "at most \(events.limits.streamsPerAddress) open event streams per client address; "
+                    .tooManyAddressStreams,
+                    "at most \(events.limits.streamsPerAddress) open event streams per client address; "
                         + "close one first",
                     retryAfter: 5
                 )
             } catch .tooManyForUser {
                 throw Problem(
-                    status: 429,
-                    code: "too-many-streams",
-                    title: "Too many event streams",
-                    detail: "at most \(events.limits.streamsPerUser) open event streams per user; close one first",
+                    .tooManyStreams,
+                    "at most \(events.limits.streamsPerUser) open event streams per user; close one first",
                     retryAfter: 5
                 )
             } catch .replicaFull {
                 throw Problem.unavailable(
-                    "streams-unavailable",
+                    .streamsUnavailable,
                     "this server holds its maximum of event streams; try again"
                 )
             } catch .unsubscribed {
-                throw Problem.unavailable("events-unavailable", "live events are not available right now; try again")
+                throw Problem.unavailable(.eventsUnavailable, "live events are not available right now; try again")
             }
             context.logger.info(
                 "event stream opened",

@@ -132,7 +132,7 @@ public enum GatewayAPI {
             method: .get,
             path: "/v1/profiles/{id}/chart",
             operation: .getProfileChart,
-            statuses: [200, 401, 404, 500, 503]
+            statuses: [200, 401, 404, 409, 500, 503]
         ),
         GatewayRoute(
             method: .post,
@@ -254,7 +254,7 @@ public enum GatewayAPI {
             method: .get,
             path: "/v1/profiles/{id}/chart.svg",
             operation: .getProfileChartSVG,
-            statuses: [200, 304, 400, 401, 404, 409, 500, 503]
+            statuses: [200, 304, 400, 401, 404, 409, 422, 500, 503]
         ),
         // Chart jobs beyond the natal chart and their stored results (ChartJobRoutes.swift).
         GatewayRoute(

@@ -25,7 +25,7 @@ enum Pagination {
             text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
             let limit = Int(text), (1...maxLimit).contains(limit)
         else {
-            throw Problem.invalid("invalid-limit", "limit: a whole number from 1 to \(maxLimit)", field: "limit")
+            throw Problem(.invalidLimit, "limit: a whole number from 1 to \(maxLimit)", field: "limit")
         }
         return limit
     }
@@ -50,8 +50,8 @@ enum Pagination {
         Base64URL.encode(Array("\(kind):\(position)".utf8))
     }
 
-    static let invalidCursor = Problem.invalid(
-        "invalid-cursor",
+    static let invalidCursor = Problem(
+        .invalidCursor,
         "cursor: not a nextCursor of this list",
         field: "cursor"
     )
@@ -208,7 +208,7 @@ extension GatewayRoutes {
         switch json[key] {
         case nil, .null?: return nil
         case .string(let text)?: return text
-        default: throw unprocessable("invalid-field-type", "\(key): expected a string", field: key)
+        default: throw Problem(.invalidFieldType, "\(key): expected a string", field: key)
         }
     }
 }
@@ -239,12 +239,12 @@ extension GatewayRoutes {
             let user = try context.user
             let idempotencyKey = try idempotencyKey(request)
             let data = try await body(request)
-            guard case .object(var members) = try jsonObject(data) else { throw Problem.invalid("invalid-json", "") }
+            guard case .object(var members) = try jsonObject(data) else { throw Problem(.invalidJSON, "") }
             // This route creates a profile: an id to update (someone else's, perhaps) is refused here
             // rather than left to the worker.
             if let id = members["profile"]?["id"], id != .null {
-                throw Problem.invalid(
-                    "unexpected-field",
+                throw Problem(
+                    .unexpectedField,
                     "profile.id: a new profile gets its id from the server",
                     field: "profile.id"
                 )
@@ -317,13 +317,13 @@ extension GatewayRoutes {
                 throw Problem.notFound()
             }
             let data = try await body(request)
-            guard case .object(var members) = try jsonObject(data) else { throw Problem.invalid("invalid-json", "") }
+            guard case .object(var members) = try jsonObject(data) else { throw Problem(.invalidJSON, "") }
             if case .object(var profile)? = members["profile"] {
                 // The path names the profile; a body naming another one is a mistake, not a move.
                 if let named = profile["id"], named != .null {
                     guard case .string(let text) = named, text.utf8.count == 36, ProfileID(text) == id else {
-                        throw Problem.invalid(
-                            "profile-id-mismatch",
+                        throw Problem(
+                            .profileIDMismatch,
                             "profile.id: the body names another profile than the path",
                             field: "profile.id"
                         )
@@ -411,10 +411,8 @@ extension GatewayRoutes {
             case .notFound: throw Problem.notFound()
             case .reportInProgress:
                 throw Problem(
-                    status: 409,
-                    code: "report-in-progress",
-                    title: "Conflict",
-                    detail: "a report is being written for this profile: delete it once the report is done",
+                    .reportInProgress,
+                    "a report is being written for this profile: delete it once the report is done",
                     retryAfter: 30
                 )
             }
@@ -438,10 +436,8 @@ extension GatewayRoutes {
                 )
             case .notCalculated:
                 throw Problem(
-                    status: 404,
-                    code: "chart-not-calculated",
-                    title: "Not found",
-                    detail: "the profile's chart is not calculated yet"
+                    .chartNotFound,
+                    "the profile's chart is not calculated yet"
                 )
             case .noProfile:
                 throw Problem.notFound()
@@ -449,8 +445,8 @@ extension GatewayRoutes {
         }
 
         /// `GET /v1/profiles/{id}/chart.svg`: the profile's natal wheel (200 `image/svg+xml`), 304
-        /// for a matching `If-None-Match`, 400 `invalid-theme` / `invalid-query`, 404 for no such
-        /// profile of the caller, 409 `chart-not-ready` before its chart is stored.
+        /// for a matching `If-None-Match`, 422 `invalid-theme`, 400 `invalid-query`, 404 for no such
+        /// profile of the caller, 409 `chart-not-found` before its chart is stored.
         func getProfileChartSVG(
             _ request: Request,
             context: GatewayRequestContext
@@ -464,10 +460,8 @@ extension GatewayRoutes {
                 throw Problem.notFound()
             case .notCalculated:
                 throw Problem(
-                    status: 409,
-                    code: "chart-not-ready",
-                    title: "Conflict",
-                    detail: "the profile's chart is not calculated yet; wait for its chart.calculate job"
+                    .chartNotFound,
+                    "the profile's chart is not calculated yet; wait for its chart.calculate job"
                 )
             case .chart(let chart):
                 stored = chart
@@ -522,14 +516,14 @@ extension GatewayRoutes {
             switch json["restore"] {
             case nil, .null?: restore = nil
             case .bool(let flag)?: restore = flag
-            default: throw unprocessable("invalid-field-type", "restore: expected a boolean", field: "restore")
+            default: throw Problem(.invalidFieldType, "restore: expected a boolean", field: "restore")
             }
             let job: VerifyPurchaseRequest
             switch (signed, transactionID) {
             case (let signed?, nil):
                 guard isCompactJWS(signed) else {
-                    throw unprocessable(
-                        "invalid-signed-transaction",
+                    throw Problem(
+                        .invalidSignedTransaction,
                         "signedTransaction: expected StoreKit 2's JWS (three base64url parts)",
                         field: "signedTransaction"
                     )
@@ -539,22 +533,22 @@ extension GatewayRoutes {
                 guard (1...64).contains(id.utf8.count),
                     id.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
                 else {
-                    throw unprocessable(
-                        "invalid-transaction-id",
+                    throw Problem(
+                        .invalidTransactionID,
                         "transactionId: 1 to 64 digits",
                         field: "transactionId"
                     )
                 }
                 job = VerifyPurchaseRequest(jobID: .random(), userID: user, transactionID: id)
             case (_?, _?):
-                throw unprocessable(
-                    "conflicting-fields",
+                throw Problem(
+                    .conflictingFields,
                     "send signedTransaction or transactionId, not both",
                     field: "transactionId"
                 )
             case (nil, nil):
-                throw unprocessable(
-                    "missing-field",
+                throw Problem(
+                    .missingField,
                     "signedTransaction: missing (or send transactionId)",
                     field: "signedTransaction"
                 )
@@ -626,21 +620,21 @@ extension GatewayRoutes {
             let data = try await body(request)
             let json = try jsonObject(data)
             guard let profileText = try optionalString(json, "profileId") else {
-                throw unprocessable("missing-field", "profileId: missing", field: "profileId")
+                throw Problem(.missingField, "profileId: missing", field: "profileId")
             }
             guard profileText.utf8.count == 36, let profile = ProfileID(profileText) else {
-                throw unprocessable("invalid-id", "profileId: not a UUID", field: "profileId")
+                throw Problem(.invalidID, "profileId: not a UUID", field: "profileId")
             }
             guard let area = try optionalString(json, "area").flatMap(ReportArea.init(rawValue:)) else {
-                throw unprocessable(
-                    "unknown-area",
+                throw Problem(
+                    .unknownArea,
                     "area: one of \(ReportArea.allCases.map(\.rawValue).joined(separator: ", "))",
                     field: "area"
                 )
             }
             guard let language = try optionalString(json, "language").flatMap(ReportLanguage.init(rawValue:)) else {
-                throw unprocessable(
-                    "unknown-language",
+                throw Problem(
+                    .unknownLanguage,
                     "language: one of \(ReportLanguage.allCases.map(\.rawValue).joined(separator: ", "))",
                     field: "language"
                 )
@@ -650,12 +644,12 @@ extension GatewayRoutes {
             var partner: ProfileID?
             if let partnerText = try optionalString(json, "partnerProfileId") {
                 guard partnerText.utf8.count == 36, let id = ProfileID(partnerText) else {
-                    throw unprocessable("invalid-id", "partnerProfileId: not a UUID", field: "partnerProfileId")
+                    throw Problem(.invalidID, "partnerProfileId: not a UUID", field: "partnerProfileId")
                 }
                 partner = id
             }
             if let code = PartnerRule.staticRejection(profileID: profile, partnerProfileID: partner, area: area) {
-                throw unprocessable(
+                throw Problem(
                     code,
                     code == PartnerRule.sameProfile
                         ? "partnerProfileId: must be another profile than profileId"
@@ -665,62 +659,9 @@ extension GatewayRoutes {
             }
             // The billing-worker checks the same again in the transaction that spends the credit; the
             // check here answers at once instead of with a failed job, and never publishes a job
-            // about another user's profile.
-            switch try await database(context, { try await resources.profileHasChart(profile, user: user) }) {
-            case nil:
-                throw Problem(
-                    status: 404,
-                    code: "profile-not-found",
-                    title: "Not found",
-                    detail: "no such profile",
-                    field: "profileId"
-                )
-            case false?:
-                throw Problem(
-                    status: 409,
-                    code: "chart-not-calculated",
-                    title: "Conflict",
-                    detail: "the profile's chart is not calculated yet; wait for its chart.calculate job",
-                    field: "profileId"
-                )
-            case true?:
-                break
-            }
-            if let partner {
-                switch try await database(context, { try await resources.profileHasChart(partner, user: user) }) {
-                case nil:
-                    // Unknown, deleted or another user's: one answer, so ids cannot be probed.
-                    throw Problem(
-                        status: 404,
-                        code: PartnerRule.notFound,
-                        title: "Not found",
-                        detail: "no such profile",
-                        field: "partnerProfileId"
-                    )
-                case false?:
-                    throw Problem(
-                        status: 409,
-                        code: "chart-not-calculated",
-                        title: "Conflict",
-                        detail: "the partner profile's chart is not calculated yet; wait for its chart.calculate job",
-                        field: "partnerProfileId"
-                    )
-                case true?:
-                    break
-                }
-                // A tropical and a sidereal chart have no synastry: refused here, before a credit is
-                // spent that the report-worker would only give back (as the chart job routes do).
-                let states = try await database(context) {
-                    try await resources.chartStates([profile, partner], user: user)
-                }
-                if let first = states[profile]?.zodiac, let second = states[partner]?.zodiac, first != second {
-                    throw unprocessable(
-                        "zodiac-mismatch",
-                        "partnerProfileId: the charts are in different zodiacs (\(first), \(second))",
-                        field: "partnerProfileId"
-                    )
-                }
-            }
+            // about another user's profile. A tropical and a sidereal chart have no synastry: refused
+            // here, before a credit is spent that the report-worker would only give back.
+            try await checkProfiles(profile, partner: partner, user: user, resources: resources, context: context)
             let job = ReportRequest(
                 jobID: .random(),
                 userID: user,

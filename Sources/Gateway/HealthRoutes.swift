@@ -26,7 +26,7 @@ extension GatewayRoutes {
             let events = events.isSubscribed
             guard database, broker, events else {
                 throw Problem.unavailable(
-                    "not-ready",
+                    .notReady,
                     "database \(database ? "reachable" : "unreachable"), broker \(broker ? "connected" : "not connected"), "
                         + "events \(events ? "subscribed" : "not subscribed")"
                 )
@@ -39,10 +39,8 @@ extension GatewayRoutes {
         func openAPI(_ request: Request, context: GatewayRequestContext) throws -> Response {
             guard let document = GatewayAPI.document else {
                 throw Problem(
-                    status: 500,
-                    code: "internal-error",
-                    title: "Internal error",
-                    detail: "the OpenAPI document is missing from this build"
+                    .internalError,
+                    "the OpenAPI document is missing from this build"
                 )
             }
             return text(document, contentType: "application/yaml")

@@ -35,12 +35,12 @@ extension GatewayRoutes {
             if !data.allSatisfy({ [0x20, 0x09, 0x0A, 0x0D].contains($0) }) {
                 let object = try jsonObject(data)
                 for (name, code, maxBytes) in [
-                    ("keyId", "invalid-key-id", Int.max), ("attestation", "invalid-attestation", Int.max),
-                    ("challenge", "invalid-challenge", 128),
+                    ("keyId", ErrorCode.invalidKeyID, Int.max), ("attestation", .invalidAttestation, Int.max),
+                    ("challenge", .invalidChallenge, 128),
                 ] {
                     guard let member = object[name] else { continue }
                     guard case .string(let text) = member, text.utf8.count <= maxBytes else {
-                        throw Problem.invalid(code, "\(name): not shaped as documented", field: name)
+                        throw Problem(code, "\(name): not shaped as documented", field: name)
                     }
                 }
             }
@@ -63,8 +63,8 @@ extension GatewayRoutes {
         {
             let json = try jsonObject(try await body(request))
             guard case .string(let presented)? = json["refreshToken"], RefreshToken.isWellFormed(presented) else {
-                throw Problem.invalid(
-                    "invalid-refresh-token",
+                throw Problem(
+                    .invalidRefreshToken,
                     "refreshToken: expected the refresh token",
                     field: "refreshToken"
                 )
@@ -84,9 +84,9 @@ extension GatewayRoutes {
             case .reused(let owner):
                 // A used token came back: a copy exists, so the family (the live token too) is gone.
                 context.logger.notice("refresh token reused; its family revoked", metadata: ["user.id": "\(owner)"])
-                throw Problem.unauthorized("invalid-refresh-token", "the refresh token is unknown, used or expired")
+                throw Problem(.invalidRefreshToken, "the refresh token is unknown, used or expired")
             case .refused:
-                throw Problem.unauthorized("invalid-refresh-token", "the refresh token is unknown, used or expired")
+                throw Problem(.invalidRefreshToken, "the refresh token is unknown, used or expired")
             }
             // A refresh is rare enough to ask the database: no new access token once a deletion
             // started, even one this replica has not read yet (the erasure sweeps the rotated token).
@@ -151,8 +151,8 @@ extension GatewayRoutes {
             guard case .string(let keyIDText)? = json["keyId"], keyIDText.utf8.count <= 64,
                 let keyID = Data(base64Encoded: keyIDText), keyID.count == 32
             else {
-                throw Problem.invalid(
-                    "invalid-key-id",
+                throw Problem(
+                    .invalidKeyID,
                     "keyId: the App Attest key identifier in base64",
                     field: "keyId"
                 )
@@ -161,15 +161,15 @@ extension GatewayRoutes {
                 attestationText.utf8.count <= (AttestationVerifier.maxAttestationBytes / 3 + 1) * 4,
                 let attestation = Data(base64Encoded: attestationText)
             else {
-                throw Problem.invalid(
-                    "invalid-attestation",
+                throw Problem(
+                    .invalidAttestation,
                     "attestation: the attestation object in base64, at most \(AttestationVerifier.maxAttestationBytes) bytes",
                     field: "attestation"
                 )
             }
             guard case .string(let challenge)? = json["challenge"], (1...128).contains(challenge.utf8.count) else {
-                throw Problem.invalid(
-                    "invalid-challenge",
+                throw Problem(
+                    .invalidChallenge,
                     "challenge: the challenge from /v1/devices/challenge",
                     field: "challenge"
                 )
@@ -179,10 +179,8 @@ extension GatewayRoutes {
             }
             guard live else {
                 throw Problem(
-                    status: 422,
-                    code: "challenge-invalid",
-                    title: "Challenge invalid",
-                    detail: "the challenge is unknown, used or expired; ask /v1/devices/challenge for another",
+                    .challengeInvalid,
+                    "the challenge is unknown, used or expired; ask /v1/devices/challenge for another",
                     field: "challenge"
                 )
             }
@@ -196,10 +194,8 @@ extension GatewayRoutes {
             } catch {
                 context.logger.notice("attestation refused", metadata: ["attest.error": "\(error)"])
                 throw Problem(
-                    status: 422,
-                    code: "attestation-invalid",
-                    title: "Attestation invalid",
-                    detail: "the App Attest attestation was refused: \(error.code.rawValue)",
+                    .attestationInvalid,
+                    "the App Attest attestation was refused: \(error.code.rawValue)",
                     field: "attestation"
                 )
             }
@@ -214,10 +210,8 @@ extension GatewayRoutes {
             }
             guard let user else {
                 throw Problem(
-                    status: 409,
-                    code: "device-key-registered",
-                    title: "Device key registered",
-                    detail: "this App Attest key is registered already; generate a new key to register again",
+                    .deviceKeyRegistered,
+                    "this App Attest key is registered already; generate a new key to register again",
                     field: "keyId"
                 )
             }

@@ -88,10 +88,8 @@ extension GatewayRoutes {
         ) async throws -> Response {
             guard recorded.requestHash == requestHash else {
                 throw Problem(
-                    status: 422,
-                    code: "idempotency-key-reused",
-                    title: "Idempotency key reused",
-                    detail: "this Idempotency-Key was used with another request"
+                    .idempotencyKeyReused,
+                    "this Idempotency-Key was used with another request"
                 )
             }
             let extra: [String: JSONValue]
@@ -184,7 +182,7 @@ extension GatewayRoutes {
                     "publish not confirmed",
                     metadata: ["job.id": "\(jobID)", "amqp.error": "\(error)"]
                 )
-                throw Problem.unavailable("broker-unavailable", "the job could not be queued; try again")
+                throw Problem.unavailable(.brokerUnavailable, "the job could not be queued; try again")
             }
         }
     }

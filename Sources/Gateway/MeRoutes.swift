@@ -11,8 +11,8 @@ import Postgres
 
 extension GatewayRoutes {
     /// The answer to a deleted user's token.
-    static let userDeleted = Problem.unauthorized(
-        UserDeletion.refusedCode,
+    static let userDeleted = Problem(
+        .userDeleted,
         "this user was deleted; register the device again to start anew"
     )
 
@@ -120,21 +120,17 @@ extension GatewayRoutes {
             }
             if let expires = export.expiresAt, expires <= Date() {
                 throw Problem(
-                    status: 410,
-                    code: "export-expired",
-                    title: "Gone",
-                    detail: "the export expired; ask for a new one"
+                    .exportExpired,
+                    "the export expired; ask for a new one"
                 )
             }
             guard let bytes = export.bytes else {
                 if let failed = export.failedCode {
-                    throw Problem(status: 409, code: failed, title: "Conflict", detail: "the export could not be built")
+                    throw Problem(ErrorCode(rawValue: failed), "the export could not be built")
                 }
                 throw Problem(
-                    status: 409,
-                    code: "export-not-ready",
-                    title: "Conflict",
-                    detail: "the export is still being built; wait for user.exported"
+                    .exportNotReady,
+                    "the export is still being built; wait for user.exported"
                 )
             }
             let headers: HTTPFields = [

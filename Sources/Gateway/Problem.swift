@@ -2,35 +2,37 @@ import AstroDomain
 import Foundation
 
 /// An error answer in the RFC 9457 shape (`application/problem+json`): `type`, `title`,
-/// `status`, `detail`, plus a stable `code` (the events' codes where one applies, e.g.
-/// `latitude-out-of-range`) and, for an invalid field, `field`.
+/// `status`, `detail`, plus a stable `code` (the catalogue's, `ErrorCode`: the same code a job
+/// refusing the same thing gives) and, for an invalid field, `field`.
+///
+/// The status, title and `type` come from the code's catalogue entry, never from the route: a
+/// code is answered with one status and one title wherever it is refused.
 public struct Problem: Error, Sendable, Hashable {
-    /// The HTTP status.
-    public var status: Int
     /// Stable machine-readable code; clients switch on it.
-    public var code: String
-    /// Short, human-readable summary of the kind of problem.
-    public var title: String
+    public var code: ErrorCode
     /// What went wrong with this request.
     public var detail: String
     /// The offending field of the body, when one is at fault.
     public var field: String?
-    /// Seconds after which a retry may succeed (`Retry-After`), for 503.
+    /// Seconds after which a retry may succeed (`Retry-After`), for 429 and 503.
     public var retryAfter: Int?
 
-    /// A problem as given; `type` is derived from `code`.
-    public init(status: Int, code: String, title: String, detail: String, field: String? = nil, retryAfter: Int? = nil)
-    {
-        self.status = status
+    /// A problem with `code`'s status, title and type.
+    public init(_ code: ErrorCode, _ detail: String, field: String? = nil, retryAfter: Int? = nil) {
         self.code = code
-        self.title = title
         self.detail = detail
         self.field = field
         self.retryAfter = retryAfter
     }
 
+    /// The HTTP status: the catalogue's for the code.
+    public var status: Int { code.httpStatus }
+
+    /// Short, human-readable summary of the kind of problem: one per status.
+    public var title: String { code.problemTitle }
+
     /// The `type` URI: a stable name under the API's documentation.
-    public var type: String { "https://astrosvitla.app/problems/\(code)" }
+    public var type: String { code.problemType }
 
     /// The body.
     public var json: JSONValue {
@@ -39,40 +41,31 @@ public struct Problem: Error, Sendable, Hashable {
             "title": .string(title),
             "status": .number(Double(status)),
             "detail": .string(detail),
-            "code": .string(code),
+            "code": .string(code.rawValue),
         ]
         if let field { object["field"] = .string(field) }
         return .object(object)
     }
 
-    /// 400 for a body or field that is not what the API expects.
-    public static func invalid(_ code: String, _ detail: String, field: String? = nil) -> Problem {
-        Problem(status: 400, code: code, title: "Invalid request", detail: detail, field: field)
-    }
-
-    /// 401 for a missing or refused access token.
-    public static func unauthorized(_ code: String, _ detail: String) -> Problem {
-        Problem(status: 401, code: code, title: "Unauthorized", detail: detail)
-    }
-
-    /// 404: no such resource for this caller (another user's ids answer this too).
+    /// 404 `not-found`: no such resource for this caller (another user's ids answer this too).
     public static func notFound(_ detail: String = "no such resource") -> Problem {
-        Problem(status: 404, code: "not-found", title: "Not found", detail: detail)
+        Problem(.notFound, detail)
     }
 
-    /// 503 when the database or the broker cannot do its part now; the client may retry.
-    public static func unavailable(_ code: String, _ detail: String) -> Problem {
-        Problem(status: 503, code: code, title: "Service unavailable", detail: detail, retryAfter: 2)
+    /// A refusal the client may retry shortly (the database or the broker cannot do its part
+    /// now): `Retry-After: 2`.
+    public static func unavailable(_ code: ErrorCode, _ detail: String) -> Problem {
+        Problem(code, detail, retryAfter: 2)
     }
 
-    /// The problem for a chart input error.
+    /// The problem for a chart input error: its code (422), message and field.
     public static func chartInput(_ error: ChartInputError) -> Problem {
-        Problem(
-            status: 422,
-            code: error.code.rawValue,
-            title: "Invalid birth data",
-            detail: error.message,
-            field: error.field.isEmpty ? nil : error.field
-        )
+        Problem(error.code, error.message, field: error.field.isEmpty ? nil : error.field)
+    }
+
+    /// The problem for a refusal of `ProfileChartRule`: its code (404, 409 or 422), message and
+    /// field.
+    public static func profileChart(_ refusal: ProfileChartRefusal) -> Problem {
+        Problem(refusal.code, refusal.message, field: refusal.field)
     }
 }

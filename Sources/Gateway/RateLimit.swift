@@ -563,10 +563,8 @@ public final class RateLimiter: Sendable {
     private func refusal(_ limit: String, _ seconds: Int, _ whose: String) -> Problem {
         metrics.recordRateLimited(limit: limit)
         return Problem(
-            status: 429,
-            code: "rate-limited",
-            title: "Too many requests",
-            detail: "\(whose) request rate is over its limit; retry after \(seconds) s",
+            .rateLimited,
+            "\(whose) request rate is over its limit; retry after \(seconds) s",
             retryAfter: seconds
         )
     }

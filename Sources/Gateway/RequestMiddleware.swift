@@ -1,3 +1,4 @@
+import AstroDomain
 import Foundation
 import Hummingbird
 import Logging
@@ -36,36 +37,31 @@ struct RequestMiddleware: RouterMiddleware {
             let allowed = GatewayAPI.methods(forPath: request.uri.path)
             response = Self.response(
                 Problem(
-                    status: 405,
-                    code: "method-not-allowed",
-                    title: "Method not allowed",
-                    detail:
-                        "\(request.method.rawValue) is not allowed here; allowed: \(allowed.map(\.rawValue).joined(separator: ", "))"
+                    .methodNotAllowed,
+                    "\(request.method.rawValue) is not allowed here; allowed: \(allowed.map(\.rawValue).joined(separator: ", "))"
                 )
             )
             response.headers[.allow] = allowed.map(\.rawValue).joined(separator: ", ")
         } catch let error as HTTPResponseError {
+            // The framework's own refusals answer like ours: the catalogue's code, status and
+            // title ("Not found", not the reason phrase "Not Found").
             let status = error.status
             response = Self.response(
-                Problem(
-                    status: status.code,
-                    code: status == .notFound ? "not-found" : "http-\(status.code)",
-                    title: status.reasonPhrase,
-                    detail: status == .notFound ? "no such resource" : status.reasonPhrase
-                )
+                status == .notFound
+                    ? Problem.notFound() : Problem(.http(status: status.code), status.reasonPhrase)
             )
         } catch {
             // An unexpected error's description may quote the request: its detail at debug only.
             FailureLogging.log(
                 "request failed",
                 level: .error,
-                code: "internal-error",
+                code: ErrorCode.internalError.rawValue,
                 publicReason: FailureLogging.publicReason(of: error) ?? "\(type(of: error))",
                 detail: String(reflecting: error),
                 logger: context.logger
             )
             response = Self.response(
-                Problem(status: 500, code: "internal-error", title: "Internal error", detail: "the request failed")
+                Problem(.internalError, "the request failed")
             )
         }
         response.headers[GatewayRoutes.requestIDHeader] = requestID

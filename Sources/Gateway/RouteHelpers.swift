@@ -11,7 +11,7 @@ extension GatewayRoutes {
     static func idempotencyKey(_ request: Request) throws -> String? {
         guard let key = request.headers[idempotencyKeyHeader] else { return nil }
         guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-            throw Problem.invalid("invalid-idempotency-key", "Idempotency-Key: 1–255 visible ASCII characters")
+            throw Problem(.invalidIdempotencyKey, "Idempotency-Key: 1–255 visible ASCII characters")
         }
         return key
     }
@@ -19,7 +19,7 @@ extension GatewayRoutes {
     /// - Throws: `Problem` 400 `invalid-json` for anything else.
     static func jsonObject(_ data: Data) throws -> JSONValue {
         guard let value = try? JSONValue.parse(data), case .object = value else {
-            throw Problem.invalid("invalid-json", "the body is not a JSON object")
+            throw Problem(.invalidJSON, "the body is not a JSON object")
         }
         return value
     }
@@ -33,7 +33,7 @@ extension GatewayRoutes {
             return try await body()
         } catch let error as PostgresError where error.kind != .server && error.kind != .decoding {
             context.logger.error("database unavailable", metadata: ["db.error": "\(error)"])
-            throw Problem.unavailable("database-unavailable", "the database is not reachable; try again")
+            throw Problem.unavailable(.databaseUnavailable, "the database is not reachable; try again")
         }
     }
 

@@ -33,10 +33,10 @@ extension GatewayRoutes {
     /// - Throws: `Problem` 400 `invalid-json` or `unexpected-field`.
     static func members(_ data: Data, allowed: Set<String>, optionalBody: Bool) throws -> [String: JSONValue] {
         if optionalBody, data.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return [:] }
-        guard case .object(let members) = try jsonObject(data) else { throw Problem.invalid("invalid-json", "") }
+        guard case .object(let members) = try jsonObject(data) else { throw Problem(.invalidJSON, "") }
         if let unexpected = members.keys.sorted().first(where: { !allowed.contains($0) }) {
-            throw Problem.invalid(
-                "unexpected-field",
+            throw Problem(
+                .unexpectedField,
                 "\(unexpected.prefix(64)): not a field of this request",
                 field: String(unexpected.prefix(64))
             )
@@ -44,27 +44,22 @@ extension GatewayRoutes {
         return members
     }
 
-    /// A 422 for a field's value.
-    static func unprocessable(_ code: String, _ detail: String, field: String?) -> Problem {
-        Problem(status: 422, code: code, title: "Invalid request", detail: detail, field: field)
-    }
-
     /// A whole number member in `range`; nil when absent (or null) and not `required`.
     static func integer(
         _ members: [String: JSONValue],
         _ key: String,
         in range: ClosedRange<Int>,
-        code: String,
+        code: ErrorCode,
         required: Bool
     ) throws -> Int? {
         guard let value = members[key], value != .null else {
-            if required { throw unprocessable(code, "\(key): required", field: key) }
+            if required { throw Problem(code, "\(key): required", field: key) }
             return nil
         }
         guard case .number(let number) = value, number.rounded() == number,
             (Double(range.lowerBound)...Double(range.upperBound)).contains(number)
         else {
-            throw unprocessable(
+            throw Problem(
                 code,
                 "\(key): a whole number from \(range.lowerBound) to \(range.upperBound)",
                 field: key
@@ -77,16 +72,16 @@ extension GatewayRoutes {
     /// characters, as the worker requires.
     static func name(_ members: [String: JSONValue], _ key: String) throws -> String {
         guard case .string(let raw)? = members[key] else {
-            throw unprocessable("invalid-name", "\(key): a name of 1–50 characters is required", field: key)
+            throw Problem(.invalidName, "\(key): a name of 1–50 characters is required", field: key)
         }
         let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
         switch TextRules.problem(in: text, maximum: 50) {
         case nil: return text
         case .controlCharacter(let position, let scalar)?:
             let problem = TextRules.Problem.controlCharacter(position: position, scalar: scalar)
-            throw unprocessable("invalid-characters", "\(key) \(problem.phrase)", field: key)
+            throw Problem(.invalidCharacters, "\(key) \(problem.phrase)", field: key)
         case .tooShort?, .tooLong?:
-            throw unprocessable("invalid-name", "\(key) must be 1–50 characters", field: key)
+            throw Problem(.invalidName, "\(key) must be 1–50 characters", field: key)
         }
     }
 
@@ -95,15 +90,15 @@ extension GatewayRoutes {
         guard case .string(let text)? = members["theme"], (1...40).contains(text.utf8.count),
             text.utf8.allSatisfy({ (97...122).contains($0) || (48...57).contains($0) || $0 == 45 })
         else {
-            throw unprocessable("invalid-theme", "theme: a theme key such as courage", field: "theme")
+            throw Problem(.invalidTheme, "theme: a theme key such as courage", field: "theme")
         }
         return text
     }
 
     static func language(_ members: [String: JSONValue]) throws -> ReportLanguage {
         guard case .string(let text)? = members["language"], let language = ReportLanguage(rawValue: text) else {
-            throw unprocessable(
-                "invalid-language",
+            throw Problem(
+                .invalidLanguage,
                 "language: one of \(ReportLanguage.allCases.map(\.rawValue).joined(separator: ", "))",
                 field: "language"
             )
@@ -116,7 +111,7 @@ extension GatewayRoutes {
     static func optionalID(_ members: [String: JSONValue], _ key: String) throws -> UUID? {
         guard let value = members[key], value != .null else { return nil }
         guard case .string(let text) = value, text.utf8.count <= 36, let id = UUID(uuidString: text) else {
-            throw unprocessable("invalid-id", "\(key): expected an id", field: key)
+            throw Problem(.invalidID, "\(key): expected an id", field: key)
         }
         return id
     }
@@ -257,21 +252,21 @@ extension GatewayRoutes {
             var job = StoryGenerateRequest(
                 jobID: .random(),
                 userID: user,
-                ageGroup: try integer(members, "ageGroup", in: 0...2, code: "invalid-age-group", required: true) ?? 0,
+                ageGroup: try integer(members, "ageGroup", in: 0...2, code: .invalidAgeGroup, required: true) ?? 0,
                 theme: try theme(members),
                 mainCharacter: try name(members, "mainCharacter"),
                 language: try language(members)
             )
-            job.pageCount = try integer(members, "pageCount", in: 3...9, code: "invalid-page-count", required: false)
+            job.pageCount = try integer(members, "pageCount", in: 3...9, code: .invalidPageCount, required: false)
             let childID = try optionalID(members, "childProfileId")
             // `JSONValue?.none`, not `nil`: JSONValue is ExpressibleByNilLiteral, so a bare `nil` here
             // would become `JSONValue.null` and a `"childName": null` would count as a name given.
             let childName = members["childName"].flatMap { $0 == .null ? JSONValue?.none : $0 }
             switch (childID, childName) {
             case (nil, nil):
-                throw unprocessable("child-required", "give childProfileId or childName", field: "childProfileId")
+                throw Problem(.childRequired, "give childProfileId or childName", field: "childProfileId")
             case (.some, .some):
-                throw unprocessable("child-required", "give childProfileId or childName, not both", field: "childName")
+                throw Problem(.childRequired, "give childProfileId or childName, not both", field: "childName")
             case (nil, .some):
                 job.childName = try name(members, "childName")
             case (let child?, nil):
@@ -279,17 +274,15 @@ extension GatewayRoutes {
             }
             if let zone = members["timeZone"], zone != .null {
                 guard case .string(let text) = zone, (try? BirthData.timeZone(named: text)) != nil else {
-                    throw unprocessable("invalid-time-zone", "timeZone: expected an IANA time zone", field: "timeZone")
+                    throw Problem(.invalidTimeZone, "timeZone: expected an IANA time zone", field: "timeZone")
                 }
                 job.timeZone = text
             }
             if let child = childID {
                 guard try await database(context, { try await stories.ownsChild(child, user: user) }) else {
                     throw Problem(
-                        status: 404,
-                        code: "child-not-found",
-                        title: "Not found",
-                        detail: "no such child profile",
+                        .childNotFound,
+                        "no such child profile",
                         field: "childProfileId"
                     )
                 }
@@ -319,7 +312,7 @@ extension GatewayRoutes {
             var child: UUID?
             if let text = request.uri.queryParameters.get("childId") {
                 guard text.utf8.count <= 36, let id = UUID(uuidString: text) else {
-                    throw Problem.invalid("invalid-child-id", "childId: expected a child profile id", field: "childId")
+                    throw Problem(.invalidChildID, "childId: expected a child profile id", field: "childId")
                 }
                 guard try await database(context, { try await stories.ownsChild(id, user: user) }) else {
                     throw Problem.notFound()
@@ -378,7 +371,7 @@ extension GatewayRoutes {
             var pages: [Int]?
             if let value = members["pages"], value != .null {
                 guard case .array(let items) = value, (1...maxPageNumber).contains(items.count) else {
-                    throw unprocessable("invalid-pages", "pages: 1 to \(maxPageNumber) page numbers", field: "pages")
+                    throw Problem(.invalidPages, "pages: 1 to \(maxPageNumber) page numbers", field: "pages")
                 }
                 let numbers = items.compactMap { item -> Int? in
                     guard case .number(let number) = item, number.rounded() == number,
@@ -387,24 +380,24 @@ extension GatewayRoutes {
                     return Int(number)
                 }
                 guard numbers.count == items.count, Set(numbers).count == numbers.count else {
-                    throw unprocessable("invalid-pages", "pages: distinct page numbers from 1", field: "pages")
+                    throw Problem(.invalidPages, "pages: distinct page numbers from 1", field: "pages")
                 }
                 pages = numbers
             }
             var force: Bool?
             if let value = members["force"], value != .null {
                 guard case .bool(let flag) = value else {
-                    throw unprocessable("invalid-force", "force: expected true or false", field: "force")
+                    throw Problem(.invalidForce, "force: expected true or false", field: "force")
                 }
                 guard pages != nil || !flag else {
-                    throw unprocessable("invalid-force", "force redraws the chosen pages: give pages", field: "force")
+                    throw Problem(.invalidForce, "force redraws the chosen pages: give pages", field: "force")
                 }
                 force = flag
             }
             guard let facts = try await database(context, { try await stories.storyFacts(storyID, user: user) })
             else { throw Problem.notFound() }
             if let missing = pages?.first(where: { !facts.pages.contains($0) }) {
-                throw unprocessable("invalid-pages", "pages: the story has no page \(missing)", field: "pages")
+                throw Problem(.invalidPages, "pages: the story has no page \(missing)", field: "pages")
             }
             return try await jobs.accept(
                 .storyIllustrate,
@@ -446,8 +439,8 @@ extension GatewayRoutes {
                 guard case .string(let text) = value, text.utf8.count <= 40, let date = ISO8601.date(from: text),
                     date <= Date().addingTimeInterval(24 * 3600), date >= Date(timeIntervalSince1970: 946_684_800)
                 else {
-                    throw unprocessable(
-                        "invalid-read-time",
+                    throw Problem(
+                        .invalidReadTime,
                         "at: an ISO 8601 time from 2000 to a day from now",
                         field: "at"
                     )
@@ -459,15 +452,13 @@ extension GatewayRoutes {
             if let reader {
                 guard try await database(context, { try await stories.ownsChild(reader, user: user) }) else {
                     throw Problem(
-                        status: 404,
-                        code: "child-not-found",
-                        title: "Not found",
-                        detail: "no such child profile",
+                        .childNotFound,
+                        "no such child profile",
                         field: "childProfileId"
                     )
                 }
             } else if facts.child == nil {
-                throw unprocessable("child-required", "the story has no child profile: give childProfileId", field: nil)
+                throw Problem(.childRequired, "the story has no child profile: give childProfileId", field: nil)
             }
             return try await jobs.accept(
                 .storyRead,
@@ -507,10 +498,8 @@ extension GatewayRoutes {
             else { throw Problem.notFound() }
             guard illustration.status == "generated", let path = illustration.path else {
                 throw Problem(
-                    status: 404,
-                    code: "not-illustrated",
-                    title: "Not found",
-                    detail: "page \(page) has no picture yet (\(illustration.status))"
+                    .notIllustrated,
+                    "page \(page) has no picture yet (\(illustration.status))"
                 )
             }
             let image: IllustrationFiles.Image
@@ -527,10 +516,8 @@ extension GatewayRoutes {
                     ]
                 )
                 throw Problem(
-                    status: 500,
-                    code: "illustration-unavailable",
-                    title: "Internal error",
-                    detail: "the picture cannot be read"
+                    .illustrationUnavailable,
+                    "the picture cannot be read"
                 )
             }
             var headers: HTTPFields = [

@@ -85,7 +85,7 @@ import Testing
             #expect(code.definition != nil, "\(code) is not catalogued")
         }
         for code in [PartnerRule.notAllowed, PartnerRule.sameProfile, PartnerRule.notFound, PartnerRule.chartNotFound] {
-            #expect(ErrorCode(rawValue: code).definition != nil, "\(code) is not catalogued")
+            #expect(code.definition != nil, "\(code) is not catalogued")
         }
         #expect(ChartResultQuota.code.definition != nil)
     }

@@ -52,7 +52,7 @@ struct AccessTokenTests {
             key: key
         )
         expect(year, .lifetimeExceeded)
-        #expect(AccessTokenError.lifetimeExceeded.code == "token-lifetime-exceeded")
+        #expect(AccessTokenError.lifetimeExceeded.code == .tokenLifetimeExceeded)
         let oneSecondTooLong = try AccessTokenSigner.sign(
             claims: claims(exp: 1_800_000_901),
             header: ["alg": "ES256", "kid": "k1"],

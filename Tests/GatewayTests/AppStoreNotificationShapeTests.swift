@@ -23,7 +23,7 @@ struct AppStoreNotificationShapeTests {
             _ = try AppStoreNotificationShape(body: data)
             return nil
         } catch {
-            return error.code
+            return error.code.rawValue
         }
     }
 

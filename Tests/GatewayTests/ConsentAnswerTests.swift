@@ -17,7 +17,7 @@ import Testing
             _ = try parse(json)
             return nil
         } catch {
-            return error.code
+            return error.code.rawValue
         }
     }
 

@@ -18,8 +18,8 @@ import WorkerRuntime
                 try DailyQuotas.fromEnvironment(["STORY_GENERATIONS_PER_DAY": value])
             }
         }
-        #expect(set.storyGeneration.units == 1 && set.storyGeneration.code == "story-quota-exceeded")
-        #expect(set.redraw(pages: 9).units == 9 && set.redraw(pages: 9).code == "redraw-quota-exceeded")
+        #expect(set.storyGeneration.units == 1 && set.storyGeneration.code == .storyQuotaExceeded)
+        #expect(set.redraw(pages: 9).units == 9 && set.redraw(pages: 9).code == .redrawQuotaExceeded)
     }
 
     @Test func aRefusalIsA429WithRetryAfterTheNextUTCMidnight() {
@@ -27,7 +27,7 @@ import WorkerRuntime
         #expect(DailyQuotas.secondsUntilReset(now: Date(timeIntervalSince1970: 1_767_311_970)) == 30)
         #expect(DailyQuotas.secondsUntilReset(now: Date(timeIntervalSince1970: 1_767_312_000)) == 86_400)
         let problem = QuotaExceeded(charge: DailyQuotas().redraw(pages: 9), used: 27).problem
-        #expect(problem.status == 429 && problem.code == "redraw-quota-exceeded")
+        #expect(problem.status == 429 && problem.code == .redrawQuotaExceeded)
         #expect((problem.retryAfter ?? 0) > 0)
     }
 }

@@ -72,7 +72,7 @@ struct EventHubTests {
         let items = await Self.drain(expired)
         #expect(items.count == 1)
         if case .reset(let code, _) = items.first {
-            #expect(code == "unknown-last-event-id")
+            #expect(code == .unknownLastEventID)
         } else {
             Issue.record("expected a reset, got \(items)")
         }
@@ -103,7 +103,7 @@ struct EventHubTests {
         #expect(throws: EventHub.Refusal.unsubscribed) { try hub.open(user: user, lastEventID: nil) }
         hub.subscribed(afterGap: true)
         let items = await Self.drain(open)
-        #expect(items.contains { if case .reset(let code, _) = $0 { code == "events-interrupted" } else { false } })
+        #expect(items.contains { if case .reset(let code, _) = $0 { code == .eventsInterrupted } else { false } })
         let resumed = try hub.open(user: user, lastEventID: "g1")
         #expect(await Self.drain(resumed).first.map { if case .reset = $0 { true } else { false } } == true)
     }

@@ -146,11 +146,18 @@ struct GatewayConfigurationTests {
     }
 
     @Test func problemsHaveTheRFC9457Shape() {
-        let problem = Problem.invalid("invalid-json", "the body is not a JSON object")
+        let problem = Problem(.invalidJSON, "the body is not a JSON object")
         #expect(problem.json["status"] == 400)
         #expect(problem.json["code"] == "invalid-json")
         #expect(problem.json["type"] == "https://astrosvitla.app/problems/invalid-json")
-        #expect(problem.json["title"] != nil && problem.json["detail"] != nil)
+        #expect(problem.json["title"] == "Invalid request" && problem.json["detail"] != nil)
+        // Status, title and type come from the code's catalogue entry, whichever route answers.
+        let noChart = Problem(.chartNotFound, "no chart yet", field: "profileId")
+        #expect(noChart.status == 409 && noChart.title == "Conflict" && noChart.json["field"] == "profileId")
+        #expect(Problem.notFound().json["title"] == "Not found")
+        let framework = Problem(.http(status: 415), "Unsupported Media Type")
+        #expect(framework.status == 415 && framework.json["code"] == "http-415")
+        #expect(framework.title == "Invalid request")
     }
 
     @Test func refreshTokensAreRandomAndHashed() {

@@ -132,8 +132,8 @@ struct OpenAPIDocumentTests {
         let schema = try #require(resolve(["$ref": "#/components/schemas/Problem"]))
         let required = Set(schema["required"] as? [String] ?? [])
         let properties = Set((mapping(schema["properties"]) ?? [:]).keys)
-        guard case .object(let bare) = Problem.invalid("x", "y").json,
-            case .object(let full) = Problem.invalid("x", "y", field: "z").json
+        guard case .object(let bare) = Problem(.invalidJSON, "y").json,
+            case .object(let full) = Problem(.invalidJSON, "y", field: "z").json
         else {
             Issue.record("a problem is not a JSON object")
             return

@@ -14,7 +14,7 @@ struct PaginationTests {
             return nil
         } catch let problem as Problem {
             #expect(problem.status == 400)
-            return problem.code
+            return problem.code.rawValue
         } catch {
             return "\(error)"
         }

@@ -196,7 +196,7 @@ struct RateLimitTests {
             try limiter.check(user: user)
             Issue.record("the second request was allowed")
         } catch {
-            #expect(error.status == 429 && error.code == "rate-limited")
+            #expect(error.status == 429 && error.code == .rateLimited)
             #expect((error.retryAfter ?? 0) >= 1)
         }
         try limiter.check(user: UserID.random())

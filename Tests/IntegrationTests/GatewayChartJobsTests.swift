@@ -95,15 +95,18 @@ struct GatewayChartJobsTests {
             ("\(me)/synastry", ["partnerProfileId": "not-a-uuid"], nil, 422, "invalid-id"),
             ("\(me)/synastry", ["partnerProfileId": .string(me)], nil, 422, "same-profile"),
             ("\(me)/synastry", ["partnerProfileId": .string(partner), "angleMaxOrb": 9], nil, 422, "invalid-orb"),
-            ("\(me)/synastry", ["partnerProfileId": .string(stranger)], nil, 404, "profile-not-found"),
+            ("\(me)/synastry", ["partnerProfileId": .string(stranger)], nil, 404, "partner-not-found"),
             ("\(stranger)/synastry", ["partnerProfileId": .string(me)], nil, 404, "profile-not-found"),
-            ("\(me)/synastry", ["partnerProfileId": .string(chartless.description)], nil, 409, "chart-not-ready"),
+            (
+                "\(me)/synastry", ["partnerProfileId": .string(chartless.description)], nil, 409,
+                "partner-chart-not-found"
+            ),
             ("\(me)/transits", ["from": "2027-01-01"], nil, 422, "missing-field"),
             ("\(me)/transits", ["from": "2027-01-01", "to": "2027-13-01"], nil, 422, "invalid-date"),
             ("\(me)/transits", ["from": "2027-01-01", "to": "2028-01-03"], nil, 422, "invalid-range"),
             ("\(me)/transits", ["from": "2027-02-01", "to": "2027-01-01"], nil, 422, "invalid-range"),
             ("\(me)/transits", ["from": "1899-12-31", "to": "1900-02-01"], nil, 422, "invalid-range"),
-            ("\(chartless)/transits", ["from": "2027-01-01", "to": "2027-02-01"], nil, 409, "chart-not-ready"),
+            ("\(chartless)/transits", ["from": "2027-01-01", "to": "2027-02-01"], nil, 409, "chart-not-found"),
             ("\(me)/returns", ["kind": "lunar-return"], nil, 422, "invalid-kind"),
             ("\(me)/returns", ["kind": "solar-return"], nil, 422, "invalid-year"),
             ("\(me)/returns", ["kind": "solar-return", "year": 2101], nil, 422, "invalid-year"),
@@ -124,7 +127,7 @@ struct GatewayChartJobsTests {
             ("\(me)/wheels", ["wheel": "transits", "at": "3000-01-01"], nil, 422, "invalid-range"),
             (
                 "\(me)/wheels", ["wheel": "synastry", "partnerProfileId": .string(stranger)], nil, 404,
-                "profile-not-found"
+                "partner-not-found"
             ),
             ("not-a-uuid/wheels", ["wheel": "natal"], nil, 404, "not-found"),
         ]

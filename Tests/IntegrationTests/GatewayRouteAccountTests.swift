@@ -114,7 +114,7 @@ struct GatewayRouteAccountTests {
             gateway.expectProblem(unknown, 401, "invalid-refresh-token", "an unknown token")
             for body in [#"{"refreshToken": "short"}"#, #"{"refreshToken": 7}"#, "{}"] {
                 let refused = try await gateway.call(.post, "/v1/token", raw: body)
-                gateway.expectProblem(refused, 400, "invalid-refresh-token", field: "refreshToken", body)
+                gateway.expectProblem(refused, 401, "invalid-refresh-token", field: "refreshToken", body)
             }
             gateway.expectProblem(try await gateway.call(.post, "/v1/token", raw: "nope"), 400, "invalid-json")
         }

@@ -104,7 +104,7 @@ struct GatewayRouteChartJobTests {
                         "invalid-orb", "angleMaxOrb"
                     ),
                     (
-                        "\(me)/synastry", ["partnerProfileId": .string(cast.stranger)], nil, 404, "profile-not-found",
+                        "\(me)/synastry", ["partnerProfileId": .string(cast.stranger)], nil, 404, "partner-not-found",
                         "partnerProfileId"
                     ),
                     (
@@ -112,7 +112,8 @@ struct GatewayRouteChartJobTests {
                         nil
                     ),
                     (
-                        "\(me)/synastry", ["partnerProfileId": .string(cast.chartless)], nil, 409, "chart-not-ready",
+                        "\(me)/synastry", ["partnerProfileId": .string(cast.chartless)], nil, 409,
+                        "partner-chart-not-found",
                         "partnerProfileId"
                     ),
                     (
@@ -125,11 +126,11 @@ struct GatewayRouteChartJobTests {
                     ("\(me)/transits", ["from": "2027-02-01", "to": "2027-01-01"], nil, 422, "invalid-range", nil),
                     (
                         "\(cast.chartless)/transits", ["from": "2027-01-01", "to": "2027-02-01"], nil, 409,
-                        "chart-not-ready", nil
+                        "chart-not-found", "profileId"
                     ),
                     (
                         "\(cast.stranger)/transits", ["from": "2027-01-01", "to": "2027-02-01"], nil, 404,
-                        "profile-not-found", nil
+                        "profile-not-found", "profileId"
                     ),
                     ("\(me)/returns", ["kind": "lunar-return"], nil, 422, "invalid-kind", "kind"),
                     ("\(me)/returns", ["kind": "solar-return"], nil, 422, "invalid-year", "year"),
@@ -142,7 +143,7 @@ struct GatewayRouteChartJobTests {
                     ),
                     (
                         "\(cast.stranger)/returns", ["kind": "solar-return", "year": 2027], nil, 404,
-                        "profile-not-found", nil
+                        "profile-not-found", "profileId"
                     ),
                     ("\(me)/wheels", ["wheel": "pie"], nil, 422, "invalid-wheel", "wheel"),
                     ("\(me)/wheels", ["wheel": "natal", "theme": "sepia"], nil, 422, "invalid-theme", "theme"),
@@ -155,9 +156,9 @@ struct GatewayRouteChartJobTests {
                     ("\(me)/wheels", ["wheel": "transits", "at": "3000-01-01"], nil, 422, "invalid-range", nil),
                     (
                         "\(me)/wheels", ["wheel": "synastry", "partnerProfileId": .string(cast.stranger)], nil, 404,
-                        "profile-not-found", "partnerProfileId"
+                        "partner-not-found", "partnerProfileId"
                     ),
-                    ("\(cast.stranger)/wheels", ["wheel": "natal"], nil, 404, "profile-not-found", nil),
+                    ("\(cast.stranger)/wheels", ["wheel": "natal"], nil, 404, "profile-not-found", "profileId"),
                 ]
             for refusal in refusals {
                 let answer = try await gateway.call(

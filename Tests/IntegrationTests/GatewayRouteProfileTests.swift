@@ -382,8 +382,8 @@ struct GatewayRouteProfileTests {
             #expect(chart.json == (try JSONValue.parse(Data(RouteGateway.natalChart.utf8))))
             gateway.expectProblem(
                 try await gateway.call(.get, "/v1/profiles/\(chartless)/chart", token: user.token),
-                404,
-                "chart-not-calculated"
+                409,
+                "chart-not-found"
             )
             gateway.expectProblem(
                 try await gateway.call(.get, "/v1/profiles/\(strangers)/chart", token: user.token),
@@ -409,7 +409,7 @@ struct GatewayRouteProfileTests {
             for query in ["theme=sepia", "theme=dark&theme=light"] {
                 gateway.expectProblem(
                     try await gateway.call(.get, "/v1/profiles/\(mine)/chart.svg?\(query)", token: user.token),
-                    400,
+                    422,
                     "invalid-theme",
                     field: "theme",
                     query
@@ -427,7 +427,7 @@ struct GatewayRouteProfileTests {
             gateway.expectProblem(
                 try await gateway.call(.get, "/v1/profiles/\(chartless)/chart.svg", token: user.token),
                 409,
-                "chart-not-ready"
+                "chart-not-found"
             )
             gateway.expectProblem(
                 try await gateway.call(.get, "/v1/profiles/\(strangers)/chart.svg", token: user.token),
@@ -586,30 +586,30 @@ struct GatewayRouteProfileTests {
                     "profileId"
                 ),
                 (
-                    ["profileId": id(chartless), "area": "career", "language": "en"], 409, "chart-not-calculated",
+                    ["profileId": id(chartless), "area": "career", "language": "en"], 409, "chart-not-found",
                     "profileId"
                 ),
                 (
                     ["profileId": id(mine), "partnerProfileId": id(mine), "area": "relationships", "language": "en"],
-                    422, PartnerRule.sameProfile, "partnerProfileId"
+                    422, PartnerRule.sameProfile.rawValue, "partnerProfileId"
                 ),
                 (
                     ["profileId": id(mine), "partnerProfileId": id(partner), "area": "career", "language": "en"],
-                    422, PartnerRule.notAllowed, "partnerProfileId"
+                    422, PartnerRule.notAllowed.rawValue, "partnerProfileId"
                 ),
                 (
                     [
                         "profileId": id(mine), "partnerProfileId": id(strangers), "area": "relationships",
                         "language": "en",
                     ],
-                    404, PartnerRule.notFound, "partnerProfileId"
+                    404, PartnerRule.notFound.rawValue, "partnerProfileId"
                 ),
                 (
                     [
                         "profileId": id(mine), "partnerProfileId": id(chartless), "area": "relationships",
                         "language": "en",
                     ],
-                    409, "chart-not-calculated", "partnerProfileId"
+                    409, PartnerRule.chartNotFound.rawValue, "partnerProfileId"
                 ),
             ]
             for refusal in refusals {

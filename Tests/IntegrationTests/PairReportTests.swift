@@ -121,7 +121,7 @@ struct PairReportTests {
         try await RuntimeTestEnvironment.eventually("the request is refused", timeout: .seconds(30)) {
             try await job(refused).map { ["failed", "dead"].contains($0.status) } ?? false
         }
-        #expect(try await job(refused)?.code == PartnerRule.notFound)
+        #expect(try await job(refused)?.code == PartnerRule.notFound.rawValue)
         var balance = try await ledger.balance(user)
         #expect(balance.consumed == 0 && balance.available == 1 && balance.balanced)
 
@@ -194,7 +194,7 @@ struct PairReportTests {
             ],
             environment: environment
         )
-        #expect(career.status != 0 && career.error.contains(PartnerRule.notAllowed))
+        #expect(career.status != 0 && career.error.contains(PartnerRule.notAllowed.rawValue))
         #expect(try await ledger.balance(user).consumed == 1)
         await workers.stop()
     }
@@ -268,11 +268,11 @@ struct PairReportTests {
         let (_, strangersProfile) = try await journey.buyer(chart: Self.partnerChartJSON)
         let chartless = try await addProfile(to: user, name: "No chart", chart: nil)
         let cases: [(ReportArea, ProfileID, String)] = [
-            (.career, strangersProfile, PartnerRule.notAllowed),
-            (.relationships, profile, PartnerRule.sameProfile),
-            (.relationships, strangersProfile, PartnerRule.notFound),
-            (.relationships, ProfileID.random(), PartnerRule.notFound),
-            (.relationships, chartless, PartnerRule.chartNotFound),
+            (.career, strangersProfile, PartnerRule.notAllowed.rawValue),
+            (.relationships, profile, PartnerRule.sameProfile.rawValue),
+            (.relationships, strangersProfile, PartnerRule.notFound.rawValue),
+            (.relationships, ProfileID.random(), PartnerRule.notFound.rawValue),
+            (.relationships, chartless, PartnerRule.chartNotFound.rawValue),
         ]
         for (area, partner, code) in cases {
             let request = ReportRequest(
@@ -488,13 +488,13 @@ struct PairReportTests {
             )
         }
         let refusals: [(JSONValue, String, Int, String)] = [
-            (.string(partner.description), "career", 422, PartnerRule.notAllowed),
-            (.string(profile.description), "relationships", 422, PartnerRule.sameProfile),
+            (.string(partner.description), "career", 422, PartnerRule.notAllowed.rawValue),
+            (.string(profile.description), "relationships", 422, PartnerRule.sameProfile.rawValue),
             ("not-a-uuid", "relationships", 422, "invalid-id"),
             (7, "relationships", 422, "invalid-field-type"),
-            (.string(strangers.description), "relationships", 404, PartnerRule.notFound),
-            (.string(ProfileID.random().description), "relationships", 404, PartnerRule.notFound),
-            (.string(chartless.description), "relationships", 409, "chart-not-calculated"),
+            (.string(strangers.description), "relationships", 404, PartnerRule.notFound.rawValue),
+            (.string(ProfileID.random().description), "relationships", 404, PartnerRule.notFound.rawValue),
+            (.string(chartless.description), "relationships", 409, PartnerRule.chartNotFound.rawValue),
             (.string(sidereal.description), "relationships", 422, "zodiac-mismatch"),
         ]
         for (value, area, status, code) in refusals {
