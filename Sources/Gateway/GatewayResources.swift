@@ -382,12 +382,9 @@ extension GatewayRoutes {
                 try await resources.nameTaken(name, user: user, except: profile, replaying: replaying)
             }
             if taken {
-                let code = ErrorCode.duplicateProfileName
                 throw Problem(
-                    status: code.httpStatus,
-                    code: code.rawValue,
-                    title: code.problemTitle,
-                    detail: "profile.name: you already have a profile named \(InputQuote.short(name).debugDescription)",
+                    .duplicateProfileName,
+                    "profile.name: you already have a profile named \(InputQuote.short(name).debugDescription)",
                     field: "profile.name"
                 )
             }
