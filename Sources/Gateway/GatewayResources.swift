@@ -239,7 +239,7 @@ extension GatewayRoutes {
             let user = try context.user
             let idempotencyKey = try idempotencyKey(request)
             let data = try await body(request)
-            guard case .object(var members) = try jsonObject(data) else { throw Problem(.invalidJSON, "") }
+            guard case .object(let members) = try jsonObject(data) else { throw Problem(.invalidJSON, "") }
             // This route creates a profile: an id to update (someone else's, perhaps) is refused here
             // rather than left to the worker.
             if let id = members["profile"]?["id"], id != .null {
@@ -249,28 +249,14 @@ extension GatewayRoutes {
                     field: "profile.id"
                 )
             }
-            // The user comes from the token only; a job id from the body is not the client's to pick
-            // (this one only validates; `accept` gives the job its id).
-            members["userId"] = .string(user.description)
-            members["jobId"] = .string(JobID.random().description)
-            let validated: ChartCalculateRequest
-            do {
-                validated = try ChartCalculateRequest(json: .object(members))
-            } catch {
-                throw Problem.chartInput(error)
-            }
-            try await refuseEarly(validated, user: user, except: nil, idempotencyKey: idempotencyKey, context: context)
-            return try await jobs.accept(
-                .chartCalculate,
+            return try await acceptChartCalculate(
+                members,
                 user: user,
+                profile: nil,
                 idempotencyKey: idempotencyKey,
                 requestHash: requestHash(.chartCalculate, path: "POST /v1/profiles", data),
                 context: context
-            ) { jobID in
-                var job = validated
-                job.jobID = jobID
-                return (try job.jsonData(), [:])
-            }
+            )
         }
 
         func listProfiles(
@@ -332,7 +318,35 @@ extension GatewayRoutes {
                 profile["id"] = .string(id.description)
                 members["profile"] = .object(profile)
             }
+            return try await acceptChartCalculate(
+                members,
+                user: user,
+                profile: id,
+                idempotencyKey: idempotencyKey,
+                requestHash: requestHash(.chartCalculate, path: "PUT /v1/profiles/\(id)", data),
+                context: context
+            )
+        }
+
+        /// Validates a profile write's body as the chart-worker will, refuses early what it can
+        /// (`refuseEarly`), and queues the `chart.calculate` (202).
+        /// - Parameters:
+        ///   - members: The body's members; the caller's `userId` and a job id are set here, so
+        ///     neither comes from the client.
+        ///   - profile: The profile an update writes (the body's `profile.id` already set to it);
+        ///     nil for a new one.
+        /// - Throws: `Problem` 422 (the chart input's codes), 409 `duplicate-profile-name`, 503.
+        func acceptChartCalculate(
+            _ members: [String: JSONValue],
+            user: UserID,
+            profile: ProfileID?,
+            idempotencyKey: String?,
+            requestHash: String,
+            context: GatewayRequestContext
+        ) async throws -> Response {
+            var members = members
             members["userId"] = .string(user.description)
+            // Only to validate: `accept` gives the job its id.
             members["jobId"] = .string(JobID.random().description)
             let validated: ChartCalculateRequest
             do {
@@ -340,12 +354,18 @@ extension GatewayRoutes {
             } catch {
                 throw Problem.chartInput(error)
             }
-            try await refuseEarly(validated, user: user, except: id, idempotencyKey: idempotencyKey, context: context)
+            try await refuseEarly(
+                validated,
+                user: user,
+                except: profile,
+                idempotencyKey: idempotencyKey,
+                context: context
+            )
             return try await jobs.accept(
                 .chartCalculate,
                 user: user,
                 idempotencyKey: idempotencyKey,
-                requestHash: requestHash(.chartCalculate, path: "PUT /v1/profiles/\(id)", data),
+                requestHash: requestHash,
                 context: context
             ) { jobID in
                 var job = validated

@@ -199,8 +199,16 @@ struct GatewayProcessTests {
         let reused = try await Self.request("POST", "\(base)/v1/token", body: ["refreshToken": .string(refresh)])
         #expect(reused.status == 401)
 
-        // Concurrent retries with one key: one job.
+        // Concurrent retries with one key: one job (under a name of its own: the first profile,
+        // "Me", exists by now, and another profile may not take its name).
         let concurrentKey = UUID().uuidString
+        var renamed = Self.profile
+        if case .object(var body) = renamed, case .object(var profile)? = body["profile"] {
+            profile["name"] = "Concurrent"
+            body["profile"] = .object(profile)
+            renamed = .object(body)
+        }
+        let concurrentBody = renamed
         let answers = try await withThrowingTaskGroup(of: HTTPAnswer.self) { group in
             for _ in 0..<6 {
                 group.addTask {
@@ -208,7 +216,7 @@ struct GatewayProcessTests {
                         "POST",
                         "\(base)/v1/profiles",
                         token: access,
-                        body: Self.profile,
+                        body: concurrentBody,
                         headers: ["Idempotency-Key": concurrentKey]
                     )
                 }
