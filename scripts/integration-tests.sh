@@ -178,6 +178,27 @@ run_suite() {
     } 9>"$OUT/print.lock"
 }
 
+# heal_stack STACK: a node-wide suite stops and restarts servers; if one failed to come back, the
+# next suite would fail for it too. Bring the servers back (and say so) before the next suite.
+heal_stack() {
+    (
+        # shellcheck disable=SC1090
+        source "$OUT/$1.env"
+        local rport
+        rport=$(cat "$ASTRO_STACK_DIR/rabbit/port")
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$rport") 2>/dev/null; then
+            echo "==> the $1 stack's RabbitMQ is down after the last suite: restarting it"
+            bash scripts/stack.sh rabbit-restart >>"$OUT/$1.stack.log" 2>&1 ||
+                echo "==> the $1 stack's RabbitMQ did not restart (log $OUT/$1.stack.log)"
+        fi
+        if ! psql -q "$DATABASE_URL" -c 'SELECT 1' >/dev/null 2>&1; then
+            echo "==> the $1 stack's PostgreSQL is down after the last suite: restarting it"
+            bash scripts/stack.sh pg-restart >>"$OUT/$1.stack.log" 2>&1 ||
+                echo "==> the $1 stack's PostgreSQL did not restart (log $OUT/$1.stack.log)"
+        fi
+    )
+}
+
 echo "==> integration suites: ${#isolated[@]} side by side ($jobs_wanted at once), ${#node_wide[@]} acting on a whole" \
     "server one at a time on a stack of their own; run mark $mark; logs in $OUT/logs"
 # Both stacks start at once (each takes ~6 s, mostly RabbitMQ's boot).
@@ -192,7 +213,7 @@ echo "==> stacks ready in $(($(date +%s) - run_start))s"
 # The node-wide suites in one lane of their own; the others fill the remaining lanes.
 pool=$jobs_wanted
 if [ ${#node_wide[@]} -gt 0 ]; then
-    (for s in "${node_wide[@]}"; do run_suite own "$s"; done) &
+    (for s in "${node_wide[@]}"; do heal_stack own; run_suite own "$s"; done) &
     lanes+=($!)
     [ "$pool" -gt 1 ] && [ ${#isolated[@]} -gt 0 ] && pool=$((pool - 1))
     # With one lane, the node-wide suites end before the others start.

@@ -63,23 +63,32 @@ install_packages() {
 }
 
 free_port() {
-    # Ask the kernel for a free port (bind to 0), within a range where PORT+20000 is valid too.
+    # A port nothing listens on, below the kernel's ephemeral range: a restarted server gets its
+    # port back only if no outgoing connection was handed it meanwhile, and clients reconnecting
+    # in a loop to a stopped server inside that range can even connect to themselves (TCP
+    # simultaneous open) and hold it. One such restart failed CI with eaddrinuse.
     python3 - "$@" <<'EOF'
 import random, socket
-for _ in range(200):
-    p = random.randint(20000, 40000)
-    ok = True
-    for q in (p, p + 20000):
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", q))
-        except OSError:
-            ok = False
-        finally:
-            s.close()
-    if ok:
-        print(p)
-        break
+low = 32768
+try:
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError, IndexError):
+    pass
+top = low - 1 if low > 12000 else 65535
+bottom = 10000 if low > 12000 else 61000
+for _ in range(500):
+    p = random.randint(bottom, top)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(p)
+    break
+else:
+    raise SystemExit("no free port found between %d and %d" % (bottom, top))
 EOF
 }
 
@@ -97,9 +106,10 @@ make_test_certificates() { # dir: a throwaway CA and a server certificate for lo
 }
 
 rabbit_configure() { # choose ports and write the node's configuration
-    local rd=$ASTRO_STACK_DIR/rabbit rport epmd tport
-    rport=$(free_port); epmd=$(free_port); tport=$(free_port)
+    local rd=$ASTRO_STACK_DIR/rabbit rport epmd tport dport
+    rport=$(free_port); epmd=$(free_port); tport=$(free_port); dport=$(free_port)
     echo "$rport" > "$rd/port"; echo "$epmd" > "$rd/epmd_port"; echo "$tport" > "$rd/tls_port"
+    echo "$dport" > "$rd/dist_port"
     cat > "$rd/rabbitmq.conf" <<EOF
 listeners.tcp.default = 127.0.0.1:$rport
 listeners.ssl.default = 127.0.0.1:$tport
@@ -133,10 +143,10 @@ render_definitions() { # the template with the administrator astro/astro and <us
 
 rabbit_env() {
     local d=$ASTRO_STACK_DIR/rabbit
-    local port epmd
-    port=$(cat "$d/port"); epmd=$(cat "$d/epmd_port")
+    local port epmd dist
+    port=$(cat "$d/port"); epmd=$(cat "$d/epmd_port"); dist=$(cat "$d/dist_port")
     export HOME=$d RABBITMQ_NODENAME=astro$port@localhost RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
-        RABBITMQ_NODE_PORT=$port RABBITMQ_DIST_PORT=$((port + 20000)) ERL_EPMD_PORT=$epmd \
+        RABBITMQ_NODE_PORT=$port RABBITMQ_DIST_PORT=$dist ERL_EPMD_PORT=$epmd \
         ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_MNESIA_BASE=$d/mnesia RABBITMQ_LOG_BASE=$d/log \
         RABBITMQ_CONF_ENV_FILE=$d/env.conf RABBITMQ_CONFIG_FILE=$d/rabbitmq.conf \
         RABBITMQ_ENABLED_PLUGINS_FILE=$d/enabled_plugins RABBITMQ_PID_FILE=$d/rabbit.pid \
