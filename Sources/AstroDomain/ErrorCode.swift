@@ -122,6 +122,22 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, Codable, CustomSt
         return family?.httpStatus ?? 500
     }
 
+    /// Codes that say a job's message itself is broken (a body that does not decode, an id
+    /// that is missing, malformed or reused, a message too large): the gateway never publishes
+    /// such a message, so its producer is at fault, not the user.
+    static let brokenMessageCodes: Set<ErrorCode> = [
+        .invalidJSON, .missingField, .invalidFieldType, .invalidID, .invalidPayload, .unexpectedField,
+        .conflictingFields, .missingJobID, .invalidJobID, .jobIDReused, .messageTooLarge,
+    ]
+
+    /// Whether a job refused with this code was refused for what the user asked (a duplicate
+    /// profile name, a birth time in a DST gap, a story that is not theirs): a 4xx code that
+    /// does not say the message is broken. Such a job ends `failed`, with nothing for an
+    /// operator to replay; any other refusal is dead-lettered and ends `dead`.
+    public var refusesTheUsersRequest: Bool {
+        (400..<500).contains(httpStatus) && !Self.brokenMessageCodes.contains(self)
+    }
+
     /// The problem document's `type` URI: a stable name under the API's documentation.
     public var problemType: String { "https://astrosvitla.app/problems/" + rawValue }
 

@@ -400,7 +400,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
                     job: job,
                     userID: head.userID,
                     error: error,
-                    deadLetter: false
+                    ending: .deadLetterSent
                 ) {
                     outboxSignal.notify()
                 }
@@ -491,7 +491,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
                     job: job,
                     userID: head.userID,
                     error: rejection.jobError,
-                    deadLetter: false
+                    ending: .deadLetterSent
                 )
                 outboxSignal.notify()
             } catch {
@@ -503,8 +503,11 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
 
     // MARK: - Failures
 
-    /// Invalid input: record the job as dead with its reason, and put the dead letter and the
-    /// `<type>.failed` event in the outbox, in one transaction; then acknowledge.
+    /// A job that cannot succeed: record it with its reason and put the `<type>.failed` event
+    /// in the outbox, in one transaction; then acknowledge. A refusal of what the user asked
+    /// (`ErrorCode.refusesTheUsersRequest`) ends `failed` with no dead letter: there is nothing
+    /// for an operator to replay. Anything else (a broken message, a permanent failure) ends
+    /// `dead`, with its dead letter in the same transaction.
     private func reject(
         _ delivery: Delivery,
         job: JobEnvelope,
@@ -514,17 +517,25 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         logger: Logger,
         permanentFailure: Bool = false
     ) async {
+        let refusal = !permanentFailure && ErrorCode(rawValue: rejection.code).refusesTheUsersRequest
         FailureLogging.log(
             permanentFailure
-                ? "job failed in a way no retry can mend; dead-lettered" : "job rejected and dead-lettered",
-            level: permanentFailure ? .error : .warning,
+                ? "job failed in a way no retry can mend; dead-lettered"
+                : refusal ? "job refused: the user's request cannot be granted" : "job rejected and dead-lettered",
+            level: permanentFailure ? .error : refusal ? .info : .warning,
             code: rejection.code,
             publicReason: rejection.publicReason,
             detail: rejection.message,
             logger: logger
         )
         do {
-            let recorded = try await recordDeadJob(delivery, job: job, userID: userID, error: rejection.jobError)
+            let recorded = try await recordDeadJob(
+                delivery,
+                job: job,
+                userID: userID,
+                error: rejection.jobError,
+                ending: refusal ? .refused : .deadLettered
+            )
             if case .finishedBefore(let status) = recorded {
                 logger.info(
                     "job already finished; the duplicate's rejection changes nothing",
@@ -534,7 +545,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
             } else {
                 outboxSignal.notify()
                 metrics.recordJob(queue: delivery.queue, outcome: .rejected)
-                metrics.recordDeadLetter(queue: delivery.queue, reason: rejection.code)
+                if !refusal { metrics.recordDeadLetter(queue: delivery.queue, reason: rejection.code) }
             }
             await settle(delivery, acknowledger: acknowledger, logger: logger)
         } catch {
@@ -701,7 +712,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
 
     /// What `recordDeadJob` wrote.
     enum DeadRecord: Sendable {
-        /// The job's row (dead), its failed event, its compensation and its dead letter.
+        /// The job's row, its failed event, its compensation and any dead letter.
         case recorded
         /// Nothing: the job finished before with this status (the message was a duplicate).
         case finishedBefore(JobStatus)
@@ -710,23 +721,36 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
         case reusedID
     }
 
-    /// Writes the dead job's row, the failed event, the handler's compensation and (unless
-    /// already sent) the dead letter, in one transaction — unless the job finished before (then
-    /// nothing) or its id is another job's (then only the dead letter).
+    /// How a job that cannot succeed ends.
+    enum Ending: Sendable {
+        /// `dead`, its dead letter written in the same transaction.
+        case deadLettered
+        /// `dead`; its dead letter is already in the dead-letter queue (published directly, or
+        /// moved there by the broker).
+        case deadLetterSent
+        /// `failed`: what the user asked was refused; no dead letter, unless the job's id is
+        /// another job's (then the message is what is broken).
+        case refused
+    }
+
+    /// Writes the job's row (dead, or failed for a refusal), the failed event, the handler's
+    /// compensation and the dead letter `ending` asks for, in one transaction — unless the job
+    /// finished before (then nothing) or its id is another job's (then only a dead letter not
+    /// yet sent).
     private func recordDeadJob(
         _ delivery: Delivery,
         job: JobEnvelope,
         userID: UUID?,
         error: JobError,
-        deadLetter sendDeadLetter: Bool = true
+        ending: Ending = .deadLettered
     ) async throws -> DeadRecord {
         let event = try OutboxMessage.event(
             JobEvent(jobID: job.jobID, userID: userID.map(UserID.init), type: job.type.failedEvent, error: error)
         )
         let deadLetter =
-            sendDeadLetter
-            ? [DeliveryCopies.deadLetter(of: delivery, code: error.code, message: error.message, attempt: job.attempt)]
-            : []
+            ending == .deadLetterSent
+            ? []
+            : [DeliveryCopies.deadLetter(of: delivery, code: error.code, message: error.message, attempt: job.attempt)]
         // What the handler undoes for a job that will never succeed (a refund), committed with the
         // dead row so it can be neither lost nor sent twice.
         let compensation = handlers[delivery.queue]?.compensation(job, error) ?? []
@@ -736,12 +760,13 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
             event.traced(by: trace), deadLetter.map { $0.traced(by: trace) }, compensation.map { $0.traced(by: trace) }
         )
         let (store, jobID, type, attempt) = (self.store, job.jobID, job.type, job.attempt)
+        let status: JobStatus = ending == .refused ? .failed : .dead
         return try await store.withTransaction { transaction in
             let written = try store.finish(
                 JobFinish(
                     jobID: jobID,
                     kind: type,
-                    status: .dead,
+                    status: status,
                     attempts: attempt,
                     result: nil,
                     error: error,
@@ -751,7 +776,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
             )
             if written {
                 try store.enqueue(
-                    tracedCompensation + tracedDeadLetter + [tracedEvent],
+                    tracedCompensation + (ending == .refused ? [] : tracedDeadLetter) + [tracedEvent],
                     jobID: jobID,
                     in: transaction
                 )

@@ -70,6 +70,20 @@ import Testing
         #expect(titles.values.allSatisfy { $0.count == 1 })
     }
 
+    @Test func onlyClientErrorsAboutTheRequestRefuseTheUsersRequest() {
+        // What the user asked: the job ends failed.
+        for code: ErrorCode in [.duplicateProfileName, .storyNotFound, .creditNotFound, .userDeleted] {
+            #expect(code.refusesTheUsersRequest, "\(code)")
+        }
+        // A broken message, a server-side failure, a family's code or an unknown one: dead.
+        for code: ErrorCode in [
+            .invalidPayload, .missingJobID, .jobIDReused, .messageTooLarge, .storedDataUnreadable,
+            .retriesExhausted, .llm("unauthorized"), ErrorCode(rawValue: "no-such-code"),
+        ] {
+            #expect(!code.refusesTheUsersRequest, "\(code)")
+        }
+    }
+
     @Test func aJobErrorKeepsTheWireString() throws {
         let error = JobError(code: .chartNotFound, message: "no chart")
         #expect(error.code == "chart-not-found")

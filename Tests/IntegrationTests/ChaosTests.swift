@@ -18,7 +18,7 @@ import Glibc
 /// database role) on the real broker and database while a chart-worker is SIGKILLed, RabbitMQ is
 /// restarted, PostgreSQL is restarted and a billing-worker is SIGKILLed in the middle of spending
 /// credits. Afterwards every job has exactly one outcome, nothing is written twice, nothing is lost,
-/// every buyer's ledger balances, and the dead-letter queues hold only the poison messages planted
+/// every buyer's ledger balances, and the dead-letter queues hold only the broken message planted
 /// here. It prints its figures.
 ///
 /// It restarts the servers, so it runs on the stack that only the suites acting on a whole server
@@ -210,10 +210,12 @@ struct ChaosRun {
         let body: Data
     }
 
-    /// A message the workers must dead-letter, with the reason code they must give.
+    /// A message the workers must refuse, with the reason code they must give: a broken message
+    /// is dead-lettered (`dead`), a refusal of what the user asked is not (`failed`).
     struct Poison: Sendable {
         let message: Message
         let code: String
+        var deadLettered = false
     }
 
     /// What a job must end as.
@@ -367,7 +369,10 @@ struct ChaosRun {
         }
         for request in requests { kinds[request.id!] = .reportRequest }
         let poison = try Self.poison(buyers: buyers)
-        plan(poison.map(\.message)) { message in .dead(poison.first { $0.message.id == message.id }!.code) }
+        plan(poison.map(\.message)) { message in
+            let planted = poison.first { $0.message.id == message.id }!
+            return planted.deadLettered ? .dead(planted.code) : .failed(planted.code)
+        }
         // Purchases again under other job ids (they must grant nothing new), and purchases signed
         // by a PKI the workers do not trust (refused, not dead-lettered).
         let foreign = try DevPKI.generate(
@@ -739,8 +744,8 @@ struct ChaosRun {
         return Data(body.utf8)
     }
 
-    /// The planted poison: two invalid births and a body that is not JSON for the chart-worker, two
-    /// requests for profiles that do not exist for the billing-worker.
+    /// The planted poison: two invalid births and a body that is not JSON (the one dead letter)
+    /// for the chart-worker, two requests for profiles that do not exist for the billing-worker.
     static func poison(buyers: [Buyer]) throws -> [Poison] {
         let latitude = JobID.random()
         let time = JobID.random()
@@ -759,7 +764,8 @@ struct ChaosRun {
             ),
             Poison(
                 message: Message(type: .chartCalculate, id: nil, body: Data("chaos: this is not JSON {".utf8)),
-                code: "invalid-json"
+                code: "invalid-json",
+                deadLettered: true
             ),
             Poison(
                 message: Message(
@@ -1255,8 +1261,9 @@ struct ChaosRun {
     }
 
     /// Drains every `<queue>.dead` of the contract: each dead letter must be a planted poison
-    /// message with its reason, and each planted one must be there, from one decision only (a copy
-    /// republished by the outbox relay keeps the message id).
+    /// message with its reason, and each planted broken message must be there, from one decision
+    /// only (a copy republished by the outbox relay keeps the message id); a refused request must
+    /// not.
     func auditDeadLetters(_ poison: [Poison]) async throws -> DeadLetterAudit {
         var audit = DeadLetterAudit()
         var seen: [Int: Set<String>] = [:]
@@ -1288,6 +1295,9 @@ struct ChaosRun {
         }
         for index in poison.indices {
             switch seen[index]?.count ?? 0 {
+            case 0 where !poison[index].deadLettered: break
+            case _ where !poison[index].deadLettered:
+                audit.problems.append("planted refusal \(index) (\(poison[index].code)) was dead-lettered")
             case 0: audit.problems.append("planted poison \(index) (\(poison[index].code)) is not dead-lettered")
             case 1: break
             case let count: audit.problems.append("planted poison \(index) was dead-lettered by \(count) decisions")

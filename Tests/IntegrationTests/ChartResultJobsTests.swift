@@ -407,7 +407,7 @@ struct ChartResultJobsTests {
                 ]
             )
             let done = try await finished(id, stack)
-            #expect(done.status == "dead" && done.code == code, "\(done)")
+            #expect(done.status == "failed" && done.code == code, "\(done)")
         }
         let rows = try await pool.withConnection { database in
             try database.query(
@@ -473,7 +473,7 @@ struct ChartResultJobsTests {
         // 400 days, a reversed range, a range past 2101: refused before any work.
         for (from, to) in [("2026-01-01", "2027-02-05"), ("2026-02-01", "2026-01-01"), ("2100-06-01", "2101-02-01")] {
             let refused = try await run(.chartTransits, ["from": .string(from), "to": .string(to)])
-            #expect(refused.status == "dead" && refused.code == "invalid-range", "\(from)…\(to): \(refused)")
+            #expect(refused.status == "failed" && refused.code == "invalid-range", "\(from)…\(to): \(refused)")
         }
 
         // The solar return of 2027 at the birth place: the engine's instant.
@@ -491,7 +491,7 @@ struct ChartResultJobsTests {
             (["kind": "progressed", "date": "2101-01-02"], "invalid-range"), (["kind": "lunar-return"], "invalid-kind"),
         ] {
             let refused = try await run(.chartReturn, extra)
-            #expect(refused.status == "dead" && refused.code == code, "\(extra): \(refused)")
+            #expect(refused.status == "failed" && refused.code == code, "\(extra): \(refused)")
         }
         let progressed = try await run(.chartReturn, ["kind": "progressed", "date": "2026-10-07"])
         #expect(progressed.status == "succeeded" && progressed.result?["kind"] == "progressed", "\(progressed)")
@@ -593,7 +593,7 @@ struct ChartResultJobsTests {
 
         // The third distinct range: refused before computing, nothing stored.
         let third = try await transits("2026-05-01", "2026-05-31")
-        #expect(third.status == "dead" && third.code == "chart-quota-exceeded", "\(third)")
+        #expect(third.status == "failed" && third.code == "chart-quota-exceeded", "\(third)")
         #expect(try await rows() == 2)
         // Another kind counts against the same quota.
         let wheel = JobID.random()

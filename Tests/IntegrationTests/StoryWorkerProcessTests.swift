@@ -163,11 +163,17 @@ struct StoryWorkerProcessTests {
         ])
         #expect(result.status == 1)
         #expect(result.error.contains("unknown-theme"))
-        // The job's row says dead once recorded; the dead letter reaches its queue just after.
-        try await RuntimeTestEnvironment.eventually("the job reaches story.generate.dead") {
-            try await publisher.queueState(BrokerNames.deadLetterQueue(of: JobType.storyGenerate.rawValue))
-                .messageCount >= 1
+        // What the user asked is refused: the job is failed, and nothing waits for an operator.
+        let status = try await pool.withConnection { database in
+            try database.query(
+                "SELECT status FROM jobs WHERE kind = 'story.generate' AND error->>'code' = 'unknown-theme'"
+            ).map { try $0.decode(String.self, "status") }
         }
+        #expect(status == ["failed"])
+        #expect(
+            try await publisher.queueState(BrokerNames.deadLetterQueue(of: JobType.storyGenerate.rawValue))
+                .messageCount == 0
+        )
         await worker.stop()
         await publisher.close()
     }

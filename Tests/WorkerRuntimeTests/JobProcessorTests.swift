@@ -187,6 +187,43 @@ import WorkerRuntimeTestKit
         #expect(event["userId"]?.stringValue == user.uuidString.lowercased())
     }
 
+    @Test func aRefusedRequestEndsFailedWithItsEventAndNoDeadLetter() async throws {
+        let runtime = runtime()
+        let jobID = JobID.random()
+        let delivery = TestDeliveries.job(
+            TestHandler.jobType,
+            jobID: jobID,
+            userID: UUID(),
+            fields: ["prepare": "refuse"]
+        )
+
+        await runtime.process(delivery)
+
+        #expect(runtime.acknowledger.settlements == [.ack(deliveryTag: delivery.deliveryTag)])
+        let row = try #require(runtime.store.job(jobID))
+        #expect(row.status == .failed, "a refusal of what the user asked is failed, not the operator's dead")
+        #expect(row.error?.code == ErrorCode.duplicateProfileName.rawValue)
+        // The refund and the failed event, and nothing in the dead-letter queue for an operator.
+        #expect(
+            runtime.store.outbox(of: jobID).map(\.message.routingKey) == [
+                TestHandler.refund.rawValue, TestHandler.jobType.failedEvent.rawValue,
+            ]
+        )
+    }
+
+    @Test func aBrokenMessageIsDeadLetteredEvenWithAClientErrorCode() async throws {
+        let runtime = runtime()
+        let jobID = JobID.random()
+        let delivery = TestDeliveries.job(TestHandler.jobType, jobID: jobID, fields: ["prepare": "refuse-broken"])
+
+        await runtime.process(delivery)
+
+        #expect(try #require(runtime.store.job(jobID)).status == .dead)
+        #expect(
+            runtime.store.outbox(of: jobID).contains { $0.message.routingKey == BrokerNames.deadLetterQueue(of: queue) }
+        )
+    }
+
     @Test func aRetryThatCannotBePublishedReturnsTheMessageToItsQueue() async throws {
         let runtime = runtime()
         let jobID = JobID.random()

@@ -74,6 +74,8 @@ final class TestHandler: Sendable {
                 case "transient": throw ScriptedFailure(failureCode: "test-transient", isTransient: true)
                 case "permanent": throw ScriptedFailure(failureCode: "test-permanent", isTransient: false)
                 case "reject": throw JobRejection(code: "test-invalid", message: "the test said so")
+                case "refuse": throw JobRejection(code: .duplicateProfileName, message: "a profile is named so")
+                case "refuse-broken": throw JobRejection(code: .invalidPayload, message: "missing field 'name'")
                 case "interrupt": throw CancellationError()
                 case "wait": try await gate.wait()
                 default: break
