@@ -6,6 +6,9 @@
 # invalid input refused. The main pass covers every operation but DELETE /v1/me with one user's
 # token; DELETE /v1/me then gets a short pass and a step-by-step check
 # (scripts/contract-delete-check.py) with users of its own, so the main pass's token stays valid.
+# First, a client's journey (scripts/contract-journey-check.py) validates real answers that
+# generated requests rarely reach — finished jobs and their results, natal charts, chart results,
+# the event stream's events — against their schemas, failing with the path that does not match.
 #
 #   bash scripts/contract-check.sh [SECONDS]   time budget of the generated phases (default 90)
 #   CONTRACT_SEED=random bash scripts/contract-check.sh   explore with a new seed each run
@@ -33,7 +36,7 @@ if [ "${1:-}" != "--inside-stack" ]; then
     # One build of every executable (the gateway, the chart-worker and astroctl among them): a
     # no-op after the tests' build, where three product builds each spent ~20 s planning.
     swift build >/dev/null
-    export CONTRACT_ST="$venv/bin/st" CONTRACT_BUDGET=$budget
+    export CONTRACT_ST="$venv/bin/st" CONTRACT_PYTHON="$venv/bin/python" CONTRACT_BUDGET=$budget
     exec bash scripts/stack.sh run -- bash "$0" --inside-stack
 fi
 
@@ -93,6 +96,11 @@ base=http://127.0.0.1:$port
 for _ in $(seq 1 300); do curl -fsS "$base/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 curl -fsS "$base/readyz" >/dev/null || { echo "contract-check: the gateway did not become ready" >&2; tail -20 "$logs/gateway.log" >&2; exit 1; }
 
+# A client's journey, every answer and event validated against the document (a few seconds).
+status=0
+echo "==> a client's journey against openapi.yaml"
+CONTRACT_BASE=$base "$CONTRACT_PYTHON" scripts/contract-journey-check.py || status=1
+
 new_token() { curl -fsS -X POST "$base/v1/devices" | python3 -c 'import json,sys; print(json.load(sys.stdin)["accessToken"])'; }
 token=$(new_token)
 
@@ -100,7 +108,6 @@ echo "==> schemathesis $SCHEMATHESIS_VERSION against $base (budget ${CONTRACT_BU
 # positive_data_acceptance is left out: the document describes the shape of birth data, while
 # the gateway also refuses shapes no schema can express (a local time that a clock change
 # skipped, a date before the ephemeris), as it must.
-status=0
 seed=${CONTRACT_SEED:-20261124}
 case $seed in
     random) seed="" ;;

@@ -176,19 +176,7 @@ extension GatewayRoutes {
                 throw deleted ? GatewayRoutes.userDeleted : Problem.notFound()
             }
             if deleted, view.kind != JobType.userDelete.rawValue { throw GatewayRoutes.userDeleted }
-            var object: [String: JSONValue] = [
-                "jobId": .string(jobID.description),
-                "type": .string(view.kind),
-                "status": .string(view.status),
-                "attempts": .number(Double(view.attempts)),
-                "createdAt": .string(ISO8601.string(from: view.createdAt)),
-            ]
-            if let finished = view.finishedAt { object["finishedAt"] = .string(ISO8601.string(from: finished)) }
-            if let error = view.error, let value = try? JSONValue.parse(Data(error.utf8)) { object["error"] = value }
-            if let result = view.result, let value = try? JSONValue.parse(Data(result.utf8)) {
-                object["result"] = value
-            }
-            return json(object, status: .ok)
+            return json(view.json(jobID: jobID), status: .ok)
         }
 
         /// `GET /v1/jobs/{id}`, with `?wait=N` (0…30 seconds): answers as soon as the job is
@@ -228,7 +216,7 @@ extension GatewayRoutes {
                     throw Problem.notFound()
                 }
                 let remaining = deadline - .now
-                if JobStatus(rawValue: view.status)?.isTerminal == true || remaining <= .zero { break }
+                if JobStatus(rawValue: view.progress.status)?.isTerminal == true || remaining <= .zero { break }
                 // While the subscription is down no event can wake the wait: the state is read again
                 // every second instead.
                 let step = events.isSubscribed ? remaining : min(remaining, .seconds(1))
@@ -344,5 +332,23 @@ extension GatewayRoutes {
                 }
             )
         }
+    }
+}
+
+extension GatewayStore.JobView {
+    /// The body of `GET /v1/jobs/{id}` (the `Job` schema): the job's id, type, state and
+    /// times, its `result` as the worker wrote it and its `error` as a problem document.
+    func json(jobID: JobID) -> [String: JSONValue] {
+        var object: [String: JSONValue] = [
+            "jobId": .string(jobID.description),
+            "type": .string(kind),
+            "status": .string(progress.status),
+            "attempts": .number(Double(progress.attempts)),
+            "createdAt": .string(ISO8601.string(from: createdAt)),
+        ]
+        if let finished = progress.finishedAt { object["finishedAt"] = .string(ISO8601.string(from: finished)) }
+        if let error = progress.error { object["error"] = Problem.jobError(error) }
+        if let result = progress.result { object["result"] = result }
+        return object
     }
 }

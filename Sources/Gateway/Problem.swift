@@ -35,7 +35,10 @@ public struct Problem: Error, Sendable, Hashable {
     public var type: String { code.problemType }
 
     /// The body.
-    public var json: JSONValue {
+    public var json: JSONValue { .object(members) }
+
+    /// The body's members.
+    var members: [String: JSONValue] {
         var object: [String: JSONValue] = [
             "type": .string(type),
             "title": .string(title),
@@ -44,7 +47,7 @@ public struct Problem: Error, Sendable, Hashable {
             "code": .string(code.rawValue),
         ]
         if let field { object["field"] = .string(field) }
-        return .object(object)
+        return object
     }
 
     /// 404 `not-found`: no such resource for this caller (another user's ids answer this too).
@@ -67,5 +70,19 @@ public struct Problem: Error, Sendable, Hashable {
     /// field.
     public static func profileChart(_ refusal: ProfileChartRefusal) -> Problem {
         Problem(refusal.code, refusal.message, field: refusal.field)
+    }
+}
+
+extension Problem {
+    /// A job's error (`jobs.error`, `{"code", "message"}`) as the problem document
+    /// `GET /v1/jobs/{id}` shows: the code's status, title and type from the catalogue, `detail`
+    /// the job's message, and `message` once more (the job error's old shape, kept for one
+    /// release). An error without a code (none is written so) is `internal-error`.
+    static func jobError(_ error: JSONValue) -> JSONValue {
+        let code = error["code"]?.stringValue.map(ErrorCode.init(rawValue:)) ?? .internalError
+        let message = error["message"]?.stringValue ?? ""
+        var members = Problem(code, message).members
+        members["message"] = .string(message)
+        return .object(members)
     }
 }

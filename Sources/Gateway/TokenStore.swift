@@ -288,15 +288,12 @@ struct GatewayStore: Sendable {
         }
     }
 
-    /// A job as the API shows it.
+    /// A job as the API shows it: its type, when it was accepted, and its state with `error`
+    /// and `result` parsed once (composed with its follow-up's, for a job that hands its work on).
     struct JobView: Sendable {
         var kind: String
-        var status: String
-        var attempts: Int
-        var error: String?
-        var result: String?
         var createdAt: Date
-        var finishedAt: Date?
+        var progress: JobProgress
     }
 
     /// The user's job, or `nil` when it is not theirs, or was never accepted (not confirmed by the
@@ -325,16 +322,8 @@ struct GatewayStore: Sendable {
                 ).first
             else { return nil }
             let kind = try row.decode(String.self, "kind")
-            var view = JobView(
-                kind: kind,
-                status: try row.decode(String.self, "status"),
-                attempts: try row.decode(Int.self, "attempts"),
-                error: try row.decode(String?.self, "error"),
-                result: try row.decode(String?.self, "result"),
-                createdAt: try row.decode(Date.self, "created_at"),
-                finishedAt: try row.decode(Date?.self, "finished_at")
-            )
-            let progress = view.progress
+            let progress = try Self.progress(of: row)
+            let view = JobView(kind: kind, createdAt: try row.decode(Date.self, "created_at"), progress: progress)
             guard let followUpID = progress.followUpJobID(kind: JobType(rawValue: kind)) else { return view }
             let followUp = try database.query(
                 """
@@ -342,42 +331,21 @@ struct GatewayStore: Sendable {
                 FROM jobs WHERE id = $1 AND user_id = $2
                 """,
                 [followUpID.uuid, user.uuid]
-            ).first.map { row in
-                JobView(
-                    kind: "",
-                    status: try row.decode(String.self, "status"),
-                    attempts: try row.decode(Int.self, "attempts"),
-                    error: try row.decode(String?.self, "error"),
-                    result: try row.decode(String?.self, "result"),
-                    createdAt: view.createdAt,
-                    finishedAt: try row.decode(Date?.self, "finished_at")
-                ).progress
-            }
-            view.progress = progress.composed(with: followUp)
-            return view
+            ).first.map(Self.progress(of:))
+            return JobView(kind: kind, createdAt: view.createdAt, progress: progress.composed(with: followUp))
         }
     }
-}
 
-extension GatewayStore.JobView {
-    /// The state part of the view, with `error` and `result` parsed (text that does not parse,
-    /// which the database's jsonb cannot hold, is left out).
-    var progress: JobProgress {
-        get {
-            JobProgress(
-                status: status,
-                attempts: attempts,
-                error: error.flatMap { try? JSONValue.parse(Data($0.utf8)) },
-                result: result.flatMap { try? JSONValue.parse(Data($0.utf8)) },
-                finishedAt: finishedAt
-            )
-        }
-        set {
-            status = newValue.status
-            attempts = newValue.attempts
-            error = newValue.error.map { String(decoding: $0.jsonData(), as: UTF8.self) }
-            result = newValue.result.map { String(decoding: $0.jsonData(), as: UTF8.self) }
-            finishedAt = newValue.finishedAt
-        }
+    /// The state columns of a `jobs` row (`status`, `attempts`, `error`, `result`,
+    /// `finished_at`), its jsonb read once (text that does not parse, which jsonb cannot hold,
+    /// is left out).
+    private static func progress(of row: PostgresRow) throws -> JobProgress {
+        JobProgress(
+            status: try row.decode(String.self, "status"),
+            attempts: try row.decode(Int.self, "attempts"),
+            error: try row.decode(String?.self, "error").flatMap { try? JSONValue.parse(Data($0.utf8)) },
+            result: try row.decode(String?.self, "result").flatMap { try? JSONValue.parse(Data($0.utf8)) },
+            finishedAt: try row.decode(Date?.self, "finished_at")
+        )
     }
 }
