@@ -56,6 +56,15 @@ public struct ProfileID: TypedID {
     public init(_ uuid: UUID) { self.uuid = uuid }
 }
 
+extension ProfileID {
+    /// The id of the profile a `chart.calculate` job without `profile.id` creates: derived from
+    /// the job's id, so the gateway can name the new profile in its 202 before the chart-worker
+    /// has written it, and a replayed job names the same profile.
+    public static func created(by jobID: JobID) -> ProfileID {
+        ProfileID(JobID.derived(from: jobID, purpose: "profile").uuid)
+    }
+}
+
 /// A stored natal chart (`birth_charts.id`; `chartId` of `chart.calculated`).
 public struct ChartID: TypedID {
     public let uuid: UUID

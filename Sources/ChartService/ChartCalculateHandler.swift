@@ -90,7 +90,14 @@ public struct ChartCalculateHandler: JobHandler {
         }
         for (prepared, job) in batch {
             if prepared.request.profileID == nil {
-                newProfiles.append(NewProfile(prepared: prepared, job: job, profileID: UUID(), chartID: UUID()))
+                newProfiles.append(
+                    NewProfile(
+                        prepared: prepared,
+                        job: job,
+                        profileID: ProfileID.created(by: job.jobID).uuid,
+                        chartID: UUID()
+                    )
+                )
             } else {
                 try storeNewProfiles()
                 outcomes.append(try commit(prepared, job: job, database: database))
@@ -118,7 +125,7 @@ public struct ChartCalculateHandler: JobHandler {
             // end, when all three rows exist). A name the user already has violates the unique
             // constraint, which rolls the transaction back; the runtime replays a shared
             // transaction job by job, so only this job fails, with the rejection below.
-            let profileID = UUID()
+            let profileID = ProfileID.created(by: job.jobID).uuid
             let chartID = UUID()
             do {
                 try Self.insertNew(

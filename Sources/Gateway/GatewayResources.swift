@@ -370,7 +370,9 @@ extension GatewayRoutes {
             ) { jobID in
                 var job = validated
                 job.jobID = jobID
-                return (try job.jsonData(), [:])
+                // The profile the job writes, named now: a new one's id derives from the job's.
+                let written = job.profileID ?? ProfileID.created(by: jobID)
+                return (try job.jsonData(), ["profileId": .string(written.description)])
             }
         }
 

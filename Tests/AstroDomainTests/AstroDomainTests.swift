@@ -18,6 +18,13 @@ import Testing
         #expect(back["userId"] == id)
     }
 
+    @Test func aNewProfilesIDIsTheSameForItsJobEveryTime() {
+        let job = JobID.random()
+        #expect(ProfileID.created(by: job) == ProfileID.created(by: job))
+        #expect(ProfileID.created(by: job) != ProfileID.created(by: JobID.random()))
+        #expect(ProfileID.created(by: job).uuid != job.uuid)
+    }
+
     @Test func rejectsNonUUIDWithAClearMessage() {
         #expect(throws: DecodingError.self) {
             try JSONDecoder().decode([String: JobID].self, from: Data("{\"jobId\":\"42\"}".utf8))

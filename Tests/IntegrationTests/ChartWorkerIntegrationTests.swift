@@ -221,6 +221,7 @@ struct ChartWorkerIntegrationTests {
         let singleProfile = try #require(
             singleOutcome.result?["profileId"]?.stringValue.flatMap(UUID.init(uuidString:))
         )
+        #expect(singleProfile == ProfileID.created(by: single.job.jobID).uuid)
         let expected: [(user: UUID, name: String, latitude: Double)] = [
             (first, "One", -33.86882), (first, "Two", 0.1 + 0.2), (second, "Named", 50.4501),
             (second, "Three", 64.146_6),
@@ -228,7 +229,8 @@ struct ChartWorkerIntegrationTests {
         for (index, outcome) in outcomes.enumerated() {
             let profile = try #require(outcome.result?["profileId"]?.stringValue.flatMap(UUID.init(uuidString:)))
             let chart = try #require(outcome.result?["chartId"]?.stringValue.flatMap(UUID.init(uuidString:)))
-            if index == 2 { #expect(profile == named) }
+            // A new profile's id derives from its job's (the gateway names it in its 202).
+            #expect(profile == (index == 2 ? named : ProfileID.created(by: batch[index].job.jobID).uuid))
             let row = try #require(
                 try await pool.withConnection { database in
                     try database.query(

@@ -72,6 +72,8 @@ struct GatewayRouteProfileTests {
             #expect(body["userId"] == .string(user.id.description))
             #expect(body["profile"]?["name"] == "Me")
             #expect(body["profile"]?["id"] == nil || body["profile"]?["id"] == .null)
+            // The 202 names the profile the job creates: the chart-worker derives the same id.
+            #expect(answer.json?["profileId"] == .string(ProfileID.created(by: jobID).description), "\(answer)")
             // The job is readable by its user.
             let job = try await gateway.call(.get, "/v1/jobs/\(jobID)", token: user.token)
             #expect(job.json?["type"] == "chart.calculate")
@@ -279,6 +281,7 @@ struct GatewayRouteProfileTests {
             let answer = try await gateway.call(.put, "/v1/profiles/\(mine)", token: user.token, json: body)
             let (_, job) = try await gateway.expectAccepted(answer, .chartCalculate, user: user)
             #expect(job["profile"]?["id"] == .string(mine.description))
+            #expect(answer.json?["profileId"] == .string(mine.description), "\(answer)")
             #expect(job["profile"]?["name"] == "Renamed")
             #expect(job["userId"] == .string(user.id.description))
 
