@@ -148,7 +148,8 @@ extension ResourceStore {
     /// A stored chart result as `GET /v1/chart-results/{id}` serves it.
     struct ChartResultView: Sendable, Equatable {
         var kind: String
-        /// The JSON document (`id`, `kind`, `profileId`, `partnerProfileId`, `parameters`,
+        /// The JSON document (`resultId`, `id` (its old name, for one release), `kind`,
+        /// `profileId`, `partnerProfileId`, `parameters`,
         /// `createdAt`, `result` or `svg`), built by PostgreSQL from the stored `jsonb` without
         /// parsing it here.
         var jsonText: String
@@ -177,7 +178,7 @@ extension ResourceStore {
                         RETURNING id
                     )
                     SELECT kind, svg, CASE WHEN kind = 'transits' THEN result::text END AS transits,
-                        jsonb_build_object('id', id, 'kind', kind, 'profileId', profile_id,
+                        jsonb_build_object('resultId', id, 'id', id, 'kind', kind, 'profileId', profile_id,
                             'partnerProfileId', partner_profile_id, 'parameters', parameters,
                             'createdAt', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
                             'engineVersion', engine_version, 'bytes', bytes)

@@ -183,7 +183,7 @@ public enum GatewayAPI {
             method: .get,
             path: "/v1/stories",
             operation: .listStories,
-            statuses: [200, 400, 401, 404, 500, 503]
+            statuses: [200, 400, 401, 404, 422, 500, 503]
         ),
         GatewayRoute(
             method: .get,

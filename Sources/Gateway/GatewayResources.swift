@@ -116,6 +116,8 @@ extension GatewayRoutes {
             ]
         }
         return [
+            "profileId": .string(profile.id.description),
+            // `id`, the old name, stays for one release.
             "id": .string(profile.id.description),
             "name": .string(profile.name),
             "birthDate": .string(profile.birthDate),
@@ -186,6 +188,8 @@ extension GatewayRoutes {
 
     static func reportJSON(_ report: ResourceStore.ReportView) -> JSONValue {
         var object: [String: JSONValue] = [
+            "reportId": .string(report.id.description),
+            // `id`, the old name, stays for one release.
             "id": .string(report.id.description),
             "profileId": .string(report.profileID.description),
             "area": .string(report.area),

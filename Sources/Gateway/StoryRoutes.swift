@@ -85,6 +85,24 @@ extension GatewayRoutes {
         }
     }
 
+    /// The stories list's child filter and the name it came under: `childProfileId`, or
+    /// `childId` (its old name, accepted for one release).
+    /// - Throws: `Problem` 400 `conflicting-fields` when both name different children.
+    static func childFilter(_ request: Request) throws -> (name: String, text: String)? {
+        let query = request.uri.queryParameters
+        switch (query.get("childProfileId"), query.get("childId")) {
+        case (let text?, let old?) where text != old:
+            throw Problem(
+                .conflictingFields,
+                "childProfileId and childId (its old name) name different children",
+                field: "childProfileId"
+            )
+        case (let text?, _): return ("childProfileId", text)
+        case (nil, let old?): return ("childId", old)
+        case (nil, nil): return nil
+        }
+    }
+
     /// A theme's key: 1–40 of `a-z 0-9 -` (whether the worker knows it is the worker's to say).
     static func theme(_ members: [String: JSONValue]) throws -> String {
         guard case .string(let text)? = members["theme"], (1...40).contains(text.utf8.count),
@@ -192,6 +210,8 @@ extension GatewayRoutes {
             }
             let items: [JSONValue] = page.items.map { child in
                 .object([
+                    "childProfileId": .string(ChildID(child.id).description),
+                    // `childId`, the old name, stays for one release.
                     "childId": .string(ChildID(child.id).description),
                     "name": .string(child.name),
                     "timeZone": .string(child.timeZone),
@@ -230,7 +250,9 @@ extension GatewayRoutes {
                 if let story = achievement.storyID { object["storyId"] = .string(StoryID(story).description) }
                 return .object(object)
             }
-            return json(["childId": .string(ChildID(child).description), "items": .array(items)], status: .ok)
+            // `childId`, the old name, stays for one release.
+            let id = JSONValue.string(ChildID(child).description)
+            return json(["childProfileId": id, "childId": id, "items": .array(items)], status: .ok)
         }
 
         /// `POST /v1/stories` → `story.generate`; answers the job id and the id the story will have.
@@ -310,9 +332,9 @@ extension GatewayRoutes {
             let user = try context.user
             let (cursor, limit) = try pagination(request, kind: storiesCursorKind)
             var child: UUID?
-            if let text = request.uri.queryParameters.get("childId") {
+            if let (name, text) = try GatewayRoutes.childFilter(request) {
                 guard text.utf8.count <= 36, let id = UUID(uuidString: text) else {
-                    throw Problem(.invalidChildID, "childId: expected a child profile id", field: "childId")
+                    throw Problem(.invalidChildID, "\(name): expected a child profile id", field: name)
                 }
                 guard try await database(context, { try await stories.ownsChild(id, user: user) }) else {
                     throw Problem.notFound()

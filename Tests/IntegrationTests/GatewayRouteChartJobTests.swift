@@ -320,6 +320,7 @@ struct GatewayRouteChartJobTests {
             #expect(json.header("Content-Type") == "application/json")
             #expect(json.header("ETag") == "\"\(synastry)\"")
             #expect(json.json?["id"] == .string(synastry) && json.json?["kind"] == "synastry")
+            #expect(json.json?["resultId"] == .string(synastry), "the id's one name, beside the old `id`")
             #expect(json.json?["profileId"] == .string(cast.me))
             #expect(json.json?["result"]?["note"] == "seeded")
             let notModified = try await gateway.call(

@@ -242,6 +242,7 @@ struct GatewayRouteProfileTests {
             #expect(second.json?["nextCursor"] == nil)
             let item = try #require(first.json?["items"]?.arrayValue?.first)
             #expect(item["id"] == .string(anna.description))
+            #expect(item["profileId"] == .string(anna.description), "the id's one name, beside the old `id`")
             #expect(
                 item["birthDate"] == "1990-10-07" && item["birthTime"] == "15:00" && item["timezone"] == "Europe/Kyiv"
             )
@@ -648,6 +649,7 @@ struct GatewayRouteProfileTests {
             #expect(list.status == 200, "\(list)")
             let item = try #require(list.json?["items"]?.arrayValue?.first)
             #expect(item["id"] == .string(report) && item["profileId"] == .string(mine.description))
+            #expect(item["reportId"] == .string(report), "the id's one name, beside the old `id`")
             #expect(item["area"] == "career" && item["language"] == "en")
             let filtered = try await gateway.call(.get, "/v1/reports?profileId=\(mine)&limit=1", token: user.token)
             #expect(filtered.json?["items"]?.arrayValue?.count == 1, "\(filtered)")

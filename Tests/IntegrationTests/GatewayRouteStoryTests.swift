@@ -100,6 +100,7 @@ struct GatewayRouteStoryTests {
             let child = try #require(children.json?["items"]?.arrayValue?.first)
             #expect(children.json?["items"]?.arrayValue?.count == 1)
             #expect(child["childId"] == .string(family.child) && child["name"] == "Оля")
+            #expect(child["childProfileId"] == .string(family.child))
             #expect(child["timeZone"] == "Europe/Kyiv")
             gateway.expectProblem(
                 try await gateway.call(.get, "/v1/children?limit=0", token: user.token),
@@ -121,6 +122,7 @@ struct GatewayRouteStoryTests {
             )
             #expect(achievements.status == 200, "\(achievements)")
             #expect(achievements.json?["childId"] == .string(family.child))
+            #expect(achievements.json?["childProfileId"] == .string(family.child))
             let earned = try #require(achievements.json?["items"]?.arrayValue?.first)
             #expect(earned["achievementId"] == .string(family.achievement) && earned["earned"] == true)
             #expect(earned["storyId"] == .string(family.story) && earned["ruleKey"] == "first-story")
@@ -222,10 +224,26 @@ struct GatewayRouteStoryTests {
             let rest = try await gateway.call(.get, "/v1/stories?cursor=\(cursor)", token: user.token)
             let ids = (list.json?["items"]?.arrayValue ?? []) + (rest.json?["items"]?.arrayValue ?? [])
             #expect(Set(ids.compactMap { $0["storyId"]?.stringValue }) == [family.story, family.childless])
-            let ofChild = try await gateway.call(.get, "/v1/stories?childId=\(family.child)", token: user.token)
-            #expect(ofChild.json?["items"]?.arrayValue?.compactMap { $0["storyId"]?.stringValue } == [family.story])
+            // The filter is `childProfileId`; `childId`, its old name, still works for a release.
+            for name in ["childProfileId", "childId"] {
+                let ofChild = try await gateway.call(.get, "/v1/stories?\(name)=\(family.child)", token: user.token)
+                #expect(
+                    ofChild.json?["items"]?.arrayValue?.compactMap { $0["storyId"]?.stringValue } == [family.story],
+                    "\(name): \(ofChild)"
+                )
+            }
             gateway.expectProblem(
-                try await gateway.call(.get, "/v1/stories?childId=\(strangers.child)", token: user.token),
+                try await gateway.call(
+                    .get,
+                    "/v1/stories?childProfileId=\(family.child)&childId=\(strangers.child)",
+                    token: user.token
+                ),
+                422,
+                "conflicting-fields",
+                field: "childProfileId"
+            )
+            gateway.expectProblem(
+                try await gateway.call(.get, "/v1/stories?childProfileId=\(strangers.child)", token: user.token),
                 404,
                 "not-found",
                 "stories of another user's child"
