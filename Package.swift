@@ -43,6 +43,8 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.0.0"),
         // Tracing's API (Tracer, ServiceContext); already in the graph through Hummingbird.
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.1.0"),
+        // Tests only: the runtime of the client generated from openapi.yaml (scripts/generate-openapi.sh).
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.0"),
     ],
     targets: [
         // C libraries, through pkg-config, with the Debian package that provides each.
@@ -399,6 +401,8 @@ let package = Package(
                 // The gateway's routes driven in process (GatewayRoute*Tests).
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                // The client generated from openapi.yaml (GatewayAPIClient/, GatewayGeneratedClientTests).
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
             ]
         ),
     ]
