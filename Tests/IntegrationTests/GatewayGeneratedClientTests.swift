@@ -103,6 +103,8 @@ struct GatewayGeneratedClientTests {
             let accepted = try await api.createProfile(body: .json(.init(profile: Self.kyiv))).accepted
             let jobID = try accepted.body.json.jobId
             #expect(accepted.headers.location == "/v1/jobs/\(jobID)")
+            // The 202 names the profile the job creates.
+            #expect(try accepted.body.json.profileId == ProfileID.created(by: try #require(JobID(jobID))).description)
             let job = try await api.getJob(path: .init(id: jobID)).ok.body.json
             #expect(job.jobId == jobID && job._type == "chart.calculate" && job.status == .queued, "\(job)")
             #expect(job.finishedAt == nil && job.error == nil && job.result == nil, "\(job)")
@@ -112,9 +114,9 @@ struct GatewayGeneratedClientTests {
             let pending = try await gateway.seedProfile(user, name: "Pending", chart: nil)
             let page = try await api.listProfiles().ok.body.json
             #expect(page.items.map(\.name) == ["Charted", "Pending"] && page.nextCursor == nil, "\(page)")
-            let listed = try #require(page.items.first { $0.id == charted.description })
+            let listed = try #require(page.items.first { $0.profileId == charted.description })
             #expect(listed.chart?.houseSystem == "placidus" && listed.birthTime == "15:00", "\(listed)")
-            #expect(page.items.first { $0.id == pending.description }?.chart == nil)
+            #expect(page.items.first { $0.profileId == pending.description }?.chart == nil)
 
             // The natal chart, every member typed.
             let chart = try await api.getProfileChart(path: .init(id: charted.description)).ok.body.json
