@@ -260,15 +260,19 @@ struct GatewayAppAttestTests {
         )
         #expect(Self.code(wrongKey) == "assertion-invalid")
 
-        // A later counter works; reads need no assertion.
+        // A later counter works; reads need no assertion. Another profile: the first may exist by
+        // now, and a second profile named as it is refused (409) before the assertion matters.
+        let laterBody = Data(
+            String(decoding: body, as: UTF8.self).replacingOccurrences(of: "\"Me\"", with: "\"Later\"").utf8
+        )
         let next = try await Self.send(
             "POST",
             "\(base)/v1/profiles",
             token: token,
-            body: body,
-            headers: [header: assertion(4)]
+            body: laterBody,
+            headers: [header: assertion(4, over: laterBody)]
         )
-        #expect(next.status == 202)
+        #expect(next.status == 202, "\(String(describing: next.json))")
         let job = try await Self.send("GET", "\(base)/v1/jobs/\(jobID)", token: token)
         #expect(job.status == 200)
 
