@@ -104,7 +104,8 @@ extension ErrorCode {
     public static let latitudeOutOfRange = ErrorCode(fixed: "latitude-out-of-range")
     /// The longitude is outside −180…180 (or not a finite number).
     public static let longitudeOutOfRange = ErrorCode(fixed: "longitude-out-of-range")
-    /// The time zone is not an IANA identifier known to the time zone database.
+    /// The time zone (a birth place's, a story child's) is not an IANA identifier known to the
+    /// time zone database.
     public static let unknownTimezone = ErrorCode(fixed: "unknown-timezone")
     /// The house system is not one of the seven supported.
     public static let unknownHouseSystem = ErrorCode(fixed: "unknown-house-system")
@@ -308,8 +309,6 @@ extension ErrorCode {
 
     /// The age group is not one of those offered.
     public static let invalidAgeGroup = ErrorCode(fixed: "invalid-age-group")
-    /// The story's time zone is not an IANA identifier.
-    public static let invalidTimeZone = ErrorCode(fixed: "invalid-time-zone")
     /// A story needs `childProfileId` or `childName`.
     public static let childRequired = ErrorCode(fixed: "child-required")
     /// The child profile is unknown, deleted or another user's.
@@ -404,10 +403,8 @@ extension ErrorCode {
     public static let invalidTransactionID = ErrorCode(fixed: "invalid-transaction-id")
     /// The report area is not one of those offered.
     public static let unknownArea = ErrorCode(fixed: "unknown-area")
-    /// The report language is not one of those offered.
+    /// The language of a report or a story is not one of those offered.
     public static let unknownLanguage = ErrorCode(fixed: "unknown-language")
-    /// The story language is not one of those offered.
-    public static let invalidLanguage = ErrorCode(fixed: "invalid-language")
     /// `force` is not a boolean.
     public static let invalidForce = ErrorCode(fixed: "invalid-force")
     /// The consent text version is not one the gateway knows.
@@ -611,7 +608,6 @@ extension ErrorCode {
         Definition(.exportExpired, httpStatus: 410),
         // Stories
         Definition(.invalidAgeGroup, httpStatus: 422),
-        Definition(.invalidTimeZone, httpStatus: 422),
         Definition(.childRequired, httpStatus: 422),
         Definition(.childNotFound, httpStatus: 404),
         Definition(.collectionNotFound, httpStatus: 404),
@@ -659,7 +655,6 @@ extension ErrorCode {
         Definition(.invalidTransactionID, httpStatus: 422),
         Definition(.unknownArea, httpStatus: 422),
         Definition(.unknownLanguage, httpStatus: 422),
-        Definition(.invalidLanguage, httpStatus: 422),
         Definition(.invalidForce, httpStatus: 422),
         Definition(.invalidTextVersion, httpStatus: 422),
         Definition(.invalidAnsweredAt, httpStatus: 422),

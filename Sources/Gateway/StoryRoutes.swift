@@ -116,7 +116,7 @@ extension GatewayRoutes {
     static func language(_ members: [String: JSONValue]) throws -> ReportLanguage {
         guard case .string(let text)? = members["language"], let language = ReportLanguage(rawValue: text) else {
             throw Problem(
-                .invalidLanguage,
+                .unknownLanguage,
                 "language: one of \(ReportLanguage.allCases.map(\.rawValue).joined(separator: ", "))",
                 field: "language"
             )
@@ -296,7 +296,7 @@ extension GatewayRoutes {
             }
             if let zone = members["timeZone"], zone != .null {
                 guard case .string(let text) = zone, (try? BirthData.timeZone(named: text)) != nil else {
-                    throw Problem(.invalidTimeZone, "timeZone: expected an IANA time zone", field: "timeZone")
+                    throw Problem(.unknownTimezone, "timeZone: expected an IANA time zone", field: "timeZone")
                 }
                 job.timeZone = text
             }

@@ -58,7 +58,7 @@ public struct StoryGenerateHandler: JobHandler {
         }
         if let zone = request.timeZone, (try? BirthData.timeZone(named: zone)) == nil {
             throw JobRejection(
-                code: .invalidTimeZone,
+                code: .unknownTimezone,
                 message: "timeZone \(InputQuote.short(zone)) is not an IANA zone"
             )
         }

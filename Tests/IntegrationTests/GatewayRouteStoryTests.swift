@@ -174,12 +174,12 @@ struct GatewayRouteStoryTests {
                 (body(["theme": "Courage!"]), 422, "invalid-theme", "theme"),
                 (body(["mainCharacter": ""]), 422, "invalid-name", "mainCharacter"),
                 (body(["mainCharacter": "a\u{7}b"]), 422, "invalid-characters", "mainCharacter"),
-                (body(["language": "fr"]), 422, "invalid-language", "language"),
+                (body(["language": "fr"]), 422, "unknown-language", "language"),
                 (body(["pageCount": 10]), 422, "invalid-page-count", "pageCount"),
                 (body(["childName": .null]), 422, "child-required", "childProfileId"),
                 (body(["childProfileId": .string(family.child)]), 422, "child-required", "childName"),
                 (body(["childName": .null, "childProfileId": "nope"]), 422, "invalid-id", "childProfileId"),
-                (body(["timeZone": "Mars/Base"]), 422, "invalid-time-zone", "timeZone"),
+                (body(["timeZone": "Mars/Base"]), 422, "unknown-timezone", "timeZone"),
                 (
                     body(["childName": .null, "childProfileId": .string(strangers.child)]), 404, "child-not-found",
                     "childProfileId"

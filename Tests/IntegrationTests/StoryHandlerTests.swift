@@ -183,7 +183,7 @@ struct StoryHandlerTests {
         #expect(await rejection(request { $0.pageCount = 12 }) == "invalid-page-count")
         #expect(await rejection(request { $0.ageGroup = 5 }) == "invalid-age-group")
         #expect(await rejection(request { $0.childName = nil }) == "child-required")
-        #expect(await rejection(request { $0.timeZone = "Mars/Olympus" }) == "invalid-time-zone")
+        #expect(await rejection(request { $0.timeZone = "Mars/Olympus" }) == "unknown-timezone")
         #expect(await rejection(request { $0.mainCharacter = "" }) == "invalid-name")
         #expect(
             await rejection(
