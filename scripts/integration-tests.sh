@@ -191,7 +191,7 @@ heal_stack() {
             bash scripts/stack.sh rabbit-restart >>"$OUT/$1.stack.log" 2>&1 ||
                 echo "==> the $1 stack's RabbitMQ did not restart (log $OUT/$1.stack.log)"
         fi
-        if ! psql -q "$DATABASE_URL" -c 'SELECT 1' >/dev/null 2>&1; then
+        if ! PGCONNECT_TIMEOUT=10 timeout 20 psql -q "$DATABASE_URL" -c 'SELECT 1' >/dev/null 2>&1; then
             echo "==> the $1 stack's PostgreSQL is down after the last suite: restarting it"
             bash scripts/stack.sh pg-restart >>"$OUT/$1.stack.log" 2>&1 ||
                 echo "==> the $1 stack's PostgreSQL did not restart (log $OUT/$1.stack.log)"
