@@ -189,7 +189,7 @@ extension GatewayRoutes {
                     "notification.claimed_type": "\(notification.claimedType ?? "")",
                 ]
             )
-            return json(["jobId": .string(jobID.description)], status: .ok)
+            return try respond(NotificationAcceptedAnswer(jobId: jobID), status: .ok)
         }
     }
 }

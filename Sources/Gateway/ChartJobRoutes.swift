@@ -348,7 +348,7 @@ extension GatewayRoutes {
                 requestHash: requestHash(kind, path: "POST /v1/profiles/\(profile)/\(route)", data),
                 context: context
             ) { jobID in
-                (jobBody(jobID).jsonData(), [:])
+                (jobBody(jobID).jsonData(), JobAccepted(jobID))
             }
         }
 

@@ -77,15 +77,6 @@ struct ConsentAnswer: Sendable, Equatable {
 struct ConsentRecord: Sendable, Equatable {
     var answer: ConsentAnswer
     var recordedAt: Date
-
-    var json: [String: JSONValue] {
-        [
-            "consented": .bool(answer.consented),
-            "textVersion": .string(answer.textVersion),
-            "answeredAt": .string(ISO8601.string(from: answer.answeredAt)),
-            "recordedAt": .string(ISO8601.string(from: recordedAt)),
-        ]
-    }
 }
 
 extension ResourceStore {
@@ -168,7 +159,7 @@ extension GatewayRoutes {
                     "user.id": "\(user)", "consented": "\(answer.consented)", "text_version": "\(answer.textVersion)",
                 ]
             )
-            return json(record.json, status: .ok)
+            return try respond(ConsentAnswerView(record), status: .ok)
         }
 
         /// `GET /v1/consent`: the caller's current answer (404 before any).
@@ -180,7 +171,7 @@ extension GatewayRoutes {
             guard let record = try await database(context, { try await resources.consent(user: user) }) else {
                 throw Problem.notFound("no consent answer recorded yet")
             }
-            return json(record.json, status: .ok)
+            return try respond(ConsentAnswerView(record), status: .ok)
         }
     }
 }

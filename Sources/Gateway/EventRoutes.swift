@@ -176,7 +176,7 @@ extension GatewayRoutes {
                 throw deleted ? GatewayRoutes.userDeleted : Problem.notFound()
             }
             if deleted, view.kind != JobType.userDelete.rawValue { throw GatewayRoutes.userDeleted }
-            return json(view.json(jobID: jobID), status: .ok)
+            return try respond(JobAnswer(view, jobID: jobID), status: .ok)
         }
 
         /// `GET /v1/jobs/{id}`, with `?wait=N` (0…30 seconds): answers as soon as the job is
@@ -332,23 +332,5 @@ extension GatewayRoutes {
                 }
             )
         }
-    }
-}
-
-extension GatewayStore.JobView {
-    /// The body of `GET /v1/jobs/{id}` (the `Job` schema): the job's id, type, state and
-    /// times, its `result` as the worker wrote it and its `error` as a problem document.
-    func json(jobID: JobID) -> [String: JSONValue] {
-        var object: [String: JSONValue] = [
-            "jobId": .string(jobID.description),
-            "type": .string(kind),
-            "status": .string(progress.status),
-            "attempts": .number(Double(progress.attempts)),
-            "createdAt": .string(ISO8601.string(from: createdAt)),
-        ]
-        if let finished = progress.finishedAt { object["finishedAt"] = .string(ISO8601.string(from: finished)) }
-        if let error = progress.error { object["error"] = Problem.jobError(error) }
-        if let result = progress.result { object["result"] = result }
-        return object
     }
 }

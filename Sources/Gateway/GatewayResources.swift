@@ -103,53 +103,6 @@ enum Pagination {
 }
 
 extension GatewayRoutes {
-    // MARK: Profiles
-
-    static func profileJSON(_ profile: ResourceStore.ProfileView) -> JSONValue {
-        var chart = JSONValue.null
-        if let summary = profile.chart {
-            chart = [
-                "id": .string(summary.id.description),
-                "houseSystem": .string(summary.houseSystem),
-                "engineVersion": .string(summary.engineVersion),
-                "calculatedAt": .string(ISO8601.string(from: summary.calculatedAt)),
-            ]
-        }
-        return [
-            "profileId": .string(profile.id.description),
-            // `id`, the old name, stays for one release.
-            "id": .string(profile.id.description),
-            "name": .string(profile.name),
-            "birthDate": .string(profile.birthDate),
-            "birthTime": .string(profile.birthTime),
-            "timezone": .string(profile.timezone),
-            "latitude": .number(profile.latitude),
-            "longitude": .number(profile.longitude),
-            "locationName": .string(profile.locationName),
-            "createdAt": .string(ISO8601.string(from: profile.createdAt)),
-            "updatedAt": .string(ISO8601.string(from: profile.updatedAt)),
-            "chart": chart,
-        ]
-    }
-
-    /// A page of a list: `items`, and `nextCursor` when there is more.
-    static func page(_ items: [JSONValue], next: String?) -> Response {
-        var object: [String: JSONValue] = ["items": .array(items)]
-        if let next { object["nextCursor"] = .string(next) }
-        return json(object, status: .ok)
-    }
-
-    /// A JSON answer of any JSON value.
-    static func respond(_ value: JSONValue, status: HTTPResponse.Status) -> Response {
-        Response(
-            status: status,
-            headers: [.contentType: "application/json"],
-            body: .init(byteBuffer: ByteBuffer(bytes: value.jsonData()))
-        )
-    }
-
-    // MARK: Purchases, credits, ledger
-
     /// A compact JWS: three non-empty base64url parts.
     static func isCompactJWS(_ text: String) -> Bool {
         let parts = text.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
@@ -166,45 +119,6 @@ extension GatewayRoutes {
                     }
             }
     }
-
-    static func ledgerJSON(_ entry: ResourceStore.LedgerEntryView) -> JSONValue {
-        func optional(_ text: String?) -> JSONValue { text.map(JSONValue.string) ?? .null }
-        let object: [String: JSONValue] = [
-            "id": .number(Double(entry.id)),
-            "entry": .string(entry.entry),
-            "creditId": .string(entry.creditID.description),
-            "transactionId": .string(entry.transactionID),
-            "jobId": .string(entry.jobID.description),
-            "profileId": optional(entry.profileID?.description),
-            "area": optional(entry.area),
-            "language": optional(entry.language),
-            "reason": optional(entry.reason),
-            "createdAt": .string(ISO8601.string(from: entry.createdAt)),
-        ]
-        return .object(object)
-    }
-
-    // MARK: Reports
-
-    static func reportJSON(_ report: ResourceStore.ReportView) -> JSONValue {
-        var object: [String: JSONValue] = [
-            "reportId": .string(report.id.description),
-            // `id`, the old name, stays for one release.
-            "id": .string(report.id.description),
-            "profileId": .string(report.profileID.description),
-            "area": .string(report.area),
-            "language": .string(report.language),
-            "wordCount": .number(Double(report.wordCount)),
-            "writer": .string(report.writer),
-            "generatedAt": .string(ISO8601.string(from: report.generatedAt)),
-            "createdAt": .string(ISO8601.string(from: report.createdAt)),
-        ]
-        if let text = report.text { object["text"] = .string(text) }
-        if let partner = report.partnerProfileID { object["partnerProfileId"] = .string(partner.description) }
-        return .object(object)
-    }
-
-    // MARK: Helpers
 
     /// A string member of a body; `nil` when absent or `null`.
     /// - Throws: `Problem` 422 `invalid-field-type` for another type.
@@ -277,7 +191,7 @@ extension GatewayRoutes {
             }
             let page = rows.prefix(limit)
             let next = rows.count > limit ? page.last.map { Pagination.cursor(kind: "p", $0.name) } : nil
-            return GatewayRoutes.page(page.map(profileJSON), next: next)
+            return try respond(PageAnswer(items: page.map(ProfileAnswer.init), nextCursor: next), status: .ok)
         }
 
         func getProfile(
@@ -290,7 +204,7 @@ extension GatewayRoutes {
             else {
                 throw Problem.notFound()
             }
-            return respond(profileJSON(profile), status: .ok)
+            return try respond(ProfileAnswer(profile), status: .ok)
         }
 
         /// New birth data for the caller's profile: a `chart.calculate` job with the profile's id,
@@ -376,7 +290,7 @@ extension GatewayRoutes {
                 job.jobID = jobID
                 // The profile the job writes, named now: a new one's id derives from the job's.
                 let written = job.profileID ?? ProfileID.created(by: jobID)
-                return (try job.jsonData(), ["profileId": .string(written.description)])
+                return (try job.jsonData(), JobAccepted(jobID, profile: written))
             }
         }
 
@@ -586,7 +500,7 @@ extension GatewayRoutes {
                 var body = job
                 body.jobID = jobID
                 body.restore = restore
-                return (try JSONCoding.encoder.encode(body), [:])
+                return (try JSONCoding.encoder.encode(body), JobAccepted(jobID))
             }
         }
 
@@ -596,12 +510,7 @@ extension GatewayRoutes {
         ) async throws -> Response {
             let user = try context.user
             let counts = try await database(context) { try await resources.availableCredits(user: user) }
-            var byArea: [String: JSONValue] = ["any": .number(Double(counts[nil] ?? 0))]
-            for area in ReportArea.allCases { byArea[area.rawValue] = .number(Double(counts[area] ?? 0)) }
-            return json(
-                ["available": .number(Double(counts.values.reduce(0, +))), "byArea": .object(byArea)],
-                status: .ok
-            )
+            return try respond(CreditsAnswer(counts), status: .ok)
         }
 
         func listLedger(
@@ -617,7 +526,7 @@ extension GatewayRoutes {
             }
             let page = rows.prefix(limit)
             let next = rows.count > limit ? page.last.map { Pagination.cursor(kind: "l", "\($0.id)") } : nil
-            return GatewayRoutes.page(page.map(ledgerJSON), next: next)
+            return try respond(PageAnswer(items: page.map(LedgerEntryAnswer.init), nextCursor: next), status: .ok)
         }
     }
 
@@ -702,7 +611,7 @@ extension GatewayRoutes {
             ) { jobID in
                 var body = job
                 body.jobID = jobID
-                return (try JSONCoding.encoder.encode(body), [:])
+                return (try JSONCoding.encoder.encode(body), JobAccepted(jobID))
             }
         }
 
@@ -715,7 +624,7 @@ extension GatewayRoutes {
             guard let report = try await database(context, { try await resources.report(id, user: user) }) else {
                 throw Problem.notFound()
             }
-            return respond(reportJSON(report), status: .ok)
+            return try respond(ReportAnswer(report), status: .ok)
         }
 
         func listReports(
@@ -746,7 +655,7 @@ extension GatewayRoutes {
             let page = rows.prefix(limit)
             let next =
                 rows.count > limit ? page.last.map { Pagination.cursor(kind: "r", "\($0.position):\($0.id)") } : nil
-            return GatewayRoutes.page(page.map(reportJSON), next: next)
+            return try respond(PageAnswer(items: page.map(ReportAnswer.init), nextCursor: next), status: .ok)
         }
     }
 }

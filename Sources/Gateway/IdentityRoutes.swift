@@ -105,16 +105,13 @@ extension GatewayRoutes {
             throws -> Response
         {
             let access = try signer.sign(user: user)
-            return json(
-                [
-                    "userId": .string(user.description),
-                    "accessToken": .string(access),
-                    "tokenType": "Bearer",
-                    "expiresIn": .number(Double(signer.lifetime.components.seconds)),
-                    "refreshToken": .string(refreshToken),
-                ],
-                status: status
+            let answer = TokensAnswer(
+                userId: user,
+                accessToken: access,
+                expiresIn: signer.lifetime.components.seconds,
+                refreshToken: refreshToken
             )
+            return try respond(answer, status: status)
         }
 
         /// `POST /v1/devices/challenge`: a new challenge, stored (as its hash) until it expires.
@@ -132,10 +129,8 @@ extension GatewayRoutes {
             try await database(context) {
                 try await store.createChallenge(hash: sha256Hex(Data(challenge.utf8)), lifetime: lifetime)
             }
-            return json(
-                ["challenge": .string(challenge), "expiresIn": .number(Double(lifetime.components.seconds))],
-                status: .created
-            )
+            let answer = DeviceChallengeAnswer(challenge: challenge, expiresIn: lifetime.components.seconds)
+            return try respond(answer, status: .created)
         }
 
         /// `POST /v1/devices` when App Attest is on: the challenge is consumed (it works once, even

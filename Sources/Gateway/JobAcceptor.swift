@@ -44,7 +44,7 @@ extension GatewayRoutes {
             requestHash: String,
             context: GatewayRequestContext,
             quota: DailyQuotas.Charge? = nil,
-            body: (JobID) throws -> (Data, [String: JSONValue])
+            body: (JobID) throws -> (Data, JobAccepted)
         ) async throws -> Response {
             let recorded: GatewayStore.RecordedJob
             do {
@@ -84,7 +84,7 @@ extension GatewayRoutes {
             user: UserID,
             requestHash: String,
             context: GatewayRequestContext,
-            body: (JobID) throws -> (Data, [String: JSONValue])
+            body: (JobID) throws -> (Data, JobAccepted)
         ) async throws -> Response {
             guard recorded.requestHash == requestHash else {
                 throw Problem(
@@ -92,11 +92,11 @@ extension GatewayRoutes {
                     "this Idempotency-Key was used with another request"
                 )
             }
-            let extra: [String: JSONValue]
+            let answer: JobAccepted
             if recorded.markedAhead {
                 do {
                     let data: Data
-                    (data, extra) = try body(recorded.jobID)
+                    (data, answer) = try body(recorded.jobID)
                     try await publish(kind, jobID: recorded.jobID, body: data, context: context)
                 } catch {
                     await unmarkPublished(recorded.jobID, context: context)
@@ -104,7 +104,7 @@ extension GatewayRoutes {
                 }
             } else {
                 let data: Data
-                (data, extra) = try body(recorded.jobID)
+                (data, answer) = try body(recorded.jobID)
                 if !recorded.published {
                     try await publish(kind, jobID: recorded.jobID, body: data, context: context)
                     await markPublished(recorded.jobID, context: context)
@@ -114,9 +114,7 @@ extension GatewayRoutes {
                 "job accepted",
                 metadata: ["job.id": "\(recorded.jobID)", "job.type": "\(kind.rawValue)", "user.id": "\(user)"]
             )
-            var object = extra
-            object["jobId"] = .string(recorded.jobID.description)
-            var response = json(object, status: .accepted)
+            var response = try respond(answer, status: .accepted)
             response.headers[.location] = "/v1/jobs/\(recorded.jobID)"
             return response
         }

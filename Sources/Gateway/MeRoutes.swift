@@ -66,7 +66,7 @@ extension GatewayRoutes {
             let idempotencyKey = try idempotencyKey(request)
             if let started = try await database(context, { try await store.deletionJob(user: user) }) {
                 deletedUsers.accepted(user)
-                var response = json(["jobId": .string(started.description)], status: .accepted)
+                var response = try respond(JobAccepted(started), status: .accepted)
                 response.headers[.location] = "/v1/jobs/\(started)"
                 return response
             }
@@ -77,7 +77,7 @@ extension GatewayRoutes {
                 requestHash: requestHash(.userDelete, path: "DELETE /v1/me", Data()),
                 context: context
             ) { jobID in
-                (try UserDeleteRequest(jobID: jobID, userID: user).jsonData(), [:])
+                (try UserDeleteRequest(jobID: jobID, userID: user).jsonData(), JobAccepted(jobID))
             }
             // Only once the job is safely queued (a 202): refused from now on by this replica.
             if response.status == .accepted { deletedUsers.accepted(user) }
@@ -101,7 +101,7 @@ extension GatewayRoutes {
                 jobID in
                 (
                     try UserExportRequest(jobID: jobID, userID: user).jsonData(),
-                    ["downloadPath": .string("/v1/me/exports/\(jobID)")]
+                    JobAccepted(jobID, downloadPath: "/v1/me/exports/\(jobID)")
                 )
             }
         }

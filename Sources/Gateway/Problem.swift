@@ -72,17 +72,3 @@ public struct Problem: Error, Sendable, Hashable {
         Problem(refusal.code, refusal.message, field: refusal.field)
     }
 }
-
-extension Problem {
-    /// A job's error (`jobs.error`, `{"code", "message"}`) as the problem document
-    /// `GET /v1/jobs/{id}` shows: the code's status, title and type from the catalogue, `detail`
-    /// the job's message, and `message` once more (the job error's old shape, kept for one
-    /// release). An error without a code (none is written so) is `internal-error`.
-    static func jobError(_ error: JSONValue) -> JSONValue {
-        let code = error["code"]?.stringValue.map(ErrorCode.init(rawValue:)) ?? .internalError
-        let message = error["message"]?.stringValue ?? ""
-        var members = Problem(code, message).members
-        members["message"] = .string(message)
-        return .object(members)
-    }
-}

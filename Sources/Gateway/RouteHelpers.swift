@@ -37,14 +37,6 @@ extension GatewayRoutes {
         }
     }
 
-    static func json(_ object: [String: JSONValue], status: HTTPResponse.Status) -> Response {
-        Response(
-            status: status,
-            headers: [.contentType: "application/json"],
-            body: .init(byteBuffer: ByteBuffer(bytes: JSONValue.object(object).jsonData()))
-        )
-    }
-
     static func text(_ text: String, contentType: String = "text/plain; charset=utf-8") -> Response {
         Response(status: .ok, headers: [.contentType: contentType], body: .init(byteBuffer: ByteBuffer(string: text)))
     }

@@ -153,27 +153,13 @@ extension GatewayRoutes {
     }
 
     /// A list answer: `items`, and `nextCursor` when there is more.
-    static func list(_ items: [JSONValue], next: StoryStore.Cursor?, kind: Character) -> Response {
-        page(items, next: next.map { Pagination.timeCursor(kind: kind, micros: $0.createdAtMicros, id: $0.id) })
-    }
-
-    /// A story without its pages, as lists and `getStory` show it.
-    static func summary(_ story: StoryStore.StorySummary) -> [String: JSONValue] {
-        var object: [String: JSONValue] = [
-            "storyId": .string(StoryID(story.id).description),
-            "title": .string(story.title),
-            "childName": .string(story.childName),
-            "ageGroup": .number(Double(story.ageGroup)),
-            "theme": .string(story.theme),
-            "mainCharacter": .string(story.mainCharacter),
-            "language": .string(story.language),
-            "readCount": .number(Double(story.readCount)),
-            "isFavorite": .bool(story.isFavorite),
-            "createdAt": .string(ISO8601.string(from: story.createdAt)),
-        ]
-        if let child = story.childProfileID { object["childProfileId"] = .string(ChildID(child).description) }
-        if let last = story.lastReadAt { object["lastReadAt"] = .string(ISO8601.string(from: last)) }
-        return object
+    static func list<Item: Encodable & Sendable>(
+        _ items: [Item],
+        next: StoryStore.Cursor?,
+        kind: Character
+    ) throws -> Response {
+        let cursor = next.map { Pagination.timeCursor(kind: kind, micros: $0.createdAtMicros, id: $0.id) }
+        return try respond(PageAnswer(items: items, nextCursor: cursor), status: .ok)
     }
 }
 
@@ -208,17 +194,7 @@ extension GatewayRoutes {
             let page = try await database(context) {
                 try await stories.children(user: user, after: cursor, limit: limit)
             }
-            let items: [JSONValue] = page.items.map { child in
-                .object([
-                    "childProfileId": .string(ChildID(child.id).description),
-                    // `childId`, the old name, stays for one release.
-                    "childId": .string(ChildID(child.id).description),
-                    "name": .string(child.name),
-                    "timeZone": .string(child.timeZone),
-                    "createdAt": .string(ISO8601.string(from: child.createdAt)),
-                ])
-            }
-            return list(items, next: page.next, kind: childrenCursorKind)
+            return try list(page.items.map(ChildAnswer.init), next: page.next, kind: childrenCursorKind)
         }
 
         /// `GET /v1/children/{id}/achievements`: a child's achievements, earned (newest first) then
@@ -235,24 +211,12 @@ extension GatewayRoutes {
                     { try await stories.achievements(child: child, user: user, limit: maxAchievements) }
                 )
             else { throw Problem.notFound() }
-            let items: [JSONValue] = achievements.map { achievement in
-                var object: [String: JSONValue] = [
-                    "achievementId": .string(AchievementID(achievement.id).description),
-                    "ruleKey": .string(achievement.ruleKey),
-                    "name": .string(achievement.name),
-                    "description": .string(achievement.description),
-                    "type": .string(achievement.type),
-                    "icon": .string(achievement.icon),
-                    "progress": .number(achievement.progress),
-                    "earned": .bool(achievement.earnedAt != nil),
-                ]
-                if let earned = achievement.earnedAt { object["earnedAt"] = .string(ISO8601.string(from: earned)) }
-                if let story = achievement.storyID { object["storyId"] = .string(StoryID(story).description) }
-                return .object(object)
-            }
-            // `childId`, the old name, stays for one release.
-            let id = JSONValue.string(ChildID(child).description)
-            return json(["childProfileId": id, "childId": id, "items": .array(items)], status: .ok)
+            let answer = ChildAchievementsAnswer(
+                childProfileId: ChildID(child),
+                childId: ChildID(child),
+                items: achievements.map(AchievementAnswer.init)
+            )
+            return try respond(answer, status: .ok)
         }
 
         /// `POST /v1/stories` → `story.generate`; answers the job id and the id the story will have.
@@ -319,7 +283,7 @@ extension GatewayRoutes {
             ) { jobID in
                 var body = job
                 body.jobID = jobID
-                return (try JSONCoding.encoder.encode(body), ["storyId": .string(body.storyID.description)])
+                return (try JSONCoding.encoder.encode(body), JobAccepted(jobID, story: body.storyID))
             }
         }
 
@@ -344,7 +308,7 @@ extension GatewayRoutes {
             let page = try await database(context) {
                 try await stories.stories(user: user, child: child, after: cursor, limit: limit)
             }
-            return list(page.items.map { .object(summary($0)) }, next: page.next, kind: storiesCursorKind)
+            return try list(page.items.map { StoryAnswer($0) }, next: page.next, kind: storiesCursorKind)
         }
 
         /// `GET /v1/stories/{id}`: the story with its pages' text and illustration state; a page with
@@ -361,22 +325,7 @@ extension GatewayRoutes {
                     { try await stories.story(id, user: user, maxPages: maxPageNumber) }
                 )
             else { throw Problem.notFound() }
-            var object = summary(story)
-            let storyID = StoryID(story.id).description
-            object["pages"] = .array(
-                pages.map { page in
-                    var item: [String: JSONValue] = [
-                        "number": .number(Double(page.number)),
-                        "text": .string(page.text),
-                        "illustrationStatus": .string(page.illustrationStatus),
-                    ]
-                    if page.illustrationStatus == "generated" {
-                        item["image"] = .string("/v1/stories/\(storyID)/pages/\(page.number)/image")
-                    }
-                    return .object(item)
-                }
-            )
-            return json(object, status: .ok)
+            return try respond(StoryAnswer(story, pages: pages), status: .ok)
         }
 
         /// `POST /v1/stories/{id}/illustrations` → `story.illustrate`: every page without a picture,
@@ -438,7 +387,7 @@ extension GatewayRoutes {
                     pages: pages,
                     force: force
                 )
-                return (try JSONCoding.encoder.encode(job), ["storyId": .string(StoryID(storyID).description)])
+                return (try JSONCoding.encoder.encode(job), JobAccepted(jobID, story: StoryID(storyID)))
             }
         }
 
@@ -496,7 +445,7 @@ extension GatewayRoutes {
                     childProfileID: reader.map { ChildID($0) },
                     at: at
                 )
-                return (try JSONCoding.encoder.encode(job), ["storyId": .string(StoryID(storyID).description)])
+                return (try JSONCoding.encoder.encode(job), JobAccepted(jobID, story: StoryID(storyID)))
             }
         }
 
