@@ -121,14 +121,15 @@ struct AMQPValueTests {
 
     @Test("broker error texts name the failed exchange")
     func exchangeNamedInText() {
-        #expect(PublisherLoop.exchangeNamed(in: "NOT_FOUND - no exchange 'astro.x' in vhost '/'") == "astro.x")
-        #expect(PublisherLoop.exchangeNamed(in: "NOT_FOUND - no queue 'q' in vhost '/'") == nil)
-        let topic = PublisherLoop.refusedTarget(
-            in: "ACCESS_REFUSED - access to topic 'billing.refund-credit' in exchange 'astro.jobs' in vhost '/' refused"
+        #expect(RefusedTarget.exchangeNamed(in: "NOT_FOUND - no exchange 'astro.x' in vhost '/'") == "astro.x")
+        #expect(RefusedTarget.exchangeNamed(in: "NOT_FOUND - no queue 'q' in vhost '/'") == nil)
+        let topic = RefusedTarget(
+            closeText:
+                "ACCESS_REFUSED - access to topic 'billing.refund-credit' in exchange 'astro.jobs' in vhost '/' refused"
         )
         #expect(topic?.exchange == "astro.jobs" && topic?.routingKey == "billing.refund-credit")
-        let byDefault = PublisherLoop.refusedTarget(
-            in: "ACCESS_REFUSED - access to exchange 'amq.default' in vhost '/' refused for user 'astro-client'"
+        let byDefault = RefusedTarget(
+            closeText: "ACCESS_REFUSED - access to exchange 'amq.default' in vhost '/' refused for user 'astro-client'"
         )
         #expect(byDefault?.exchange == "" && byDefault?.routingKey == nil)
     }
