@@ -1,5 +1,14 @@
 import Foundation
 
+/// The themes a story may have (`theme` of `story.generate`): the story knowledge base of every
+/// language has exactly these (checked when it loads), openapi.yaml lists them (checked by a
+/// test), and the gateway refuses another before anything is queued.
+public enum StoryThemes {
+    public static let keys: [String] = [
+        "courage", "curiosity", "feelings", "friendship", "honesty", "kindness", "perseverance", "sharing",
+    ]
+}
+
 /// The body of `story.generate`: write a story for a child and store it with its pages, each
 /// page's illustration `notStarted`.
 ///

@@ -103,12 +103,21 @@ extension GatewayRoutes {
         }
     }
 
-    /// A theme's key: 1–40 of `a-z 0-9 -` (whether the worker knows it is the worker's to say).
+    /// A theme's key: 1–40 of `a-z 0-9 -`, and one of `StoryThemes.keys`.
+    /// - Throws: `Problem` 422 `invalid-theme` for anything but such a key, `unknown-theme` (as
+    ///   the story-worker would fail the job) for a key no story is written for.
     static func theme(_ members: [String: JSONValue]) throws -> String {
         guard case .string(let text)? = members["theme"], (1...40).contains(text.utf8.count),
             text.utf8.allSatisfy({ (97...122).contains($0) || (48...57).contains($0) || $0 == 45 })
         else {
             throw Problem(.invalidTheme, "theme: a theme key such as courage", field: "theme")
+        }
+        guard StoryThemes.keys.contains(text) else {
+            throw Problem(
+                .unknownTheme,
+                "theme: one of \(StoryThemes.keys.joined(separator: ", "))",
+                field: "theme"
+            )
         }
         return text
     }

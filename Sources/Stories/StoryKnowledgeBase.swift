@@ -98,6 +98,11 @@ public struct StoryKnowledgeBase: Sendable {
             }
             rules[age] = rule
         }
+        guard Set(decoded.themes.keys) == Set(StoryThemes.keys) else {
+            throw StoryKnowledgeBaseError(
+                "\(file.path): themes \(decoded.themes.keys.sorted()), not the contract's \(StoryThemes.keys)"
+            )
+        }
         for (key, theme) in decoded.themes {
             guard growthCategories.contains(theme.growthCategory) else {
                 throw StoryKnowledgeBaseError("\(file.path): theme \(key) has growth category \(theme.growthCategory)")

@@ -1,3 +1,4 @@
+import AstroDomain
 import Foundation
 import Testing
 import Yams
@@ -126,6 +127,12 @@ struct OpenAPIDocumentTests {
             let authenticates = route.statuses.contains(401) && route.operation != .refreshToken
             #expect(security == (authenticates ? ["bearer"] : []), "\(operation): security \(security)")
         }
+    }
+
+    @Test func theStoryThemesAreTheContracts() throws {
+        let request = try #require(resolve(["$ref": "#/components/schemas/StoryRequest"]), "no StoryRequest schema")
+        let theme = try #require(mapping(mapping(request["properties"])?["theme"]), "StoryRequest has no theme")
+        #expect(theme["enum"] as? [String] == StoryThemes.keys)
     }
 
     @Test func theProblemSchemaIsTheProblemTheGatewayWrites() throws {

@@ -172,6 +172,7 @@ struct GatewayRouteStoryTests {
                 (body(["ageGroup": 3]), 422, "invalid-age-group", "ageGroup"),
                 (body(["ageGroup": .null]), 422, "invalid-age-group", "ageGroup"),
                 (body(["theme": "Courage!"]), 422, "invalid-theme", "theme"),
+                (body(["theme": "dragons"]), 422, "unknown-theme", "theme"),
                 (body(["mainCharacter": ""]), 422, "invalid-name", "mainCharacter"),
                 (body(["mainCharacter": "a\u{7}b"]), 422, "invalid-characters", "mainCharacter"),
                 (body(["language": "fr"]), 422, "unknown-language", "language"),
