@@ -65,6 +65,8 @@ struct PageAnswer<Item: Encodable & Sendable>: Encodable, Sendable {
 /// `Profile`.
 struct ProfileAnswer: Encodable, Sendable {
     struct Chart: Encodable, Sendable {
+        var chartId: ChartID
+        /// `chartId` under its old name, answered for one release.
         var id: ChartID
         var houseSystem: String
         var engineVersion: String
@@ -100,6 +102,7 @@ struct ProfileAnswer: Encodable, Sendable {
         chart = OrNull(
             profile.chart.map {
                 Chart(
+                    chartId: $0.id,
                     id: $0.id,
                     houseSystem: $0.houseSystem,
                     engineVersion: $0.engineVersion,

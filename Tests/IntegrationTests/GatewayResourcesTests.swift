@@ -141,7 +141,8 @@ struct GatewayResourcesTests {
         #expect(shown.json?["name"] == "Me")
         #expect(shown.json?["birthDate"] == "1990-10-07" && shown.json?["birthTime"] == "15:00")
         #expect(shown.json?["latitude"] == 50.4501 && shown.json?["timezone"] == "Europe/Kyiv")
-        let chartID = try #require(shown.json?["chart"]?["id"]?.stringValue)
+        let chartID = try #require(shown.json?["chart"]?["chartId"]?.stringValue)
+        #expect(shown.json?["chart"]?["id"]?.stringValue == chartID, "the old name answers the same id")
         #expect(shown.json?["chart"]?["houseSystem"] == "placidus")
         let listed = try await Self.request("GET", "\(base)/v1/profiles", token: token)
         #expect(listed.status == 200)
@@ -197,7 +198,7 @@ struct GatewayResourcesTests {
         #expect(rechart.json?["ascendant"] != chart.json?["ascendant"])
         let reshown = try await Self.request("GET", "\(base)/v1/profiles/\(profileID)", token: token)
         #expect(reshown.json?["name"] == "Me, later" && reshown.json?["birthTime"] == "16:30")
-        #expect(reshown.json?["chart"]?["id"]?.stringValue == chartID)
+        #expect(reshown.json?["chart"]?["chartId"]?.stringValue == chartID)
 
         // Purchases with dev-signed transactions: five any-area credits and one career credit.
         let pack = try BillingLedgerIntegrationTests.signedPurchase("com.astrosvitla.report.credit.pack5", user: user)
