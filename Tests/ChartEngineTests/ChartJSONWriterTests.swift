@@ -1,8 +1,8 @@
-import AstroDomain
 import Ephemeris
 import Foundation
 import Testing
 
+@testable import AstroDomain
 @testable import ChartEngine
 
 /// The hand-written NatalChart JSON writer against Foundation's JSONEncoder, on computed charts.
@@ -124,6 +124,15 @@ import Testing
             sourceLocation: sourceLocation
         )
         #expect(Array(try chart.jsonData()) == expected, sourceLocation: sourceLocation)
+        // The computed size holds the chart in one buffer; a buffer a third of the JSON is grown.
+        let inOne = try NatalChartJSONWriter.encode(chart, capacity: NatalChartJSONWriter.capacity(for: chart))
+        #expect(
+            inOne.buffers == 1,
+            "capacity(for:) fell short of \(expected.count) bytes",
+            sourceLocation: sourceLocation
+        )
+        let grown = try NatalChartJSONWriter.encode(chart, capacity: expected.count / 3)
+        #expect(grown.bytes == expected && grown.buffers > 1, sourceLocation: sourceLocation)
     }
 
     /// The writer copies enum raw values without looking for escapes; a new case with a quote,
