@@ -18,7 +18,7 @@ public struct DailyQuotas: Sendable, Hashable {
     public init() {}
 
     /// The variables, with their defaults (the README's table mirrors them).
-    public static let variables: [WorkerConfiguration.Variable] = [
+    public static let variables: [ConfigurationVariable] = [
         .init(
             name: "STORY_GENERATIONS_PER_DAY",
             defaultValue: "20",

@@ -7,10 +7,12 @@ import Postgres
 import StoreKitVerification
 import WorkerRuntime
 
-/// Everything the gateway reads from its environment.
+/// Everything the gateway reads from its environment (`allVariables`).
 ///
-/// The broker, database, HTTP and logging settings are the workers' (`WorkerConfiguration`, so
-/// the same variables mean the same things); the rest are the gateway's own (`variables`).
+/// The broker, database, HTTP and logging settings are the ones every service reads
+/// (`ServiceConfiguration`, read by the workers' reader, so the same variables mean the same
+/// things); the rest are the gateway's own (`variables`). The settings only a worker reads
+/// (prefetch, retries, group commit, the outbox) are neither read nor checked here.
 public struct GatewayConfiguration: Sendable {
     /// `development` (an ephemeral signing key is allowed) or `production` (`GATEWAY_ENV`).
     public enum Environment: String, Sendable, CaseIterable {
@@ -18,7 +20,7 @@ public struct GatewayConfiguration: Sendable {
     }
 
     /// Broker, database, HTTP address, logging and pool settings, read as the workers read them.
-    public var base: WorkerConfiguration
+    public var service: ServiceConfiguration
     /// `GATEWAY_ENV`.
     public var environment: Environment = .development
     /// The key access tokens are signed with (raw bytes: swift-crypto's key types are not
@@ -73,7 +75,7 @@ public struct GatewayConfiguration: Sendable {
     public var unattestedDevicesAllowed = false
 
     /// The gateway's own settings, with their defaults (the README's table mirrors them).
-    public static let variables: [WorkerConfiguration.Variable] = [
+    public static let variables: [ConfigurationVariable] = [
         .init(name: "GATEWAY_ENV", defaultValue: "development", meaning: "development or production"),
         .init(
             name: "GATEWAY_SIGNING_KEY_FILE",
@@ -161,10 +163,36 @@ public struct GatewayConfiguration: Sendable {
 
     /// The App Store verification variables, shared with the billing-worker
     /// (`VerificationPolicyConfiguration.variables`); required when `GATEWAY_ENV=production`.
-    public static let appStoreVariables: [WorkerConfiguration.Variable] =
+    public static let appStoreVariables: [ConfigurationVariable] =
         VerificationPolicyConfiguration.variables.map {
             .init(name: $0.name, defaultValue: $0.defaultValue, meaning: $0.meaning)
         }
+
+    /// The settings every service reads, as the gateway reads them (`ServiceConfiguration.variables`
+    /// with the gateway's defaults and meanings where they differ from a worker's).
+    public static let serviceVariables: [ConfigurationVariable] = ServiceConfiguration.variables.map { variable in
+        var variable = variable
+        switch variable.name {
+        case "HTTP_HOST":
+            variable.meaning = "address of the API, /healthz, /readyz and (on GATEWAY_METRICS_PORT) /metrics"
+        case "HTTP_PORT":
+            variable.defaultValue = "8080"
+            variable.meaning = "port of the API, /healthz and /readyz (0: any free port, logged)"
+        case "DB_ACQUIRE_TIMEOUT_MS":
+            variable.meaning = "wait for a free database connection (at most REQUEST_TIMEOUT_MS)"
+        case "DB_STATEMENT_TIMEOUT_MS":
+            variable.defaultValue = "REQUEST_TIMEOUT_MS (30000 when DB_RESPONSE_TIMEOUT_MS is set)"
+        default: break
+        }
+        return variable
+    }
+
+    /// Every variable the gateway reads besides the tracing ones (`OTEL_*`, read by
+    /// `TracingSetup`): the shared settings, its own, the rate limits, the daily quotas and the
+    /// App Store policy. The README's Gateway table lists exactly these.
+    public static var allVariables: [ConfigurationVariable] {
+        serviceVariables + variables + RateLimitConfiguration.variables + DailyQuotas.variables + appStoreVariables
+    }
 
     /// Reads the configuration.
     /// - Parameter environment: the variables (the process environment by default).
@@ -173,11 +201,9 @@ public struct GatewayConfiguration: Sendable {
     public static func fromEnvironment(
         _ environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigurationError) -> GatewayConfiguration {
-        let base = try WorkerConfiguration.fromEnvironment(environment, defaultHTTPPort: 8080)
-        func value(_ name: String) -> String? {
-            guard let raw = environment[name]?.trimmingCharacters(in: .whitespaces), !raw.isEmpty else { return nil }
-            return raw
-        }
+        let reader = EnvironmentReader(environment)
+        let service = try ServiceConfiguration.read(reader, defaultHTTPPort: 8080)
+        func value(_ name: String) -> String? { reader.value(name) }
         func int(_ name: String, _ defaultValue: Int, _ range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
             guard let raw = value(name) else { return defaultValue }
             guard let number = Int(raw), range.contains(number) else {
@@ -232,7 +258,7 @@ public struct GatewayConfiguration: Sendable {
         }
 
         var configuration = GatewayConfiguration(
-            base: base,
+            service: service,
             environment: mode,
             signingKey: key,
             signingKeyID: keyID,
@@ -260,10 +286,10 @@ public struct GatewayConfiguration: Sendable {
         configuration.maxBodyBytes = try int("MAX_BODY_BYTES", 16_384, 1024...1_048_576)
         configuration.requestTimeout = .milliseconds(try int("REQUEST_TIMEOUT_MS", 10_000, 100...120_000))
         configuration.metricsPort = try int("GATEWAY_METRICS_PORT", 9464, 0...65535)
-        if configuration.metricsPort != 0, configuration.metricsPort == base.httpPort {
+        if configuration.metricsPort != 0, configuration.metricsPort == service.httpPort {
             throw ConfigurationError(
                 variable: "GATEWAY_METRICS_PORT",
-                problem: "must differ from HTTP_PORT (\(base.httpPort)): /metrics is kept off the API's port"
+                problem: "must differ from HTTP_PORT (\(service.httpPort)): /metrics is kept off the API's port"
             )
         }
         configuration.maxConnections = try int("GATEWAY_MAX_CONNECTIONS", 4096, 64...100_000)
@@ -309,20 +335,20 @@ public struct GatewayConfiguration: Sendable {
             }
         }
         // A request's statements get its time, not the workers' 30 s, unless set explicitly.
-        if value("DB_STATEMENT_TIMEOUT_MS") == nil, configuration.base.database.responseTimeout == nil {
-            configuration.base.database.statementTimeout = configuration.requestTimeout
+        if value("DB_STATEMENT_TIMEOUT_MS") == nil, configuration.service.database.responseTimeout == nil {
+            configuration.service.database.statementTimeout = configuration.requestTimeout
         }
         return configuration
     }
 
     init(
-        base: WorkerConfiguration,
+        service: ServiceConfiguration,
         environment: Environment,
         signingKey: P256.Signing.PrivateKey,
         signingKeyID: String,
         signingKeyIsEphemeral: Bool
     ) {
-        self.base = base
+        self.service = service
         self.environment = environment
         self.signingKeyBytes = signingKey.rawRepresentation
         self.signingKeyID = signingKeyID

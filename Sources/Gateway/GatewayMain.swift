@@ -22,14 +22,14 @@ public enum GatewayMain {
             FileHandle.standardError.write(Data("gateway: \(error)\n".utf8))
             return 2
         }
-        LogSetup.bootstrap(format: configuration.base.logFormat, level: configuration.base.logLevel)
+        LogSetup.bootstrap(format: configuration.service.logFormat, level: configuration.service.logLevel)
         let logger = Logger(label: "gateway")
         // Request spans, exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
         let tracing = TracingSetup.bootstrap(serviceName: "gateway", environment: environment, logger: logger)
-        if !configuration.base.developmentDefaults.isEmpty {
+        if !configuration.service.developmentDefaults.isEmpty {
             logger.warning(
                 "using the built-in development connection settings; set these variables in a deployment",
-                metadata: ["config.unset": "\(configuration.base.developmentDefaults.joined(separator: ","))"]
+                metadata: ["config.unset": "\(configuration.service.developmentDefaults.joined(separator: ","))"]
             )
         }
         if configuration.signingKeyIsEphemeral {
@@ -51,14 +51,14 @@ public enum GatewayMain {
             )
         }
         let pool = PostgresPool(
-            configuration: configuration.base.database,
+            configuration: configuration.service.database,
             options: .init(
-                maxConnections: configuration.base.databasePoolSize,
-                acquireTimeout: min(configuration.base.databaseAcquireTimeout, configuration.requestTimeout)
+                maxConnections: configuration.service.databasePoolSize,
+                acquireTimeout: min(configuration.service.databaseAcquireTimeout, configuration.requestTimeout)
             ),
             logger: logger
         )
-        let publisher = AMQPPublisher(configuration: configuration.base.amqp, logger: logger)
+        let publisher = AMQPPublisher(configuration: configuration.service.amqp, logger: logger)
         let metrics = GatewayMetrics()
         let services = GatewayServices(configuration: configuration, pool: pool, publisher: publisher, metrics: metrics)
         let connectionLimit = ConnectionLimit(limit: configuration.maxConnections, metrics: metrics)
@@ -80,17 +80,17 @@ public enum GatewayMain {
                 )
             ),
             configuration: .init(
-                address: .hostname(configuration.base.httpHost, port: configuration.base.httpPort),
+                address: .hostname(configuration.service.httpHost, port: configuration.service.httpPort),
                 serverName: "gateway"
             ),
             services: [
                 BrokerConnector(publisher: publisher, logger: logger),
-                EventSubscription(hub: services.events, configuration: configuration.base.amqp, logger: logger),
+                EventSubscription(hub: services.events, configuration: configuration.service.amqp, logger: logger),
                 DeletedUsersRefresher(deleted: services.deletedUsers, pool: pool, logger: logger),
                 MemoryTrimmer(connections: connectionLimit, logger: logger),
                 MetricsServer.application(
                     metrics: metrics,
-                    host: configuration.base.httpHost,
+                    host: configuration.service.httpHost,
                     port: configuration.metricsPort,
                     idleTimeout: configuration.requestTimeout,
                     logger: logger
@@ -101,7 +101,7 @@ public enum GatewayMain {
             onServerRunning: { channel in
                 logger.info(
                     "gateway listening",
-                    metadata: ["http.port": "\(channel.localAddress?.port ?? configuration.base.httpPort)"]
+                    metadata: ["http.port": "\(channel.localAddress?.port ?? configuration.service.httpPort)"]
                 )
             },
             logger: logger
@@ -109,7 +109,7 @@ public enum GatewayMain {
         logger.info(
             "gateway starting",
             metadata: [
-                "http.port": "\(configuration.base.httpPort)",
+                "http.port": "\(configuration.service.httpPort)",
                 "metrics.port": "\(configuration.metricsPort)",
                 "http.max_connections": "\(configuration.maxConnections)",
                 "appstore.environment": "\(configuration.appStoreVerification?.policy.environment.rawValue ?? "off")",

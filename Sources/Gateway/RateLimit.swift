@@ -360,7 +360,7 @@ public struct RateLimitConfiguration: Sendable, Hashable {
     public init() {}
 
     /// The settings, with their defaults (the README's table mirrors them).
-    public static let variables: [WorkerConfiguration.Variable] = [
+    public static let variables: [ConfigurationVariable] = [
         .init(
             name: "RATE_LIMIT_USER_PER_SECOND",
             defaultValue: "10",

@@ -18,20 +18,20 @@ struct GatewayConfigurationTests {
         let configuration = try GatewayConfiguration.fromEnvironment([:])
         #expect(configuration.environment == .development)
         #expect(configuration.signingKeyIsEphemeral)
-        #expect(configuration.base.httpPort == 8080)
+        #expect(configuration.service.httpPort == 8080)
         #expect(configuration.accessTokenLifetime == .seconds(900))
         #expect(configuration.maxBodyBytes == 16_384)
         #expect(GatewayConfiguration.isValidKeyID(configuration.signingKeyID))
         #expect(configuration.verificationKeys.count == 1)
         #expect(configuration.requestTimeout == .seconds(10))
-        #expect(configuration.base.database.statementTimeout == .seconds(10))
+        #expect(configuration.service.database.statementTimeout == .seconds(10))
     }
 
     @Test func anExplicitStatementTimeoutIsKept() throws {
         let configuration = try GatewayConfiguration.fromEnvironment([
             "DB_STATEMENT_TIMEOUT_MS": "2000", "REQUEST_TIMEOUT_MS": "5000",
         ])
-        #expect(configuration.base.database.statementTimeout == .seconds(2))
+        #expect(configuration.service.database.statementTimeout == .seconds(2))
         #expect(configuration.requestTimeout == .seconds(5))
     }
 
@@ -114,7 +114,7 @@ struct GatewayConfigurationTests {
         #expect(configuration.signingKeyID == "2026-02")
         #expect(configuration.signingKey.publicKey.rawRepresentation == key.publicKey.rawRepresentation)
         #expect(configuration.verificationKeys.keys.sorted() == ["2026-01", "2026-02"])
-        #expect(configuration.base.httpPort == 9090)
+        #expect(configuration.service.httpPort == 9090)
         #expect(configuration.accessTokenLifetime == .seconds(300))
     }
 
@@ -216,7 +216,7 @@ struct GatewayConfigurationTests {
 
     @Test func metricsHaveTheirOwnPortAndConnectionsABound() throws {
         let defaults = try GatewayConfiguration.fromEnvironment([:])
-        #expect(defaults.metricsPort == 9464 && defaults.metricsPort != defaults.base.httpPort)
+        #expect(defaults.metricsPort == 9464 && defaults.metricsPort != defaults.service.httpPort)
         #expect(defaults.maxConnections == 4096)
         let set = try GatewayConfiguration.fromEnvironment([
             "GATEWAY_METRICS_PORT": "0", "GATEWAY_MAX_CONNECTIONS": "64",

@@ -17,8 +17,8 @@ struct RouteRegistrationTests {
     static func registrar() async throws -> GatewayRoutes.Registrar {
         let configuration = try GatewayConfiguration.fromEnvironment([:])
         let logger = Logger(label: "route-registration-test")
-        let pool = PostgresPool(configuration: configuration.base.database, logger: logger)
-        let publisher = AMQPPublisher(configuration: configuration.base.amqp, logger: logger)
+        let pool = PostgresPool(configuration: configuration.service.database, logger: logger)
+        let publisher = AMQPPublisher(configuration: configuration.service.amqp, logger: logger)
         let services = GatewayServices(
             configuration: configuration,
             pool: pool,

@@ -108,11 +108,11 @@ struct RouteGateway: Sendable {
         var logger = Logger(label: "gateway-routes") { _ in MaintenanceMetricsTests.Capture(sink: lines) }
         logger.logLevel = .error
         let pool = PostgresPool(
-            configuration: configuration.base.database,
+            configuration: configuration.service.database,
             options: .init(maxConnections: 4, acquireTimeout: .seconds(5)),
             logger: logger
         )
-        let publisher = AMQPPublisher(configuration: configuration.base.amqp, logger: logger)
+        let publisher = AMQPPublisher(configuration: configuration.service.amqp, logger: logger)
         let admin = PostgresPool(
             configuration: try await RuntimeTestEnvironment.database(),
             options: .init(maxConnections: 2),
@@ -147,7 +147,7 @@ struct RouteGateway: Sendable {
                 publisher: publisher,
                 metrics: metrics
             )
-            let app = application(services, amqp: configuration.base.amqp, events: events, logger: logger)
+            let app = application(services, amqp: configuration.service.amqp, events: events, logger: logger)
             try await app.test(.router) { client in
                 try await test(
                     RouteGateway(
