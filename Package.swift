@@ -164,7 +164,7 @@ let package = Package(
         .target(
             name: "Billing",
             dependencies: [
-                "StoreKitVerification", "AppStoreServerAPI", "AstroDomain", "Postgres", "WorkerRuntime",
+                "StoreKitVerification", "AppStoreServerAPI", "AstroDomain", "Postgres", "WorkerRuntime", "ByteCodecs",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "X509", package: "swift-certificates"),
             ]
@@ -182,11 +182,15 @@ let package = Package(
             dependencies: ["AstroDomain", "Reports", "LLMClient"],
             resources: [.copy("Resources/StoryKnowledgeBase")]
         ),
-        // Pictures for story pages: the built-in SVG illustrator and an OpenAI-compatible images API.
+        // Pictures for story pages: the built-in illustrator (SVG, or PNG through its own small
+        // rasterizer) and an OpenAI-compatible images API.
         .target(
             name: "StoryIllustration",
-            dependencies: ["Stories", "AstroDomain", "LLMClient"],
-            resources: [.copy("Resources/Illustration")]
+            dependencies: ["Stories", "AstroDomain", "LLMClient", "ByteCodecs"],
+            resources: [.copy("Resources/Illustration")],
+            // The rasterizer's pixel loops are 20-30 times slower unoptimized: optimized in debug
+            // builds too (a page in ~30 ms rather than ~500 ms, for tests and local runs).
+            swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]
         ),
         // The story-worker's jobs: write and store stories, illustrate pages, record readings.
         .target(
@@ -200,7 +204,10 @@ let package = Package(
         .target(name: "LLMClient", dependencies: ["HTTPTransport"]),
         // URLSession with exact per-attempt timeouts: shared by the App Store and LLM clients.
         .target(name: "HTTPTransport"),
-        .target(name: "LLMFake", dependencies: ["LLMClient", "LoopbackHTTP"]),
+        .target(name: "LLMFake", dependencies: ["LLMClient", "LoopbackHTTP", "ByteCodecs"]),
+        // CRC-32, Adler-32, zlib/deflate and PNG writing, with no library: ZIP exports, PNG pages.
+        // Optimized in debug builds too, as StoryIllustration: its byte loops are the slow part.
+        .target(name: "ByteCodecs", swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]),
         // The report-worker's job: load the chart, write the report, store it (or refund the credit).
         .target(
             name: "ReportService",
@@ -306,6 +313,7 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "AstroDomainTests", dependencies: ["AstroDomain"]),
         .testTarget(name: "UUIDTextTests", dependencies: ["UUIDText"]),
+        .testTarget(name: "ByteCodecsTests", dependencies: ["ByteCodecs", "TestProcesses"]),
         .testTarget(name: "ZoneInfoTests", dependencies: ["ZoneInfo", "AstroDomain"]),
         .testTarget(name: "EphemerisTests", dependencies: ["Ephemeris"], resources: [.copy("Fixtures")]),
         .testTarget(
@@ -366,7 +374,10 @@ let package = Package(
         .testTarget(name: "StoriesTests", dependencies: ["Stories", "AstroDomain", "Reports", "LLMClient", "LLMFake"]),
         .testTarget(
             name: "StoryIllustrationTests",
-            dependencies: ["StoryIllustration", "Stories", "AstroDomain", "LLMClient", "LLMFake", "LoopbackHTTP"]
+            dependencies: [
+                "StoryIllustration", "Stories", "AstroDomain", "LLMClient", "LLMFake", "LoopbackHTTP", "ByteCodecs",
+                "TestProcesses",
+            ]
         ),
         .testTarget(name: "LLMClientTests", dependencies: ["LLMClient", "LLMFake", "LoopbackHTTP"]),
         .testTarget(

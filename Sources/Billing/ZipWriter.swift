@@ -1,3 +1,4 @@
+import ByteCodecs
 import Foundation
 
 /// A small ZIP writer for the user export: entries are stored (method 0, no compression: the
@@ -132,23 +133,6 @@ public enum ZipWriterError: Error, Sendable, Hashable, CustomStringConvertible {
         case .tooManyEntries: return "more than \(ZipWriter.maxEntries) entries"
         case .tooLarge(let limit): return "the archive would be larger than \(limit) bytes"
         }
-    }
-}
-
-/// CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320), as ZIP and gzip use it.
-public enum CRC32 {
-    static let table: [UInt32] = (0..<256).map { index in
-        var value = UInt32(index)
-        for _ in 0..<8 { value = value & 1 == 1 ? 0xEDB8_8320 ^ (value >> 1) : value >> 1 }
-        return value
-    }
-
-    /// The checksum of `bytes`.
-    public static func checksum(_ bytes: Data) -> UInt32 {
-        var crc: UInt32 = 0xFFFF_FFFF
-        let table = Self.table
-        for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
-        return crc ^ 0xFFFF_FFFF
     }
 }
 

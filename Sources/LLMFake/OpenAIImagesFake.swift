@@ -1,3 +1,4 @@
+import ByteCodecs
 import Foundation
 import LoopbackHTTP
 import Synchronization
@@ -378,74 +379,19 @@ private final class ImagesStore: Sendable {
     }
 }
 
-/// Writes PNG files of one colour, with no image library.
+/// Writes PNG files of one colour: tiny, so stored rather than compressed.
 enum PNGWriter {
     static func solid(width: Int, height: Int, rgb: (UInt8, UInt8, UInt8)) -> Data {
-        // Each scanline: filter type 0 (None), then the pixels.
-        var scanlines: [UInt8] = []
-        scanlines.reserveCapacity(height * (1 + width * 3))
-        for _ in 0..<height {
-            scanlines.append(0)
-            for _ in 0..<width { scanlines.append(contentsOf: [rgb.0, rgb.1, rgb.2]) }
-        }
-        var header: [UInt8] = []
-        header.append(contentsOf: bigEndian(UInt32(width)))
-        header.append(contentsOf: bigEndian(UInt32(height)))
-        // Bit depth 8, colour type 2 (RGB), deflate, adaptive filtering, no interlace.
-        header.append(contentsOf: [8, 2, 0, 0, 0])
-        var png = Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
-        png.append(contentsOf: chunk("IHDR", header))
-        png.append(contentsOf: chunk("IDAT", zlibStored(scanlines)))
-        png.append(contentsOf: chunk("IEND", []))
-        return png
+        let pixels = [UInt8]([rgb.0, rgb.1, rgb.2].repeated(width * height))
+        return Data(PNGEncoder.encode(width: width, height: height, rgb: pixels, compression: .stored))
     }
+}
 
-    /// A zlib stream (RFC 1950) of stored deflate blocks (RFC 1951 § 3.2.4): no compression needed.
-    static func zlibStored(_ data: [UInt8]) -> [UInt8] {
-        // CMF 0x78 (deflate, 32 KiB window), FLG 0x01: 0x7801 is a multiple of 31, as required.
-        var stream: [UInt8] = [0x78, 0x01]
-        var offset = 0
-        repeat {
-            let length = min(65_535, data.count - offset)
-            let isFinal = offset + length == data.count
-            stream.append(isFinal ? 1 : 0)
-            stream.append(contentsOf: [UInt8(length & 0xFF), UInt8(length >> 8)])
-            stream.append(contentsOf: [UInt8(~length & 0xFF), UInt8((~length >> 8) & 0xFF)])
-            stream.append(contentsOf: data[offset..<(offset + length)])
-            offset += length
-        } while offset < data.count
-        var a: UInt32 = 1
-        var b: UInt32 = 0
-        for byte in data {
-            a = (a + UInt32(byte)) % 65_521
-            b = (b + a) % 65_521
-        }
-        stream.append(contentsOf: bigEndian(b << 16 | a))
-        return stream
-    }
-
-    /// Length, type, data, and the CRC-32 of type and data.
-    static func chunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
-        let typeAndData = Array(type.utf8) + data
-        return bigEndian(UInt32(data.count)) + typeAndData + bigEndian(crc32(typeAndData))
-    }
-
-    /// CRC-32 as PNG and zlib define it (ISO 3309, reflected polynomial 0xEDB88320).
-    static func crc32(_ bytes: [UInt8]) -> UInt32 {
-        var crc: UInt32 = 0xFFFF_FFFF
-        for byte in bytes {
-            crc = crcTable[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8)
-        }
-        return crc ^ 0xFFFF_FFFF
-    }
-
-    private static let crcTable: [UInt32] = (0..<256).map { index in
-        var value = UInt32(index)
-        for _ in 0..<8 { value = value & 1 == 1 ? 0xEDB8_8320 ^ (value >> 1) : value >> 1 }
-        return value
-    }
-
-    private static func bigEndian(_ value: UInt32) -> [UInt8] {
-        [UInt8(value >> 24), UInt8((value >> 16) & 0xFF), UInt8((value >> 8) & 0xFF), UInt8(value & 0xFF)]
+extension Array {
+    fileprivate func repeated(_ times: Int) -> [Element] {
+        var result: [Element] = []
+        result.reserveCapacity(count * times)
+        for _ in 0..<times { result.append(contentsOf: self) }
+        return result
     }
 }

@@ -1,10 +1,16 @@
 import AstroDomain
+import ByteCodecs
 import Foundation
 import Stories
 
-/// The offline illustrator: draws each page as a small SVG (800×600, under 16 KB) from data:
-/// the theme's palette and sky, the scene of the story's setting, the main character as a simple
-/// friendly figure with a name label, and the page number.
+/// The offline illustrator: draws each page from data as an 800×600 picture: the theme's palette
+/// and sky, the scene of the story's setting, the main character as a simple friendly figure with
+/// a name label, and the page number.
+///
+/// As a PNG (the default: what an app's image view decodes) the SVG is drawn by `SVGRasterizer`
+/// and compressed by `PNGEncoder`, with no image library: the same scene, figure and colours, the
+/// page number in a small built-in digit font, and no name label or title (the pixels carry no
+/// words; the app shows them beside the picture). As an SVG (under 16 KB) it has all of them.
 ///
 /// Deterministic: the same request gives the same bytes. The character's kind comes from its
 /// name (a fox, a bunny, …) and its colours from the story id and name, so every page of a story
@@ -17,15 +23,56 @@ public struct BuiltInIllustrator: StoryIllustrator {
     /// The scene data's version (`illustration-scenes-v1`), to store beside the pages.
     public var version: String { scenes.version }
 
+    /// What the pages are stored as.
+    public enum Format: String, Sendable, CaseIterable {
+        /// `image/png`, 800×600.
+        case png
+        /// `image/svg+xml`.
+        case svg
+    }
+
+    /// The pixel size of a PNG page: the SVG's own view box, one pixel per unit (an iPhone shows
+    /// it full width at about 2 pixels per point; a PNG page stays near 20–40 KB).
+    public static let pngSize = (width: 800, height: 600)
+
+    public let format: Format
     private let scenes: IllustrationScenes
 
     /// Loads the story knowledge bases of both languages and the scene data.
-    /// - Throws: `StoryKnowledgeBaseError` when a shipped file is missing or inconsistent.
-    public init() throws(StoryKnowledgeBaseError) {
+    /// - Throws: `StoryKnowledgeBaseError` when a shipped file is missing or inconsistent, and,
+    ///   for `png`, when a scene or figure uses SVG the rasterizer does not draw.
+    public init(format: Format = .png) throws(StoryKnowledgeBaseError) {
         let bases = try ReportLanguage.allCases.map { language throws(StoryKnowledgeBaseError) in
             try StoryKnowledgeBase.load(language)
         }
         scenes = try IllustrationScenes.load(knowledgeBases: bases)
+        self.format = format
+        if format == .png { try checkRasterSubset() }
+    }
+
+    /// Parses every backdrop and figure the data can give with the rasterizer's checks, so that a
+    /// data edit outside its subset stops the worker at start-up rather than drawing wrong.
+    /// - Throws: `StoryKnowledgeBaseError` naming the theme, scene or kind.
+    func checkRasterSubset() throws(StoryKnowledgeBaseError) {
+        let open = "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 800 600\">"
+        for (themeName, theme) in scenes.themes.sorted(by: { $0.key < $1.key }) {
+            for (sceneName, backdrop) in theme.backdrops.sorted(by: { $0.key < $1.key }) {
+                do {
+                    try SVGRasterizer.check(open + backdrop + "</svg>")
+                } catch {
+                    throw StoryKnowledgeBaseError("theme \(themeName) scene \(sceneName): \(error.message)")
+                }
+            }
+        }
+        for kind in scenes.kinds {
+            var figure = open + "<g transform=\"translate(400 540) scale(-1 1)\">"
+            kind.figure.render(["#123456", "#234567", "#345678"], into: &figure)
+            do {
+                try SVGRasterizer.check(figure + "</g></svg>")
+            } catch {
+                throw StoryKnowledgeBaseError("character kind \(kind.name): \(error.message)")
+            }
+        }
     }
 
     /// Draws the page; never suspends (see `render`).
@@ -35,9 +82,32 @@ public struct BuiltInIllustrator: StoryIllustrator {
     }
 
     /// Draws the page synchronously.
-    /// - Returns: an `image/svg+xml` image stored as `svg`.
+    /// - Returns: an `image/png` image stored as `png`, or `image/svg+xml` stored as `svg`, as
+    ///   `format` says. (Should the rasterizer refuse a page, which the start-up check rules out,
+    ///   the page is the SVG rather than a trap.)
     /// - Throws: `IllustrationError` `unknown-theme` (not transient) for a theme without a palette.
     public func render(_ request: IllustrationRequest) throws(IllustrationError) -> StoryImage {
+        let (svg, sceneName, kindName) = try svgText(request, forPixels: format == .png)
+        let svgImage = StoryImage(data: Data(svg.utf8), fileExtension: "svg", mediaType: "image/svg+xml")
+        guard format == .png else { return svgImage }
+        guard
+            let rgb = try? SVGRasterizer.render(svg, width: Self.pngSize.width, height: Self.pngSize.height)
+        else { return svgImage }
+        let png = PNGEncoder.encode(
+            width: Self.pngSize.width,
+            height: Self.pngSize.height,
+            rgb: rgb,
+            text: [("scene", sceneName), ("kind", kindName), ("Software", Self.softwarePrefix + version)]
+        )
+        return StoryImage(data: Data(png), fileExtension: "png", mediaType: "image/png")
+    }
+
+    /// The page as SVG, and its scene and character kind. `forPixels` leaves out the name label
+    /// and the title banner, whose words the rasterizer does not draw.
+    func svgText(
+        _ request: IllustrationRequest,
+        forPixels: Bool
+    ) throws(IllustrationError) -> (svg: String, scene: String, kind: String) {
         guard let theme = scenes.themes[request.theme] else {
             throw IllustrationError(
                 code: .unknownTheme,
@@ -79,26 +149,38 @@ public struct BuiltInIllustrator: StoryIllustrator {
         kind.figure.render(colours, into: &svg)
         svg += "</g>"
 
+        if !forPixels { appendLabels(request, character: character, x: x, ink: theme.ink, to: &svg) }
+        svg += "<g transform=\"translate(752 552)\"><circle r=\"30\" fill=\"\(theme.accent)\"/>"
+        svg +=
+            "<text y=\"9\" text-anchor=\"middle\" font-size=\"26\" font-weight=\"bold\" fill=\"#fff\">\(page)</text></g>"
+        svg += "</svg>\n"
+        return (svg, sceneName, kind.name)
+    }
+
+    /// The character's name under the figure, and on the first page the title banner.
+    private func appendLabels(
+        _ request: IllustrationRequest,
+        character: String,
+        x: Int,
+        ink: String,
+        to svg: inout String
+    ) {
+        let page = min(max(request.pageNumber, 0), 9_999)
         let label = Self.clipped(character, maxCharacters: 24)
         let width = min(340, 32 + label.count * 11)
         svg +=
             "<g transform=\"translate(\(x) 540)\"><rect x=\"\(-width / 2)\" y=\"12\" width=\"\(width)\" height=\"32\" "
         svg += "rx=\"16\" fill=\"#fff\" fill-opacity=\".9\"/><text y=\"35\" text-anchor=\"middle\" font-size=\"20\" "
-        svg += "fill=\"\(theme.ink)\">"
+        svg += "fill=\"\(ink)\">"
         Self.appendEscaped(label, maxCharacters: 24, to: &svg)
         svg += "</text></g>"
 
         if page == 1 {
             svg += "<rect x=\"80\" y=\"20\" width=\"640\" height=\"58\" rx=\"29\" fill=\"#fff\" fill-opacity=\".85\"/>"
-            svg += "<text x=\"400\" y=\"58\" text-anchor=\"middle\" font-size=\"28\" fill=\"\(theme.ink)\">"
+            svg += "<text x=\"400\" y=\"58\" text-anchor=\"middle\" font-size=\"28\" fill=\"\(ink)\">"
             Self.appendEscaped(request.title, maxCharacters: 44, to: &svg)
             svg += "</text>"
         }
-        svg += "<g transform=\"translate(752 552)\"><circle r=\"30\" fill=\"\(theme.accent)\"/>"
-        svg +=
-            "<text y=\"9\" text-anchor=\"middle\" font-size=\"26\" font-weight=\"bold\" fill=\"#fff\">\(page)</text></g>"
-        svg += "</svg>\n"
-        return StoryImage(data: Data(svg.utf8), fileExtension: "svg", mediaType: "image/svg+xml")
     }
 
     // MARK: - Choices
@@ -121,9 +203,24 @@ public struct BuiltInIllustrator: StoryIllustrator {
         return scenes.kinds.first { kind in kind.keywords.contains { lowered.contains($0) } } ?? scenes.kinds.last!
     }
 
-    /// The `data-scene` of an SVG this illustrator drew (it is on the root element, near the start).
+    /// Whether `image` is a PNG page this illustrator drew (its `Software` text chunk says so).
+    public static func drew(_ image: StoryImage) -> Bool {
+        guard image.mediaType == "image/png" else { return false }
+        return PNGEncoder.textEntries(Array(image.data.prefix(1_024))).contains {
+            $0.keyword == "Software" && $0.value.hasPrefix(softwarePrefix)
+        }
+    }
+
+    private static let softwarePrefix = "AstroSvitla built-in "
+
+    /// The scene of a page this illustrator drew: a PNG's `scene` text chunk (before the pixels),
+    /// or an SVG's `data-scene` (on the root element, near the start).
     private static func previousScene(_ image: StoryImage?) -> String? {
-        guard let image, image.mediaType == "image/svg+xml" else { return nil }
+        guard let image else { return nil }
+        if image.mediaType == "image/png" {
+            return PNGEncoder.textEntries(Array(image.data.prefix(1_024))).first { $0.keyword == "scene" }?.value
+        }
+        guard image.mediaType == "image/svg+xml" else { return nil }
         let head = image.data.prefix(512)
         guard let start = head.range(of: Data("data-scene=\"".utf8))?.upperBound,
             let end = head[start...].firstIndex(of: UInt8(ascii: "\""))

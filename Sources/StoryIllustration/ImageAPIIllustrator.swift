@@ -8,8 +8,9 @@ import Stories
 ///
 /// A page without a previous image is drawn from the prompt (`images/generations`); a page after
 /// an illustrated one sends that PNG as the reference (`images/edits`) so the characters and style
-/// stay the same. A previous image that is not a PNG (the built-in SVG) cannot be sent, so such a
-/// page is drawn from the prompt alone. The answer must be a PNG.
+/// stay the same. A previous image that is not a PNG (a built-in SVG) cannot be sent, and a
+/// built-in PNG is not the model's style to keep, so after either the page is drawn from the
+/// prompt alone. The answer must be a PNG.
 public struct ImageAPIIllustrator: StoryIllustrator {
     public let name: String
     private let client: ImageClient
@@ -42,8 +43,9 @@ public struct ImageAPIIllustrator: StoryIllustrator {
         let prompt = template.prompt(for: request)
         let result: ImageResult
         do {
+            // A picture of ours (the built-in fallback's) is no style for the model to continue.
             if let previous = request.previousImage, previous.mediaType == "image/png",
-                StoryImage.isPNG(previous.data)
+                StoryImage.isPNG(previous.data), !BuiltInIllustrator.drew(previous)
             {
                 result = try await client.edit(
                     prompt: prompt + " " + template.continuation,

@@ -12,8 +12,8 @@ import WorkerRuntime
 /// The story-worker's wiring (Magical Stories): consumes story.generate, story.illustrate,
 /// story.read, story.erase-illustrations and user.export. Stories are written by the built-in
 /// writer, or through an OpenAI-compatible LLM when LLM_BASE_URL is set; pages are drawn by the
-/// built-in SVG illustrator, or through an OpenAI-compatible images API when IMAGE_BASE_URL is
-/// set; images are stored under STORY_STORAGE_ROOT. Configuration: the workers' environment
+/// built-in illustrator (PNG, or SVG with BUILTIN_ILLUSTRATION_FORMAT=svg), or through an
+/// OpenAI-compatible images API when IMAGE_BASE_URL is set; images are stored under STORY_STORAGE_ROOT. Configuration: the workers' environment
 /// variables plus these (README).
 ///
 /// Kept out of `main.swift` on purpose: closures written in top-level code are inferred to be
@@ -57,6 +57,18 @@ enum StoryWorker {
             }
         }
 
+        var builtInFormat = BuiltInIllustrator.Format.png
+        if let text = environment["BUILTIN_ILLUSTRATION_FORMAT"], !text.isEmpty {
+            guard let format = BuiltInIllustrator.Format(rawValue: text) else {
+                throw ConfigurationError(
+                    variable: "BUILTIN_ILLUSTRATION_FORMAT",
+                    problem: "expected png or svg, got \(InputQuote.short(text))"
+                )
+            }
+            builtInFormat = format
+        }
+        // One built-in illustrator: the pages' drawer without an images API, else its fallback.
+        let builtIn = try setting("(package resources)") { try BuiltInIllustrator(format: builtInFormat) }
         let illustrator: any StoryIllustrator
         var pricePerImage = 0.0
         if let images = try setting("IMAGE_*", { try ImageConfiguration.fromEnvironment(environment) }) {
@@ -72,7 +84,7 @@ enum StoryWorker {
                 pricePerImage = price
             }
         } else {
-            illustrator = try setting("(package resources)") { try BuiltInIllustrator() }
+            illustrator = builtIn
         }
         var rootText = "story-illustrations"
         if let text = environment["STORY_STORAGE_ROOT"], !text.isEmpty { rootText = text }
@@ -100,6 +112,7 @@ enum StoryWorker {
             metadata: [
                 "writer": "\(llmWriter == nil ? "built-in" : "llm")",
                 "illustrator": "\(illustrator.name)",
+                "builtin_illustration_format": "\(builtIn.format.rawValue)",
                 "storage_root": "\(storage.root.path)",
                 "knowledge_base": "\(writer.knowledgeBase(.en).version), \(writer.knowledgeBase(.uk).version)",
                 "achievement_rules": "\(rules.version)",
@@ -115,7 +128,7 @@ enum StoryWorker {
                 logger: logger,
                 pricePerImageUSD: pricePerImage,
                 paidCalls: paidCalls,
-                fallback: try setting("(package resources)") { try BuiltInIllustrator() }
+                fallback: builtIn
             ),
             StoryReadHandler(rules: rules),
             EraseIllustrationsHandler(pool: pool, storage: storage),

@@ -232,11 +232,15 @@ struct StoryHandlerTests {
                     == IllustrationStorage.relativePath(
                         storyID: generated.storyID.uuid,
                         page: page.number,
-                        fileExtension: "svg"
+                        fileExtension: "png"
                     )
             )
-            let svg = try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
-            #expect(svg.contains("<svg") && svg.contains("Felix the Fox"))
+            let picture = StoryImage(
+                data: try Data(contentsOf: root.appendingPathComponent(path)),
+                fileExtension: "png",
+                mediaType: "image/png"
+            )
+            #expect(StoryImage.isPNG(picture.data) && BuiltInIllustrator.drew(picture))
         }
         // Nothing left to draw: a second job redraws nothing.
         let again = StoryIllustrateRequest(jobID: .random(), userID: generated.userID, storyID: generated.storyID)

@@ -4,11 +4,11 @@ import Stories
 import StoryIllustration
 import Testing
 
-@Suite("BuiltInIllustrator: the offline SVG pages")
+@Suite("BuiltInIllustrator: the offline pages as SVG (BUILTIN_ILLUSTRATION_FORMAT=svg)")
 struct BuiltInIllustratorTests {
     let illustrator: BuiltInIllustrator
 
-    init() throws { illustrator = try BuiltInIllustrator() }
+    init() throws { illustrator = try BuiltInIllustrator(format: .svg) }
 
     private func svg(_ request: IllustrationRequest) throws -> (image: StoryImage, text: String, parsed: ParsedSVG) {
         let image = try illustrator.render(request)
@@ -42,7 +42,7 @@ struct BuiltInIllustratorTests {
     func deterministic() throws {
         let request = pageRequest(pageNumber: 2, pageText: "Boom! goes the thunder.")
         let first = try illustrator.render(request)
-        let second = try BuiltInIllustrator().render(request)
+        let second = try BuiltInIllustrator(format: .svg).render(request)
         #expect(first == second)
         #expect(try illustrator.render(pageRequest(pageNumber: 3)) != first)
     }

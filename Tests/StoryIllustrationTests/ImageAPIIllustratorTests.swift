@@ -30,7 +30,7 @@ struct ImageAPIIllustratorTests {
         #expect(prompt.contains("\"Bo & the {pageText} Cave\""))
     }
 
-    @Test("a page after a PNG page is an edit carrying that PNG; after an SVG page it is a generation")
+    @Test("a page after an API PNG page is an edit carrying that PNG; after a built-in page it is a generation")
     func laterPages() async throws {
         let fixture = try ImagesFixture()
         defer { fixture.fake.stop() }
@@ -45,9 +45,12 @@ struct ImageAPIIllustratorTests {
         #expect(fixture.fake.lastEditPrompt?.contains("previous page") == true)
         #expect(second.data != first.data)
 
-        let svg = try BuiltInIllustrator().render(pageRequest())
-        _ = try await illustrator.illustrate(pageRequest(pageNumber: 2, previousImage: svg))
-        #expect(fixture.fake.generationsCount == 2)
+        // After a built-in page (the fallback's), SVG or PNG, the page is drawn from the prompt.
+        for format in BuiltInIllustrator.Format.allCases {
+            let builtIn = try BuiltInIllustrator(format: format).render(pageRequest())
+            _ = try await illustrator.illustrate(pageRequest(pageNumber: 2, previousImage: builtIn))
+        }
+        #expect(fixture.fake.generationsCount == 3)
         #expect(fixture.fake.editsCount == 1)
     }
 
