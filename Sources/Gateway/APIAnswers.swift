@@ -23,6 +23,8 @@ struct OrNull<Wrapped: Encodable & Sendable>: Encodable, Sendable {
     }
 }
 
+extension OrNull: Equatable where Wrapped: Equatable {}
+
 /// `Tokens`: what registering a device and refreshing a token answer.
 struct TokensAnswer: Encodable, Sendable {
     var userId: UserID
@@ -62,15 +64,24 @@ struct PageAnswer<Item: Encodable & Sendable>: Encodable, Sendable {
     var nextCursor: String?
 }
 
-/// `Profile`.
-struct ProfileAnswer: Encodable, Sendable {
-    struct Chart: Encodable, Sendable {
+/// `Profile`: a profile as the API shows it, as `ResourceStore` reads it.
+struct ProfileAnswer: Encodable, Sendable, Equatable {
+    /// What the profile shows of its chart.
+    struct Chart: Encodable, Sendable, Equatable {
         var chartId: ChartID
         /// `chartId` under its old name, answered for one release.
         var id: ChartID
         var houseSystem: String
         var engineVersion: String
         var calculatedAt: Date
+
+        init(chartId: ChartID, houseSystem: String, engineVersion: String, calculatedAt: Date) {
+            self.chartId = chartId
+            id = chartId
+            self.houseSystem = houseSystem
+            self.engineVersion = engineVersion
+            self.calculatedAt = calculatedAt
+        }
     }
 
     var profileId: ProfileID
@@ -87,29 +98,31 @@ struct ProfileAnswer: Encodable, Sendable {
     var updatedAt: Date
     var chart: OrNull<Chart>
 
-    init(_ profile: ResourceStore.ProfileView) {
-        profileId = profile.id
-        id = profile.id
-        name = profile.name
-        birthDate = profile.birthDate
-        birthTime = profile.birthTime
-        timezone = profile.timezone
-        latitude = profile.latitude
-        longitude = profile.longitude
-        locationName = profile.locationName
-        createdAt = profile.createdAt
-        updatedAt = profile.updatedAt
-        chart = OrNull(
-            profile.chart.map {
-                Chart(
-                    chartId: $0.id,
-                    id: $0.id,
-                    houseSystem: $0.houseSystem,
-                    engineVersion: $0.engineVersion,
-                    calculatedAt: $0.calculatedAt
-                )
-            }
-        )
+    init(
+        profileId: ProfileID,
+        name: String,
+        birthDate: String,
+        birthTime: String,
+        timezone: String,
+        latitude: Double,
+        longitude: Double,
+        locationName: String,
+        createdAt: Date,
+        updatedAt: Date,
+        chart: Chart?
+    ) {
+        self.profileId = profileId
+        id = profileId
+        self.name = name
+        self.birthDate = birthDate
+        self.birthTime = birthTime
+        self.timezone = timezone
+        self.latitude = latitude
+        self.longitude = longitude
+        self.locationName = locationName
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.chart = OrNull(chart)
     }
 }
 
@@ -127,8 +140,8 @@ struct CreditsAnswer: Encodable, Sendable {
     }
 }
 
-/// `LedgerEntry`.
-struct LedgerEntryAnswer: Encodable, Sendable {
+/// `LedgerEntry`: one movement of a credit, as `ResourceStore` reads it.
+struct LedgerEntryAnswer: Encodable, Sendable, Equatable {
     var id: Int64
     var entry: String
     var creditId: CreditID
@@ -139,27 +152,16 @@ struct LedgerEntryAnswer: Encodable, Sendable {
     var language: OrNull<String>
     var reason: OrNull<String>
     var createdAt: Date
-
-    init(_ entry: ResourceStore.LedgerEntryView) {
-        id = entry.id
-        self.entry = entry.entry
-        creditId = entry.creditID
-        transactionId = entry.transactionID
-        jobId = entry.jobID
-        profileId = OrNull(entry.profileID)
-        area = OrNull(entry.area)
-        language = OrNull(entry.language)
-        reason = OrNull(entry.reason)
-        createdAt = entry.createdAt
-    }
 }
 
-/// `Report` (with `text`) and `ReportSummary` (the list's items, without).
-struct ReportAnswer: Encodable, Sendable {
+/// `Report` (with `text`) and `ReportSummary` (the list's items, without), as `ResourceStore`
+/// reads them.
+struct ReportAnswer: Encodable, Sendable, Equatable {
     var reportId: ReportID
     /// `reportId` under its old name, answered for one release.
     var id: ReportID
     var profileId: ProfileID
+    /// The partner of a report for two.
     var partnerProfileId: ProfileID?
     var area: String
     var language: String
@@ -168,19 +170,38 @@ struct ReportAnswer: Encodable, Sendable {
     var generatedAt: Date
     var createdAt: Date
     var text: String?
+    /// `created_at` in whole microseconds since 1970: the list's position, exactly (not answered).
+    var position: Int64
 
-    init(_ report: ResourceStore.ReportView) {
-        reportId = report.id
-        id = report.id
-        profileId = report.profileID
-        partnerProfileId = report.partnerProfileID
-        area = report.area
-        language = report.language
-        wordCount = report.wordCount
-        writer = report.writer
-        generatedAt = report.generatedAt
-        createdAt = report.createdAt
-        text = report.text
+    private enum CodingKeys: String, CodingKey {
+        case reportId, id, profileId, partnerProfileId, area, language, wordCount, writer, generatedAt, createdAt, text
+    }
+
+    init(
+        reportId: ReportID,
+        profileId: ProfileID,
+        partnerProfileId: ProfileID?,
+        area: String,
+        language: String,
+        wordCount: Int,
+        writer: String,
+        generatedAt: Date,
+        createdAt: Date,
+        text: String?,
+        position: Int64
+    ) {
+        self.reportId = reportId
+        id = reportId
+        self.profileId = profileId
+        self.partnerProfileId = partnerProfileId
+        self.area = area
+        self.language = language
+        self.wordCount = wordCount
+        self.writer = writer
+        self.generatedAt = generatedAt
+        self.createdAt = createdAt
+        self.text = text
+        self.position = position
     }
 }
 
@@ -202,24 +223,18 @@ struct ConsentAnswerView: Encodable, Sendable {
 /// `JobProblem`: a job's error as a problem document, with the worker's `message` kept for
 /// one release.
 struct JobProblemAnswer: Encodable, Sendable {
-    var type: String
-    var title: String
-    var status: Int
-    var detail: String
-    var code: String
-    var message: String
+    var problem: Problem
 
     /// - Parameter error: The job's stored error, `{code, message}` as the worker wrote it.
     init(_ error: JSONValue) {
         let code = error["code"]?.stringValue.map(ErrorCode.init(rawValue:)) ?? .internalError
-        let message = error["message"]?.stringValue ?? ""
-        let problem = Problem(code, message)
-        type = problem.type
-        title = problem.title
-        status = problem.status
-        detail = problem.detail
-        self.code = problem.code.rawValue
-        self.message = message
+        problem = Problem(code, error["message"]?.stringValue ?? "")
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Problem.CodingKeys.self)
+        try problem.encodeMembers(into: &container)
+        try container.encode(problem.detail, forKey: .message)
     }
 }
 

@@ -25,20 +25,9 @@ public struct AppAttestSettings: Sendable {
         _ environment: [String: String],
         mode: GatewayConfiguration.Environment
     ) throws(ConfigurationError) -> AppAttestSettings? {
-        func value(_ name: String) -> String? {
-            guard let raw = environment[name]?.trimmingCharacters(in: .whitespaces), !raw.isEmpty else { return nil }
-            return raw
-        }
-        let requireAssertions: Bool
-        switch value("APP_ATTEST_REQUIRE_ASSERTIONS")?.lowercased() {
-        case nil, "false": requireAssertions = false
-        case "true": requireAssertions = true
-        case let other?:
-            throw ConfigurationError(
-                variable: "APP_ATTEST_REQUIRE_ASSERTIONS",
-                problem: "expected true or false, got \(other.debugDescription)"
-            )
-        }
+        let reader = EnvironmentReader(environment)
+        func value(_ name: String) -> String? { reader.value(name) }
+        let requireAssertions = try reader.bool("APP_ATTEST_REQUIRE_ASSERTIONS", default: false)
         guard let appID = value("APP_ATTEST_APP_ID") else {
             if requireAssertions {
                 throw ConfigurationError(

@@ -34,20 +34,18 @@ public struct DailyQuotas: Sendable, Hashable {
     /// Reads the quotas (0…10,000 each; 0 refuses every such request).
     /// - Throws: `ConfigurationError` naming a variable that is not a whole number in range.
     public static func fromEnvironment(_ environment: [String: String]) throws(ConfigurationError) -> DailyQuotas {
+        let reader = EnvironmentReader(environment)
         var quotas = DailyQuotas()
-        for (name, path) in [
-            ("STORY_GENERATIONS_PER_DAY", \DailyQuotas.storyGenerations),
-            ("ILLUSTRATION_REDRAWS_PER_DAY", \DailyQuotas.illustrationRedraws),
-        ] {
-            guard let text = environment[name]?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { continue }
-            guard let value = Int(text), (0...10_000).contains(value) else {
-                throw ConfigurationError(
-                    variable: name,
-                    problem: "expected a whole number from 0 to 10000, got \(text.debugDescription)"
-                )
-            }
-            quotas[keyPath: path] = value
-        }
+        quotas.storyGenerations = try reader.int(
+            "STORY_GENERATIONS_PER_DAY",
+            default: quotas.storyGenerations,
+            range: 0...10_000
+        )
+        quotas.illustrationRedraws = try reader.int(
+            "ILLUSTRATION_REDRAWS_PER_DAY",
+            default: quotas.illustrationRedraws,
+            range: 0...10_000
+        )
         return quotas
     }
 

@@ -191,7 +191,7 @@ extension GatewayRoutes {
             }
             let page = rows.prefix(limit)
             let next = rows.count > limit ? page.last.map { Pagination.cursor(kind: "p", $0.name) } : nil
-            return try respond(PageAnswer(items: page.map(ProfileAnswer.init), nextCursor: next), status: .ok)
+            return try respond(PageAnswer(items: Array(page), nextCursor: next), status: .ok)
         }
 
         func getProfile(
@@ -204,7 +204,7 @@ extension GatewayRoutes {
             else {
                 throw Problem.notFound()
             }
-            return try respond(ProfileAnswer(profile), status: .ok)
+            return try respond(profile, status: .ok)
         }
 
         /// New birth data for the caller's profile: a `chart.calculate` job with the profile's id,
@@ -526,7 +526,7 @@ extension GatewayRoutes {
             }
             let page = rows.prefix(limit)
             let next = rows.count > limit ? page.last.map { Pagination.cursor(kind: "l", "\($0.id)") } : nil
-            return try respond(PageAnswer(items: page.map(LedgerEntryAnswer.init), nextCursor: next), status: .ok)
+            return try respond(PageAnswer(items: Array(page), nextCursor: next), status: .ok)
         }
     }
 
@@ -624,7 +624,7 @@ extension GatewayRoutes {
             guard let report = try await database(context, { try await resources.report(id, user: user) }) else {
                 throw Problem.notFound()
             }
-            return try respond(ReportAnswer(report), status: .ok)
+            return try respond(report, status: .ok)
         }
 
         func listReports(
@@ -655,7 +655,7 @@ extension GatewayRoutes {
             let page = rows.prefix(limit)
             let next =
                 rows.count > limit ? page.last.map { Pagination.cursor(kind: "r", "\($0.position):\($0.id)") } : nil
-            return try respond(PageAnswer(items: page.map(ReportAnswer.init), nextCursor: next), status: .ok)
+            return try respond(PageAnswer(items: Array(page), nextCursor: next), status: .ok)
         }
     }
 }

@@ -7,7 +7,7 @@ import Foundation
 ///
 /// The status, title and `type` come from the code's catalogue entry, never from the route: a
 /// code is answered with one status and one title wherever it is refused.
-public struct Problem: Error, Sendable, Hashable {
+public struct Problem: Error, Sendable, Hashable, Encodable {
     /// Stable machine-readable code; clients switch on it.
     public var code: ErrorCode
     /// What went wrong with this request.
@@ -34,20 +34,24 @@ public struct Problem: Error, Sendable, Hashable {
     /// The `type` URI: a stable name under the API's documentation.
     public var type: String { code.problemType }
 
-    /// The body.
-    public var json: JSONValue { .object(members) }
+    /// The members of the body, shared with `JobProblemAnswer`, which adds one.
+    enum CodingKeys: String, CodingKey {
+        case type, title, status, detail, code, field, message
+    }
 
-    /// The body's members.
-    var members: [String: JSONValue] {
-        var object: [String: JSONValue] = [
-            "type": .string(type),
-            "title": .string(title),
-            "status": .number(Double(status)),
-            "detail": .string(detail),
-            "code": .string(code.rawValue),
-        ]
-        if let field { object["field"] = .string(field) }
-        return object
+    /// Writes the body: `type`, `title`, `status`, `detail`, `code` and, when set, `field`.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try encodeMembers(into: &container)
+    }
+
+    func encodeMembers(into container: inout KeyedEncodingContainer<CodingKeys>) throws {
+        try container.encode(type, forKey: .type)
+        try container.encode(title, forKey: .title)
+        try container.encode(status, forKey: .status)
+        try container.encode(detail, forKey: .detail)
+        try container.encode(code.rawValue, forKey: .code)
+        try container.encodeIfPresent(field, forKey: .field)
     }
 
     /// 404 `not-found`: no such resource for this caller (another user's ids answer this too).

@@ -403,26 +403,7 @@ public struct RateLimitConfiguration: Sendable, Hashable {
     public static func fromEnvironment(
         _ environment: [String: String]
     ) throws(ConfigurationError) -> RateLimitConfiguration {
-        func value(_ name: String) -> String? {
-            guard let raw = environment[name]?.trimmingCharacters(in: .whitespaces), !raw.isEmpty else { return nil }
-            return raw
-        }
-        func number(
-            _ name: String,
-            _ defaultValue: Double,
-            _ range: ClosedRange<Double>
-        ) throws(ConfigurationError)
-            -> Double
-        {
-            guard let raw = value(name) else { return defaultValue }
-            guard raw.utf8.count <= 20, let number = Double(raw), number.isFinite, range.contains(number) else {
-                throw ConfigurationError(
-                    variable: name,
-                    problem: "expected a number in \(range.lowerBound)…\(range.upperBound), got \(raw.debugDescription)"
-                )
-            }
-            return number
-        }
+        let reader = EnvironmentReader(environment)
         func limit(
             _ rateName: String,
             _ rate: Double,
@@ -432,8 +413,8 @@ public struct RateLimitConfiguration: Sendable, Hashable {
         )
             throws(ConfigurationError) -> TokenBucketTable.Limit?
         {
-            let perUnit = try number(rateName, rate, 0...1_000_000)
-            let burst = try number(burstName, burst, 1...1_000_000)
+            let perUnit = try reader.number(rateName, default: rate, range: 0...1_000_000)
+            let burst = try reader.number(burstName, default: burst, range: 1...1_000_000)
             guard perUnit > 0 else { return nil }
             return .init(ratePerSecond: perMinute ? perUnit / 60 : perUnit, burst: burst)
         }
@@ -454,8 +435,8 @@ public struct RateLimitConfiguration: Sendable, Hashable {
             "RATE_LIMIT_APPSTORE_BURST",
             60
         )
-        configuration.tableSize = Int(try number("RATE_LIMIT_TABLE_SIZE", 20_000, 1000...1_000_000))
-        if let list = value("TRUSTED_PROXIES") {
+        configuration.tableSize = try reader.int("RATE_LIMIT_TABLE_SIZE", default: 20_000, range: 1000...1_000_000)
+        if let list = reader.value("TRUSTED_PROXIES") {
             guard list.utf8.count <= 4096 else {
                 throw ConfigurationError(variable: "TRUSTED_PROXIES", problem: "longer than 4096 bytes")
             }

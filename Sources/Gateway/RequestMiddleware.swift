@@ -118,7 +118,7 @@ struct RequestMiddleware: RouterMiddleware {
         return Response(
             status: HTTPResponse.Status(code: problem.status),
             headers: headers,
-            body: .init(byteBuffer: ByteBuffer(bytes: problem.json.jsonData()))
+            body: .init(byteBuffer: ByteBuffer(bytes: (try? GatewayRoutes.answerEncoder.encode(problem)) ?? Data()))
         )
     }
 }

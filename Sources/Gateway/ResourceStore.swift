@@ -11,33 +11,10 @@ struct ResourceStore: Sendable {
 
     // MARK: Profiles
 
-    /// What a profile shows of its chart.
-    struct ChartSummary: Sendable, Equatable {
-        var id: ChartID
-        var houseSystem: String
-        var engineVersion: String
-        var calculatedAt: Date
-    }
-
-    /// A profile as the API shows it.
-    struct ProfileView: Sendable, Equatable {
-        var id: ProfileID
-        var name: String
-        var birthDate: String
-        var birthTime: String
-        var timezone: String
-        var latitude: Double
-        var longitude: Double
-        var locationName: String
-        var createdAt: Date
-        var updatedAt: Date
-        var chart: ChartSummary?
-    }
-
     /// The user's profiles by name (the order of the unique index on `(user_id, name)`: no sort,
     /// no extra index on the chart-worker's write path), after `name` when given, at most `limit`.
-    func profiles(user: UserID, after name: String?, limit: Int) async throws -> [ProfileView] {
-        try await pool.withConnection { database -> [ProfileView] in
+    func profiles(user: UserID, after name: String?, limit: Int) async throws -> [ProfileAnswer] {
+        try await pool.withConnection { database -> [ProfileAnswer] in
             // $2 is NULL for the first page; the statement is planned with its values, so the
             // condition folds away and the index range starts where the cursor says.
             try database.query(
@@ -78,8 +55,8 @@ struct ResourceStore: Sendable {
     }
 
     /// The user's profile, or `nil` when there is no such profile of this user.
-    func profile(_ id: ProfileID, user: UserID) async throws -> ProfileView? {
-        try await pool.withConnection { database -> ProfileView? in
+    func profile(_ id: ProfileID, user: UserID) async throws -> ProfileAnswer? {
+        try await pool.withConnection { database -> ProfileAnswer? in
             try database.query(
                 """
                 SELECT p.id, p.name, to_char(p.birth_date, 'YYYY-MM-DD') AS birth_date,
@@ -94,18 +71,18 @@ struct ResourceStore: Sendable {
         }
     }
 
-    private static func profile(_ row: PostgresRow) throws -> ProfileView {
-        var chart: ChartSummary?
+    private static func profile(_ row: PostgresRow) throws -> ProfileAnswer {
+        var chart: ProfileAnswer.Chart?
         if let chartID = try row.decode(UUID?.self, "chart_id") {
-            chart = ChartSummary(
-                id: ChartID(chartID),
+            chart = ProfileAnswer.Chart(
+                chartId: ChartID(chartID),
                 houseSystem: try row.decode(String.self, "house_system"),
                 engineVersion: try row.decode(String.self, "engine_version"),
                 calculatedAt: try row.decode(Date.self, "chart_updated_at")
             )
         }
-        return ProfileView(
-            id: ProfileID(try row.decode(UUID.self, "id")),
+        return ProfileAnswer(
+            profileId: ProfileID(try row.decode(UUID.self, "id")),
             name: try row.decode(String.self, "name"),
             birthDate: try row.decode(String.self, "birth_date"),
             birthTime: try row.decode(String.self, "birth_time"),
@@ -220,24 +197,10 @@ struct ResourceStore: Sendable {
         }
     }
 
-    /// One movement of a credit.
-    struct LedgerEntryView: Sendable, Equatable {
-        var id: Int64
-        var entry: String
-        var creditID: CreditID
-        var transactionID: String
-        var jobID: JobID
-        var profileID: ProfileID?
-        var area: String?
-        var language: String?
-        var reason: String?
-        var createdAt: Date
-    }
-
     /// The user's ledger, newest first (the `(user_id, id)` index backwards), before entry
     /// `before` when given, at most `limit`.
-    func ledger(user: UserID, before: Int64?, limit: Int) async throws -> [LedgerEntryView] {
-        try await pool.withConnection { database -> [LedgerEntryView] in
+    func ledger(user: UserID, before: Int64?, limit: Int) async throws -> [LedgerEntryAnswer] {
+        try await pool.withConnection { database -> [LedgerEntryAnswer] in
             try database.query(
                 """
                 SELECT id, entry, credit_id, transaction_id, job_id, profile_id, report_area, report_language, reason,
@@ -249,16 +212,16 @@ struct ResourceStore: Sendable {
                 """,
                 [user.uuid, before, limit]
             ).map { row in
-                LedgerEntryView(
+                LedgerEntryAnswer(
                     id: try row.decode(Int64.self, "id"),
                     entry: try row.decode(String.self, "entry"),
-                    creditID: CreditID(try row.decode(UUID.self, "credit_id")),
-                    transactionID: try row.decode(String.self, "transaction_id"),
-                    jobID: JobID(try row.decode(UUID.self, "job_id")),
-                    profileID: try row.decode(UUID?.self, "profile_id").map(ProfileID.init),
-                    area: try row.decode(String?.self, "report_area"),
-                    language: try row.decode(String?.self, "report_language"),
-                    reason: try row.decode(String?.self, "reason"),
+                    creditId: CreditID(try row.decode(UUID.self, "credit_id")),
+                    transactionId: try row.decode(String.self, "transaction_id"),
+                    jobId: JobID(try row.decode(UUID.self, "job_id")),
+                    profileId: OrNull(try row.decode(UUID?.self, "profile_id").map(ProfileID.init)),
+                    area: OrNull(try row.decode(String?.self, "report_area")),
+                    language: OrNull(try row.decode(String?.self, "report_language")),
+                    reason: OrNull(try row.decode(String?.self, "reason")),
                     createdAt: try row.decode(Date.self, "created_at")
                 )
             }
@@ -267,42 +230,25 @@ struct ResourceStore: Sendable {
 
     // MARK: Reports
 
-    /// A report as the API shows it; `text` only when one report is asked for.
-    struct ReportView: Sendable, Equatable {
-        var id: ReportID
-        var profileID: ProfileID
-        /// The partner of a report for two.
-        var partnerProfileID: ProfileID?
-        var area: String
-        var language: String
-        var text: String?
-        var wordCount: Int
-        var writer: String
-        var generatedAt: Date
-        var createdAt: Date
-        /// `created_at` in whole microseconds since 1970: the list's position, exactly.
-        var position: Int64
-    }
-
-    private static func report(_ row: PostgresRow, withText: Bool) throws -> ReportView {
-        ReportView(
-            id: ReportID(try row.decode(UUID.self, "id")),
-            profileID: ProfileID(try row.decode(UUID.self, "profile_id")),
-            partnerProfileID: try row.decode(UUID?.self, "partner_profile_id").map(ProfileID.init),
+    private static func report(_ row: PostgresRow, withText: Bool) throws -> ReportAnswer {
+        ReportAnswer(
+            reportId: ReportID(try row.decode(UUID.self, "id")),
+            profileId: ProfileID(try row.decode(UUID.self, "profile_id")),
+            partnerProfileId: try row.decode(UUID?.self, "partner_profile_id").map(ProfileID.init),
             area: try row.decode(String.self, "area"),
             language: try row.decode(String.self, "language"),
-            text: withText ? try row.decode(String.self, "report_text") : nil,
             wordCount: try row.decode(Int.self, "word_count"),
             writer: try row.decode(String.self, "writer"),
             generatedAt: try row.decode(Date.self, "generated_at"),
             createdAt: try row.decode(Date.self, "created_at"),
+            text: withText ? try row.decode(String.self, "report_text") : nil,
             position: try row.decode(Int64.self, "position")
         )
     }
 
     /// The user's report, or `nil` when there is no such report of this user.
-    func report(_ id: ReportID, user: UserID) async throws -> ReportView? {
-        try await pool.withConnection { database -> ReportView? in
+    func report(_ id: ReportID, user: UserID) async throws -> ReportAnswer? {
+        try await pool.withConnection { database -> ReportAnswer? in
             try database.query(
                 """
                 SELECT id, profile_id, partner_profile_id, area, language, report_text, word_count, writer, generated_at, created_at,
@@ -327,9 +273,9 @@ struct ResourceStore: Sendable {
         profile: ProfileID?,
         after position: ReportPosition?,
         limit: Int
-    ) async throws -> [ReportView]? {
+    ) async throws -> [ReportAnswer]? {
         let parameters: [any PostgresBindable] = [user.uuid, position?.micros, position?.id.uuid, limit]
-        return try await pool.withConnection { database -> [ReportView]? in
+        return try await pool.withConnection { database -> [ReportAnswer]? in
             guard let profile else {
                 // The (user_id, created_at, id) index of 0015, read backwards from the cursor.
                 return try database.query(

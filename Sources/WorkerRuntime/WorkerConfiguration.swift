@@ -413,6 +413,22 @@ package struct EnvironmentReader {
         return number
     }
 
+    /// A decimal number in `range` (at most 20 characters: no value is parsed at length).
+    package func number(
+        _ name: String,
+        default defaultValue: Double,
+        range: ClosedRange<Double>
+    ) throws(ConfigurationError) -> Double {
+        guard let raw = value(name) else { return defaultValue }
+        guard raw.utf8.count <= 20, let number = Double(raw), number.isFinite, range.contains(number) else {
+            throw ConfigurationError(
+                variable: name,
+                problem: "expected a number in \(range.lowerBound)…\(range.upperBound), got \(raw.debugDescription)"
+            )
+        }
+        return number
+    }
+
     package func bool(_ name: String, default defaultValue: Bool) throws(ConfigurationError) -> Bool {
         guard let raw = value(name) else { return defaultValue }
         switch raw.lowercased() {

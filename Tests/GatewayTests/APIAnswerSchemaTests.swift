@@ -28,9 +28,9 @@ struct APIAnswerSchemaTests {
     static let other = UUID(uuidString: "1b2c3d4e-5f60-4718-a9b0-c1d2e3f4a5b6")!
     static let date = Date(timeIntervalSince1970: 1_780_000_000.123)
 
-    static func profileView(chart: Bool) -> ResourceStore.ProfileView {
-        ResourceStore.ProfileView(
-            id: profile,
+    static func profileAnswer(chart: Bool) -> ProfileAnswer {
+        ProfileAnswer(
+            profileId: profile,
             name: "Олена",
             birthDate: "1990-05-17",
             birthTime: "06:45",
@@ -41,8 +41,8 @@ struct APIAnswerSchemaTests {
             createdAt: date,
             updatedAt: date,
             chart: chart
-                ? ResourceStore.ChartSummary(
-                    id: ChartID(other),
+                ? ProfileAnswer.Chart(
+                    chartId: ChartID(other),
                     houseSystem: "placidus",
                     engineVersion: "1.4.0",
                     calculatedAt: date
@@ -50,33 +50,33 @@ struct APIAnswerSchemaTests {
         )
     }
 
-    static func ledgerView(consumed: Bool) -> ResourceStore.LedgerEntryView {
-        ResourceStore.LedgerEntryView(
+    static func ledgerAnswer(consumed: Bool) -> LedgerEntryAnswer {
+        LedgerEntryAnswer(
             id: 42,
             entry: consumed ? "consumed" : "issued",
-            creditID: CreditID(other),
-            transactionID: "2000000123456789",
-            jobID: job,
-            profileID: consumed ? profile : nil,
-            area: consumed ? "career" : nil,
-            language: consumed ? "uk" : nil,
-            reason: consumed ? "partner report" : nil,
+            creditId: CreditID(other),
+            transactionId: "2000000123456789",
+            jobId: job,
+            profileId: OrNull(consumed ? profile : nil),
+            area: OrNull(consumed ? "career" : nil),
+            language: OrNull(consumed ? "uk" : nil),
+            reason: OrNull(consumed ? "partner report" : nil),
             createdAt: date
         )
     }
 
-    static func reportView(text: Bool, partner: Bool) -> ResourceStore.ReportView {
-        ResourceStore.ReportView(
-            id: ReportID(other),
-            profileID: profile,
-            partnerProfileID: partner ? ProfileID(other) : nil,
+    static func reportAnswer(text: Bool, partner: Bool) -> ReportAnswer {
+        ReportAnswer(
+            reportId: ReportID(other),
+            profileId: profile,
+            partnerProfileId: partner ? ProfileID(other) : nil,
             area: partner ? "relationships" : "career",
             language: "en",
-            text: text ? "## Key influences\n…" : nil,
             wordCount: 812,
             writer: "expert-rules",
             generatedAt: date,
             createdAt: date,
+            text: text ? "## Key influences\n…" : nil,
             position: 1_780_000_000_123_000
         )
     }
@@ -141,12 +141,12 @@ struct APIAnswerSchemaTests {
         (
             "listProfiles", "200",
             [
-                PageAnswer(items: [ProfileAnswer(profileView(chart: true))], nextCursor: "cDpPbGVuYQ"),
-                PageAnswer(items: [ProfileAnswer(profileView(chart: false))], nextCursor: nil),
+                PageAnswer(items: [profileAnswer(chart: true)], nextCursor: "cDpPbGVuYQ"),
+                PageAnswer(items: [profileAnswer(chart: false)], nextCursor: nil),
                 PageAnswer<ProfileAnswer>(items: [], nextCursor: nil),
             ]
         ),
-        ("getProfile", "200", [ProfileAnswer(profileView(chart: true)), ProfileAnswer(profileView(chart: false))]),
+        ("getProfile", "200", [profileAnswer(chart: true), profileAnswer(chart: false)]),
         ("requestSynastry", "202", [JobAccepted(job)]),
         ("requestTransits", "202", [JobAccepted(job)]),
         ("requestReturn", "202", [JobAccepted(job)]),
@@ -161,7 +161,7 @@ struct APIAnswerSchemaTests {
             [
                 PageAnswer(
                     items: [
-                        LedgerEntryAnswer(ledgerView(consumed: true)), LedgerEntryAnswer(ledgerView(consumed: false)),
+                        ledgerAnswer(consumed: true), ledgerAnswer(consumed: false),
                     ],
                     nextCursor: "bDo0Mg"
                 )
@@ -195,8 +195,8 @@ struct APIAnswerSchemaTests {
             [
                 PageAnswer(
                     items: [
-                        ReportAnswer(reportView(text: false, partner: true)),
-                        ReportAnswer(reportView(text: false, partner: false)),
+                        reportAnswer(text: false, partner: true),
+                        reportAnswer(text: false, partner: false),
                     ],
                     nextCursor: "cjox"
                 )
@@ -204,7 +204,7 @@ struct APIAnswerSchemaTests {
         ),
         (
             "getReport", "200",
-            [ReportAnswer(reportView(text: true, partner: true)), ReportAnswer(reportView(text: true, partner: false))]
+            [reportAnswer(text: true, partner: true), reportAnswer(text: true, partner: false)]
         ),
         ("getJob", "200", [JobAnswer(jobView(ended: true), jobID: job), JobAnswer(jobView(ended: false), jobID: job)]),
         ("receiveAppStoreNotification", "200", [NotificationAcceptedAnswer(jobId: job)]),
@@ -306,7 +306,7 @@ struct APIAnswerSchemaTests {
     @Test func theCheckerReportsWhatDoesNotFit() throws {
         let schema = try #require(jsonSchema(operation: "getReport", status: "200"))
         let good = try JSONValue.parse(
-            GatewayRoutes.answerEncoder.encode(ReportAnswer(Self.reportView(text: true, partner: false)))
+            GatewayRoutes.answerEncoder.encode(Self.reportAnswer(text: true, partner: false))
         )
         let check = SchemaCheck(document: document)
         #expect(check.problems(good, schema, at: "$").isEmpty)

@@ -149,3 +149,10 @@ struct OpenAPIDocumentTests {
         #expect(properties == Set(full.keys))
     }
 }
+
+extension Problem {
+    /// The body the gateway writes, as the client reads it.
+    var json: JSONValue {
+        (try? JSONValue.parse(GatewayRoutes.answerEncoder.encode(self))) ?? .null
+    }
+}
