@@ -4,6 +4,7 @@
 # stays honest while other work shares the machine (a throughput figure does not).
 #
 #   bash scripts/bench-journey-cpu.sh [RUNS] [RATE] [SECONDS]    defaults: 3 runs, 300/s, 15 s
+#   bash scripts/bench-journey-cpu.sh [RUNS] 0 [SECONDS]         idle: CPU ms per second, no load
 #
 # Same set-up as scripts/bench-gateway.sh (release gateway, two release chart-workers, the local
 # stack with its default settings). Each run offers RATE journeys/s for SECONDS and prints the
@@ -11,7 +12,9 @@
 # ones included), RabbitMQ (its Erlang VM), the gateway, the chart-workers and the load
 # generator, their sum, and what that sum allows on 2 cores (2,000 core-ms per second / sum),
 # and PostgreSQL's WAL per journey (pg_stat_wal: bytes, records, full-page images), which does
-# not depend on how busy the machine is.
+# not depend on how busy the machine is. RATE 0 measures the idle cost instead: the same
+# processes, started and then left alone (after 5 s to settle) for SECONDS, and the CPU
+# milliseconds each group spends per second and the statements PostgreSQL runs per second.
 # Environment: PGSS=1 also prints PostgreSQL's most expensive statements (pg_stat_statements,
 # preloaded through ASTRO_PG_OPTIONS); ASTRO_PG_OPTIONS passes other server settings;
 # BENCH_BINS="DIR1 DIR2 …" compares builds (folders holding gateway, chart-worker and astroctl):
@@ -25,9 +28,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 if [ "${1:-}" != "--inside-stack" ]; then
     runs=${1:-3} rate=${2:-300} seconds=${3:-15}
-    for value in "$runs" "$rate" "$seconds"; do
-        case $value in '' | *[!0-9]* | 0) echo "bench-journey-cpu: RUNS, RATE and SECONDS must be positive whole numbers" >&2; exit 2 ;; esac
+    for value in "$runs" "$seconds"; do
+        case $value in '' | *[!0-9]* | 0) echo "bench-journey-cpu: RUNS and SECONDS must be positive whole numbers" >&2; exit 2 ;; esac
     done
+    case $rate in '' | *[!0-9]*) echo "bench-journey-cpu: RATE must be a whole number (0: idle)" >&2; exit 2 ;; esac
     bash scripts/stack.sh install
     if [ -z "${SKIP_BUILD:-}" ]; then
         echo "==> building gateway, chart-worker and astroctl (release)"
@@ -124,6 +128,33 @@ print(repr({"postgres": tree(postmaster, waited=True), "rabbitmq": tree(beam),
             "gateway": tree(gateway), "chart-workers": sum(tree(w) for w in workers)}))
 PY
 }
+
+# Statements PostgreSQL has run so far, all databases (its own statistics, no extension needed).
+statements() { psql "$DATABASE_URL" -Atc "SELECT sum(xact_commit + xact_rollback) FROM pg_stat_database"; }
+
+if [ "$BENCH_RATE" = 0 ]; then
+    echo "==> idle for ${BENCH_SECONDS} s, ${BENCH_RUNS} runs: CPU ms per second, transactions per second"
+    for run in $(seq 1 "$BENCH_RUNS"); do
+        for bin in "${variants[@]}"; do
+            start_services "$bin"
+            sleep 5
+            before=$(snapshot) transactions_before=$(statements)
+            sleep "$BENCH_SECONDS"
+            after=$(snapshot) transactions_after=$(statements)
+            python3 - "$before" "$after" "$BENCH_SECONDS" "$bin" "$transactions_before" "$transactions_after" <<'PY'
+import ast, sys
+before, after, seconds = ast.literal_eval(sys.argv[1]), ast.literal_eval(sys.argv[2]), float(sys.argv[3])
+cost = {k: 1000 * (after[k] - before[k]) / seconds for k in after}
+# The two psql calls of the measurement are its own two transactions.
+transactions = (int(sys.argv[6]) - int(sys.argv[5]) - 1) / seconds
+print(f"  [{sys.argv[4]}] idle core-ms/s: " + ", ".join(f"{k} {v:.2f}" for k, v in cost.items())
+      + f"; PostgreSQL {transactions:.2f} transactions/s (gateway and two chart-workers)")
+PY
+            stop_services
+        done
+    done
+    exit 0
+fi
 
 if [ -n "${PGSS:-}" ]; then psql "$DATABASE_URL" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null; fi
 echo "==> journeys at ${BENCH_RATE}/s for ${BENCH_SECONDS} s, 50 users, ${BENCH_RUNS} runs: CPU ms per journey"
