@@ -427,9 +427,17 @@ public struct WorkerStartupError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Refreshes the readiness snapshot every two seconds: database ping, broker connections, and
-/// whether the broker blocks publishing (not ready meanwhile: events and retries cannot leave).
+/// Refreshes the readiness snapshot: the broker connections and whether the broker blocks
+/// publishing (not ready meanwhile: events and retries cannot leave) every two seconds, which
+/// costs nothing (the clients' own state); the database by a ping every ten seconds while it
+/// answers and every two while it does not, so an idle worker asks the database little and one
+/// whose database is back is ready again soon. (Kubernetes asks every ten seconds by default.)
 final class ReadinessMonitor: Service, Sendable {
+    /// How often the broker state is read, and the database pinged while it does not answer.
+    static let interval: Duration = .seconds(2)
+    /// How often the database is pinged while it answers.
+    static let databaseInterval: Duration = .seconds(10)
+
     private let pool: PostgresPool
     private let publisher: AMQPPublisher
     private let consumer: AMQPConsumer?
@@ -449,11 +457,17 @@ final class ReadinessMonitor: Service, Sendable {
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
+            var database = false
+            var lastPing: ContinuousClock.Instant?
             while !Task.isCancelled {
-                let database = await self.pool.ping()
+                let now = ContinuousClock.now
+                if !database || lastPing.map({ now - $0 >= Self.databaseInterval }) ?? true {
+                    database = await self.pool.ping()
+                    lastPing = now
+                }
                 let broker = self.publisher.isConnected && (self.consumer?.isConnected ?? true)
                 self.update(database, broker, self.publisher.isBlocked)
-                try? await Task.sleep(for: .seconds(2))
+                try? await Task.sleep(for: Self.interval)
             }
         }
     }

@@ -243,7 +243,12 @@ public struct WorkerConfiguration: Sendable {
     /// Outbox rows published per batch (`OUTBOX_BATCH_SIZE`).
     public var outboxBatchSize: Int = 200
     /// How often the outbox is polled for rows other processes left behind (`OUTBOX_POLL_MS`).
-    public var outboxPollInterval: Duration = .seconds(1)
+    /// This process's own rows never wait for it: a commit hands them to the relay at once. What
+    /// it finds is rare and not urgent (a dead relay's rows, which wait 5 s before they are
+    /// looked for anyway; rows a failed publish released, which wait 1 s, 2 s, 4 s… between
+    /// tries; jobs the billing start-up and the maintenance program queue), so an idle worker
+    /// asks the database every 5 s rather than every second.
+    public var outboxPollInterval: Duration = .seconds(5)
     /// Deliveries of one message without an outcome before it is dead-lettered with
     /// `delivery-limit` unprocessed (`DELIVERY_LIMIT`); also `x-delivery-limit` of quorum queues.
     public var deliveryLimit: Int = Self.defaultDeliveryLimit
@@ -295,7 +300,7 @@ public struct WorkerConfiguration: Sendable {
             .init(name: "OUTBOX_BATCH_SIZE", defaultValue: "200", meaning: "outbox rows published per batch"),
             .init(
                 name: "OUTBOX_POLL_MS",
-                defaultValue: "1000",
+                defaultValue: "5000",
                 meaning: "outbox poll interval for rows left by others"
             ),
             .init(
@@ -352,7 +357,7 @@ public struct WorkerConfiguration: Sendable {
         }
         configuration.outboxBatchSize = try reader.int("OUTBOX_BATCH_SIZE", default: 200, range: 1...10000)
         configuration.outboxPollInterval = .milliseconds(
-            try reader.int("OUTBOX_POLL_MS", default: 1000, range: 10...600_000)
+            try reader.int("OUTBOX_POLL_MS", default: 5000, range: 10...600_000)
         )
         return configuration
     }
