@@ -126,11 +126,16 @@ let package = Package(
             ]
         ),
 
+        // The one compact JWS codec (split, strict base64url, ES256 sign and verify) and the one
+        // base64url: access tokens, the App Store's bearer token and signed data, cursors. Our own
+        // rather than vapor/jwt-kit (ARCHITECTURE.md, "JOSE").
+        .target(name: "JOSE", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         // StoreKit 2 signed data (JWS with an x5c chain) verified the way Apple's App Store Server
         // Library does it, plus a development PKI and signer for tests and demos.
         .target(
             name: "StoreKitVerification",
             dependencies: [
+                "JOSE",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -153,12 +158,12 @@ let package = Package(
         // Client of the App Store Server API (transaction look-up), authenticated with an ES256 JWT.
         .target(
             name: "AppStoreServerAPI",
-            dependencies: ["HTTPTransport", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["HTTPTransport", "JOSE", .product(name: "Crypto", package: "swift-crypto")]
         ),
         // A local fake of the App Store Server API that behaves like Apple's, errors included.
         .target(
             name: "AppStoreServerFake",
-            dependencies: ["LoopbackHTTP", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["LoopbackHTTP", "JOSE", .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The billing-worker's jobs: product catalog, purchase verification, the credit ledger.
         .target(
@@ -232,7 +237,7 @@ let package = Package(
         .target(
             name: "AstroCLISupport",
             dependencies: [
-                "AMQP", "Postgres", "WorkerRuntime",
+                "AMQP", "Postgres", "WorkerRuntime", "JOSE",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -265,7 +270,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", "AppAttest", "TraceContext", "OTLPTracing",
-                "ChartWheel", "StoreKitVerification", "ZoneInfo",
+                "ChartWheel", "StoreKitVerification", "ZoneInfo", "JOSE",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -301,6 +306,7 @@ let package = Package(
             name: "FuzzTargets",
             dependencies: [
                 "AMQP", "CRabbitMQ", "Postgres", "AstroDomain", "WorkerRuntime", "StoreKitVerification", "AppAttest",
+                "JOSE",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -313,6 +319,7 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "AstroDomainTests", dependencies: ["AstroDomain"]),
         .testTarget(name: "UUIDTextTests", dependencies: ["UUIDText"]),
+        .testTarget(name: "JOSETests", dependencies: ["JOSE", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "ByteCodecsTests", dependencies: ["ByteCodecs", "TestProcesses"]),
         .testTarget(name: "ZoneInfoTests", dependencies: ["ZoneInfo", "AstroDomain"]),
         .testTarget(name: "EphemerisTests", dependencies: ["Ephemeris"], resources: [.copy("Fixtures")]),
@@ -346,7 +353,7 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: [
-                "Gateway", "AstroDomain", "WorkerRuntime", "AppAttest", "StoreKitVerification",
+                "Gateway", "AstroDomain", "WorkerRuntime", "AppAttest", "StoreKitVerification", "JOSE",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
                 // RouteRegistrationTests builds the router (its pool and publisher never connect).
                 "AMQP", "Postgres", .product(name: "Hummingbird", package: "hummingbird"),

@@ -1,6 +1,7 @@
 import AstroDomain
 import Foundation
 import Hummingbird
+import JOSE
 import ZoneInfo
 
 /// `limit` and `cursor` of the list routes.
@@ -36,7 +37,7 @@ enum Pagination {
     static func cursor(_ values: [String], kind: Character) throws -> Substring? {
         guard let text = values.first else { return nil }
         guard values.count == 1, (1...maxCursorBytes).contains(text.utf8.count),
-            let data = Base64URL.decode(Substring(text)),
+            let data = Base64URL.decode(text),
             let decoded = String(validating: data, as: UTF8.self),
             decoded.utf8.count > 2, decoded.first == kind, decoded.dropFirst().first == ":"
         else {
@@ -103,23 +104,6 @@ enum Pagination {
 }
 
 extension GatewayRoutes {
-    /// A compact JWS: three non-empty base64url parts.
-    static func isCompactJWS(_ text: String) -> Bool {
-        let parts = text.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        return parts.count == 3
-            && parts.allSatisfy { part in
-                !part.isEmpty
-                    && part.allSatisfy { byte in
-                        switch byte {
-                        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
-                            true
-                        default: false
-                        }
-                    }
-            }
-    }
-
     /// A string member of a body; `nil` when absent or `null`.
     /// - Throws: `Problem` 422 `invalid-field-type` for another type.
     static func optionalString(_ json: JSONValue, _ key: String) throws -> String? {
@@ -458,7 +442,7 @@ extension GatewayRoutes {
             let job: VerifyPurchaseRequest
             switch (signed, transactionID) {
             case (let signed?, nil):
-                guard isCompactJWS(signed) else {
+                guard CompactJWS.hasCompactShape(signed) else {
                     throw Problem(
                         .invalidSignedTransaction,
                         "signedTransaction: expected StoreKit 2's JWS (three base64url parts)",
