@@ -55,7 +55,7 @@ let package = Package(
         // One safe wrapper per C library; the only importers of the C modules.
         .target(
             name: "AMQP",
-            dependencies: ["CRabbitMQ", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CRabbitMQ", "RetryBackoff", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "Postgres",
@@ -78,6 +78,9 @@ let package = Package(
         .target(name: "AstroDomain", dependencies: ["UUIDText"]),
         // UUIDs to and from their canonical text without Foundation's sprintf/sscanf (hot paths).
         .target(name: "UUIDText"),
+        // The one retry schedule: capped exponential backoff with jitter, and attempts (HTTP
+        // clients, AMQP reconnects, job retries, start-up waits).
+        .target(name: "RetryBackoff"),
 
         // W3C Trace Context: traceparent/tracestate parsed strictly and written, no I/O.
         .target(name: "TraceContext"),
@@ -98,7 +101,7 @@ let package = Package(
         .target(
             name: "WorkerRuntime",
             dependencies: [
-                "AMQP", "Postgres", "Schema", "AstroDomain", "UUIDText", "TraceContext", "OTLPTracing",
+                "AMQP", "Postgres", "Schema", "AstroDomain", "UUIDText", "TraceContext", "OTLPTracing", "RetryBackoff",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -206,9 +209,9 @@ let package = Package(
             ]
         ),
         // OpenAI-compatible chat completions client (URLSession), and a local fake of such an endpoint.
-        .target(name: "LLMClient", dependencies: ["HTTPTransport"]),
+        .target(name: "LLMClient", dependencies: ["HTTPTransport", "RetryBackoff"]),
         // URLSession with exact per-attempt timeouts: shared by the App Store and LLM clients.
-        .target(name: "HTTPTransport"),
+        .target(name: "HTTPTransport", dependencies: ["RetryBackoff"]),
         .target(name: "LLMFake", dependencies: ["LLMClient", "LoopbackHTTP", "ByteCodecs"]),
         // CRC-32, Adler-32, zlib/deflate and PNG writing, with no library: ZIP exports, PNG pages.
         // Optimized in debug builds too, as StoryIllustration: its byte loops are the slow part.
@@ -260,7 +263,7 @@ let package = Package(
             dependencies: [
                 "AstroCLISupport", "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine",
                 "Ephemeris", "Billing", "StoreKitVerification", "Reports", "LLMClient", "LLMFake", "StoryService",
-                "ChartWheel",
+                "ChartWheel", "RetryBackoff",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -319,6 +322,7 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "AstroDomainTests", dependencies: ["AstroDomain"]),
         .testTarget(name: "UUIDTextTests", dependencies: ["UUIDText"]),
+        .testTarget(name: "RetryBackoffTests", dependencies: ["RetryBackoff"]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "ByteCodecsTests", dependencies: ["ByteCodecs", "TestProcesses"]),
         .testTarget(name: "ZoneInfoTests", dependencies: ["ZoneInfo", "AstroDomain"]),
@@ -333,6 +337,7 @@ let package = Package(
             name: "WorkerRuntimeTests",
             dependencies: [
                 "WorkerRuntime", "WorkerRuntimeTestKit", "AMQP", "Postgres", "AstroDomain", "TraceContext",
+                "RetryBackoff",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),

@@ -173,7 +173,7 @@ public final class AppStoreServerAPIClient: Sendable {
 
     /// Full jitter: uniform in `0...min(maxDelay, baseDelay × 2^(attempt-1))`.
     func backoff(afterAttempt attempt: Int) -> Duration {
-        schedule.backoff(afterAttempt: attempt, random: timing.random())
+        schedule.backoff.delay(afterAttempt: attempt, random: timing.random())
     }
 
     static func classify(_ outcome: TransportOutcome, attempt: Int) -> AttemptVerdict<AppStoreAPIError> {

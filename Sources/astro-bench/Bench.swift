@@ -4,6 +4,7 @@ import AstroCLISupport
 import AstroDomain
 import Foundation
 import Postgres
+import RetryBackoff
 
 struct BenchAMQP: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
