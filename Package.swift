@@ -61,7 +61,7 @@ let package = Package(
             name: "Postgres",
             dependencies: ["CLibPQ", "UUIDText", .product(name: "Logging", package: "swift-log")]
         ),
-        .target(name: "Ephemeris", dependencies: ["CSwissEph"]),
+        .target(name: "Ephemeris", dependencies: ["CSwissEph", "CivilCalendar"]),
         // BirthData → NatalChart.
         .target(
             name: "ChartEngine",
@@ -70,12 +70,14 @@ let package = Package(
         // The chart wheel as SVG (single and bi-wheel): pure drawing from AstroDomain's chart model.
         .target(name: "ChartWheel", dependencies: ["AstroDomain"]),
         // TZif files of the system time zone database (/usr/share/zoneinfo) as AstroDomain's TimeZoneRules.
-        .target(name: "ZoneInfo", dependencies: ["AstroDomain"]),
+        .target(name: "ZoneInfo", dependencies: ["AstroDomain", "CivilCalendar"]),
         // Schema v1 and later migrations, numbered SQL files shipped as resources.
         .target(name: "Schema", dependencies: ["Postgres"], resources: [.copy("Migrations")]),
 
         // The domain model: Foundation only, no I/O.
-        .target(name: "AstroDomain", dependencies: ["UUIDText"]),
+        .target(name: "AstroDomain", dependencies: ["UUIDText", "CivilCalendar"]),
+        // The proleptic Gregorian calendar on days since 1970 (H. Hinnant's arithmetic): the one copy.
+        .target(name: "CivilCalendar"),
         // UUIDs to and from their canonical text without Foundation's sprintf/sscanf (hot paths).
         .target(name: "UUIDText"),
         // The one retry schedule: capped exponential backoff with jitter, and attempts (HTTP
@@ -322,6 +324,7 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "AstroDomainTests", dependencies: ["AstroDomain"]),
         .testTarget(name: "UUIDTextTests", dependencies: ["UUIDText"]),
+        .testTarget(name: "CivilCalendarTests", dependencies: ["CivilCalendar"]),
         .testTarget(name: "RetryBackoffTests", dependencies: ["RetryBackoff"]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "ByteCodecsTests", dependencies: ["ByteCodecs", "TestProcesses"]),
