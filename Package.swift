@@ -119,7 +119,9 @@ let package = Package(
         .target(name: "TestProcesses"),
         .target(
             name: "WorkerRuntimeTestKit",
-            dependencies: ["WorkerRuntime", "AMQP", "AstroDomain", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "WorkerRuntime", "AMQP", "AstroDomain", "UUIDText", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
 
         // The chart-worker's job: validate, compute, store profile and chart.
@@ -168,13 +170,14 @@ let package = Package(
         // A local fake of the App Store Server API that behaves like Apple's, errors included.
         .target(
             name: "AppStoreServerFake",
-            dependencies: ["LoopbackHTTP", "JOSE", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["LoopbackHTTP", "JOSE", "UUIDText", .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The billing-worker's jobs: product catalog, purchase verification, the credit ledger.
         .target(
             name: "Billing",
             dependencies: [
                 "StoreKitVerification", "AppStoreServerAPI", "AstroDomain", "Postgres", "WorkerRuntime", "ByteCodecs",
+                "UUIDText",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "X509", package: "swift-certificates"),
             ]
@@ -189,7 +192,7 @@ let package = Package(
         // Magical Stories: the story knowledge base (en, uk) shipped as data, and the built-in writer.
         .target(
             name: "Stories",
-            dependencies: ["AstroDomain", "Reports", "LLMClient"],
+            dependencies: ["AstroDomain", "Reports", "LLMClient", "UUIDText"],
             resources: [.copy("Resources/StoryKnowledgeBase")]
         ),
         // Pictures for story pages: the built-in illustrator (SVG, or PNG through its own small
@@ -206,7 +209,7 @@ let package = Package(
         .target(
             name: "StoryService",
             dependencies: [
-                "Stories", "StoryIllustration", "Reports", "AstroDomain", "Postgres", "WorkerRuntime",
+                "Stories", "StoryIllustration", "Reports", "AstroDomain", "Postgres", "WorkerRuntime", "UUIDText",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -253,7 +256,7 @@ let package = Package(
             dependencies: [
                 "AstroCLISupport", "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine",
                 "Ephemeris", "Billing", "StoreKitVerification", "Reports", "Stories", "StoryService", "Maintenance",
-                "AppStoreServerAPI", "ChartWheel",
+                "AppStoreServerAPI", "ChartWheel", "UUIDText",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -265,7 +268,7 @@ let package = Package(
             dependencies: [
                 "AstroCLISupport", "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine",
                 "Ephemeris", "Billing", "StoreKitVerification", "Reports", "LLMClient", "LLMFake", "StoryService",
-                "ChartWheel", "RetryBackoff",
+                "ChartWheel", "RetryBackoff", "UUIDText",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -275,7 +278,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", "AppAttest", "TraceContext", "OTLPTracing",
-                "ChartWheel", "StoreKitVerification", "ZoneInfo", "JOSE",
+                "ChartWheel", "StoreKitVerification", "ZoneInfo", "JOSE", "UUIDText",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -296,7 +299,8 @@ let package = Package(
         .target(
             name: "Maintenance",
             dependencies: [
-                "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", .product(name: "Logging", package: "swift-log"),
+                "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", "UUIDText",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(name: "maintenance", dependencies: ["Maintenance"]),

@@ -2,6 +2,7 @@ import AstroDomain
 import Foundation
 import Hummingbird
 import JOSE
+import UUIDText
 import ZoneInfo
 
 /// `limit` and `cursor` of the list routes.
@@ -86,14 +87,14 @@ enum Pagination {
     static func timePosition(_ position: Substring) throws -> (micros: Int64, id: UUID) {
         let parts = position.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, let micros = digits(parts[0], maxDigits: 16), micros < 9_007_199_254_740_992,
-            parts[1].utf8.count == 36, let id = UUID(uuidString: String(parts[1]))
+            parts[1].utf8.count == 36, let id = UUID(text: String(parts[1]))
         else { throw invalidCursor }
         return (micros, id)
     }
 
     /// A cursor of a list of `kind` ordered by creation time (see `timePosition`).
     static func timeCursor(kind: Character, micros: Int64, id: UUID) -> String {
-        cursor(kind: kind, "\(micros):\(id.uuidString.lowercased())")
+        cursor(kind: kind, "\(micros):\(id.lowercasedText)")
     }
 
     /// A reports cursor: the last report's creation time and id (see `timePosition`).

@@ -944,7 +944,7 @@ struct JobHead: Sendable {
             guard rest.first == ":" else { return nil }
             rest = rest.dropFirst().drop { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
             guard rest.first == "\"" else { return nil }
-            return UUID(uuidString: String(rest.dropFirst().prefix(36)))
+            return UUID(text: String(rest.dropFirst().prefix(36)))
         }
         for excerpt in excerpts {
             let text = String(decoding: excerpt, as: UTF8.self)
