@@ -55,13 +55,13 @@ let package = Package(
         // One safe wrapper per C library; the only importers of the C modules.
         .target(
             name: "AMQP",
-            dependencies: ["CRabbitMQ", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CRabbitMQ", "RetryBackoff", .product(name: "Logging", package: "swift-log")]
         ),
         .target(
             name: "Postgres",
             dependencies: ["CLibPQ", "UUIDText", .product(name: "Logging", package: "swift-log")]
         ),
-        .target(name: "Ephemeris", dependencies: ["CSwissEph"]),
+        .target(name: "Ephemeris", dependencies: ["CSwissEph", "CivilCalendar"]),
         // BirthData → NatalChart.
         .target(
             name: "ChartEngine",
@@ -70,14 +70,19 @@ let package = Package(
         // The chart wheel as SVG (single and bi-wheel): pure drawing from AstroDomain's chart model.
         .target(name: "ChartWheel", dependencies: ["AstroDomain"]),
         // TZif files of the system time zone database (/usr/share/zoneinfo) as AstroDomain's TimeZoneRules.
-        .target(name: "ZoneInfo", dependencies: ["AstroDomain"]),
+        .target(name: "ZoneInfo", dependencies: ["AstroDomain", "CivilCalendar"]),
         // Schema v1 and later migrations, numbered SQL files shipped as resources.
         .target(name: "Schema", dependencies: ["Postgres"], resources: [.copy("Migrations")]),
 
         // The domain model: Foundation only, no I/O.
-        .target(name: "AstroDomain", dependencies: ["UUIDText"]),
+        .target(name: "AstroDomain", dependencies: ["UUIDText", "CivilCalendar"]),
+        // The proleptic Gregorian calendar on days since 1970 (H. Hinnant's arithmetic): the one copy.
+        .target(name: "CivilCalendar"),
         // UUIDs to and from their canonical text without Foundation's sprintf/sscanf (hot paths).
         .target(name: "UUIDText"),
+        // The one retry schedule: capped exponential backoff with jitter, and attempts (HTTP
+        // clients, AMQP reconnects, job retries, start-up waits).
+        .target(name: "RetryBackoff"),
 
         // W3C Trace Context: traceparent/tracestate parsed strictly and written, no I/O.
         .target(name: "TraceContext"),
@@ -98,7 +103,7 @@ let package = Package(
         .target(
             name: "WorkerRuntime",
             dependencies: [
-                "AMQP", "Postgres", "Schema", "AstroDomain", "UUIDText", "TraceContext", "OTLPTracing",
+                "AMQP", "Postgres", "Schema", "AstroDomain", "UUIDText", "TraceContext", "OTLPTracing", "RetryBackoff",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -114,7 +119,9 @@ let package = Package(
         .target(name: "TestProcesses"),
         .target(
             name: "WorkerRuntimeTestKit",
-            dependencies: ["WorkerRuntime", "AMQP", "AstroDomain", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "WorkerRuntime", "AMQP", "AstroDomain", "UUIDText", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
 
         // The chart-worker's job: validate, compute, store profile and chart.
@@ -126,11 +133,16 @@ let package = Package(
             ]
         ),
 
+        // The one compact JWS codec (split, strict base64url, ES256 sign and verify) and the one
+        // base64url: access tokens, the App Store's bearer token and signed data, cursors. Our own
+        // rather than vapor/jwt-kit (ARCHITECTURE.md, "JOSE").
+        .target(name: "JOSE", dependencies: [.product(name: "Crypto", package: "swift-crypto")]),
         // StoreKit 2 signed data (JWS with an x5c chain) verified the way Apple's App Store Server
         // Library does it, plus a development PKI and signer for tests and demos.
         .target(
             name: "StoreKitVerification",
             dependencies: [
+                "JOSE",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -153,18 +165,19 @@ let package = Package(
         // Client of the App Store Server API (transaction look-up), authenticated with an ES256 JWT.
         .target(
             name: "AppStoreServerAPI",
-            dependencies: ["HTTPTransport", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["HTTPTransport", "JOSE", .product(name: "Crypto", package: "swift-crypto")]
         ),
         // A local fake of the App Store Server API that behaves like Apple's, errors included.
         .target(
             name: "AppStoreServerFake",
-            dependencies: ["LoopbackHTTP", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["LoopbackHTTP", "JOSE", "UUIDText", .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The billing-worker's jobs: product catalog, purchase verification, the credit ledger.
         .target(
             name: "Billing",
             dependencies: [
                 "StoreKitVerification", "AppStoreServerAPI", "AstroDomain", "Postgres", "WorkerRuntime", "ByteCodecs",
+                "UUIDText",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "X509", package: "swift-certificates"),
             ]
@@ -179,7 +192,7 @@ let package = Package(
         // Magical Stories: the story knowledge base (en, uk) shipped as data, and the built-in writer.
         .target(
             name: "Stories",
-            dependencies: ["AstroDomain", "Reports", "LLMClient"],
+            dependencies: ["AstroDomain", "Reports", "LLMClient", "UUIDText"],
             resources: [.copy("Resources/StoryKnowledgeBase")]
         ),
         // Pictures for story pages: the built-in illustrator (SVG, or PNG through its own small
@@ -196,14 +209,14 @@ let package = Package(
         .target(
             name: "StoryService",
             dependencies: [
-                "Stories", "StoryIllustration", "Reports", "AstroDomain", "Postgres", "WorkerRuntime",
+                "Stories", "StoryIllustration", "Reports", "AstroDomain", "Postgres", "WorkerRuntime", "UUIDText",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // OpenAI-compatible chat completions client (URLSession), and a local fake of such an endpoint.
-        .target(name: "LLMClient", dependencies: ["HTTPTransport"]),
+        .target(name: "LLMClient", dependencies: ["HTTPTransport", "RetryBackoff"]),
         // URLSession with exact per-attempt timeouts: shared by the App Store and LLM clients.
-        .target(name: "HTTPTransport"),
+        .target(name: "HTTPTransport", dependencies: ["RetryBackoff"]),
         .target(name: "LLMFake", dependencies: ["LLMClient", "LoopbackHTTP", "ByteCodecs"]),
         // CRC-32, Adler-32, zlib/deflate and PNG writing, with no library: ZIP exports, PNG pages.
         // Optimized in debug builds too, as StoryIllustration: its byte loops are the slow part.
@@ -232,7 +245,7 @@ let package = Package(
         .target(
             name: "AstroCLISupport",
             dependencies: [
-                "AMQP", "Postgres", "WorkerRuntime",
+                "AMQP", "Postgres", "WorkerRuntime", "JOSE",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -243,7 +256,7 @@ let package = Package(
             dependencies: [
                 "AstroCLISupport", "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine",
                 "Ephemeris", "Billing", "StoreKitVerification", "Reports", "Stories", "StoryService", "Maintenance",
-                "AppStoreServerAPI", "ChartWheel",
+                "AppStoreServerAPI", "ChartWheel", "UUIDText",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -255,7 +268,7 @@ let package = Package(
             dependencies: [
                 "AstroCLISupport", "WorkerRuntime", "AMQP", "Postgres", "Schema", "AstroDomain", "ChartEngine",
                 "Ephemeris", "Billing", "StoreKitVerification", "Reports", "LLMClient", "LLMFake", "StoryService",
-                "ChartWheel",
+                "ChartWheel", "RetryBackoff", "UUIDText",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -265,7 +278,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", "AppAttest", "TraceContext", "OTLPTracing",
-                "ChartWheel", "StoreKitVerification", "ZoneInfo",
+                "ChartWheel", "StoreKitVerification", "ZoneInfo", "JOSE", "UUIDText",
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -286,7 +299,8 @@ let package = Package(
         .target(
             name: "Maintenance",
             dependencies: [
-                "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", .product(name: "Logging", package: "swift-log"),
+                "AMQP", "Postgres", "AstroDomain", "WorkerRuntime", "UUIDText",
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(name: "maintenance", dependencies: ["Maintenance"]),
@@ -301,6 +315,7 @@ let package = Package(
             name: "FuzzTargets",
             dependencies: [
                 "AMQP", "CRabbitMQ", "Postgres", "AstroDomain", "WorkerRuntime", "StoreKitVerification", "AppAttest",
+                "JOSE",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -313,6 +328,9 @@ let package = Package(
         .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
         .testTarget(name: "AstroDomainTests", dependencies: ["AstroDomain"]),
         .testTarget(name: "UUIDTextTests", dependencies: ["UUIDText"]),
+        .testTarget(name: "CivilCalendarTests", dependencies: ["CivilCalendar"]),
+        .testTarget(name: "RetryBackoffTests", dependencies: ["RetryBackoff"]),
+        .testTarget(name: "JOSETests", dependencies: ["JOSE", .product(name: "Crypto", package: "swift-crypto")]),
         .testTarget(name: "ByteCodecsTests", dependencies: ["ByteCodecs", "TestProcesses"]),
         .testTarget(name: "ZoneInfoTests", dependencies: ["ZoneInfo", "AstroDomain"]),
         .testTarget(name: "EphemerisTests", dependencies: ["Ephemeris"], resources: [.copy("Fixtures")]),
@@ -326,6 +344,7 @@ let package = Package(
             name: "WorkerRuntimeTests",
             dependencies: [
                 "WorkerRuntime", "WorkerRuntimeTestKit", "AMQP", "Postgres", "AstroDomain", "TraceContext",
+                "RetryBackoff",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
@@ -346,7 +365,7 @@ let package = Package(
         .testTarget(
             name: "GatewayTests",
             dependencies: [
-                "Gateway", "AstroDomain", "WorkerRuntime", "AppAttest", "StoreKitVerification",
+                "Gateway", "AstroDomain", "WorkerRuntime", "AppAttest", "StoreKitVerification", "JOSE",
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Yams", package: "Yams"),
                 // RouteRegistrationTests builds the router (its pool and publisher never connect).
                 "AMQP", "Postgres", .product(name: "Hummingbird", package: "hummingbird"),

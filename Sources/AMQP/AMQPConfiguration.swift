@@ -1,3 +1,5 @@
+import RetryBackoff
+
 /// Where and how to connect to a RabbitMQ broker.
 ///
 /// Build it from a URL (`AMQPConfiguration(url:)`) or set the fields directly.
@@ -64,6 +66,19 @@ public struct AMQPConfiguration: Sendable, Hashable {
         public var maxDelay: Duration = .seconds(10)
         /// How much the delay grows after each failed attempt.
         public var multiplier: Double = 2
+
+        /// The schedule of these reconnects (the package's one `Backoff`): attempt `n` waits a
+        /// random time in `[ceiling/2, ceiling]`, `ceiling = min(maxDelay, initialDelay ×
+        /// multiplier^(n-1))`, so that many clients restarted together do not reconnect in
+        /// lockstep; no bound on attempts, and never less than 1 ms.
+        public var backoff: Backoff {
+            Backoff(
+                initialDelay: max(initialDelay, .milliseconds(1)),
+                maxDelay: maxDelay,
+                multiplier: multiplier,
+                jitter: 0.5
+            )
+        }
 
         /// Creates a reconnect policy.
         public init(

@@ -1,4 +1,5 @@
 import Foundation
+import RetryBackoff
 
 /// The bookkeeping of publisher confirms, as a synchronous state machine: no I/O, no locks, no
 /// clock (time comes in as `now`, monotonic nanoseconds).

@@ -235,10 +235,4 @@ extension Duration {
         if overflow { return c.seconds < 0 ? .min : .max }
         return product + c.attoseconds / 1_000_000_000
     }
-
-    /// The duration in seconds, as a floating-point number.
-    var seconds: Double {
-        let c = components
-        return Double(c.seconds) + Double(c.attoseconds) / 1e18
-    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTransport
+import JOSE
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -97,7 +98,7 @@ public final class AppStoreServerAPIClient: Sendable {
                 attempts: attempts
             )
         }
-        guard let signed = decoded.signedTransactionInfo, Self.looksLikeCompactJWS(signed) else {
+        guard let signed = decoded.signedTransactionInfo, CompactJWS.hasCompactShape(signed) else {
             throw AppStoreAPIError(
                 kind: .malformedResponse,
                 reason: decoded.signedTransactionInfo == nil
@@ -113,19 +114,6 @@ public final class AppStoreServerAPIClient: Sendable {
     /// Digits only, 1 to 64 of them.
     static func isPlausibleTransactionID(_ id: String) -> Bool {
         !id.isEmpty && id.utf8.count <= 64 && id.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
-    }
-
-    /// Three non-empty base64url parts separated by dots.
-    static func looksLikeCompactJWS(_ text: String) -> Bool {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 3
-            && parts.allSatisfy { part in
-                !part.isEmpty
-                    && part.utf8.allSatisfy {
-                        ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A)
-                            || $0 == 0x2D || $0 == 0x5F
-                    }
-            }
     }
 
     // MARK: - The retry loop
@@ -185,7 +173,7 @@ public final class AppStoreServerAPIClient: Sendable {
 
     /// Full jitter: uniform in `0...min(maxDelay, baseDelay × 2^(attempt-1))`.
     func backoff(afterAttempt attempt: Int) -> Duration {
-        schedule.backoff(afterAttempt: attempt, random: timing.random())
+        schedule.backoff.delay(afterAttempt: attempt, random: timing.random())
     }
 
     static func classify(_ outcome: TransportOutcome, attempt: Int) -> AttemptVerdict<AppStoreAPIError> {

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JOSE
 import Synchronization
 
 /// Makes and caches the ES256 JWT the App Store Server API wants as a bearer token.
@@ -75,15 +76,6 @@ final class BearerTokenProvider: Sendable {
                 bid: configuration.bundleID
             )
         )
-        let signingInput = base64URL(header) + "." + base64URL(claims)
-        let signature = try configuration.signingKey.signature(for: Data(signingInput.utf8))
-        return signingInput + "." + base64URL(signature.rawRepresentation)
-    }
-
-    static func base64URL(_ data: Data) -> String {
-        var text = data.base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
+        return try CompactJWS.signES256(header: header, payload: claims, key: configuration.signingKey)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import JOSE
 
 // The support and notification endpoints of the App Store Server API, as documented for API
 // version 1.x (Look Up Order ID since 1.1, Get Notification History, Request a Test Notification
@@ -126,7 +127,7 @@ extension AppStoreServerAPIClient {
             throw Self.malformed("the 200 answer has no status", attempts: attempts)
         }
         let transactions = answer.signedTransactions ?? []
-        guard transactions.allSatisfy(Self.looksLikeCompactJWS) else {
+        guard transactions.allSatisfy(CompactJWS.hasCompactShape) else {
             throw Self.malformed("a signedTransactions entry is not a compact JWS", attempts: attempts)
         }
         return OrderLookup(status: status, signedTransactions: transactions)
@@ -164,7 +165,7 @@ extension AppStoreServerAPIClient {
             query: query
         )
         let transactions = answer.signedTransactions ?? []
-        guard transactions.allSatisfy(Self.looksLikeCompactJWS) else {
+        guard transactions.allSatisfy(CompactJWS.hasCompactShape) else {
             throw Self.malformed("a signedTransactions entry is not a compact JWS", attempts: attempts)
         }
         return RefundHistoryPage(
@@ -207,7 +208,7 @@ extension AppStoreServerAPIClient {
             body: body
         )
         let items = answer.notificationHistory ?? []
-        guard items.allSatisfy({ Self.looksLikeCompactJWS($0.signedPayload) }) else {
+        guard items.allSatisfy({ CompactJWS.hasCompactShape($0.signedPayload) }) else {
             throw Self.malformed("a signedPayload is not a compact JWS", attempts: attempts)
         }
         if answer.hasMore == true, answer.paginationToken?.isEmpty ?? true {
@@ -247,7 +248,7 @@ extension AppStoreServerAPIClient {
             var sendAttempts: [SendAttempt]?
         }
         let (answer, attempts): (Answer, Int) = try await call("/inApps/v1/notifications/test/" + escaped)
-        guard let signed = answer.signedPayload, Self.looksLikeCompactJWS(signed) else {
+        guard let signed = answer.signedPayload, CompactJWS.hasCompactShape(signed) else {
             throw Self.malformed("the 200 answer has no signedPayload JWS", attempts: attempts)
         }
         return TestNotificationStatus(signedPayload: signed, sendAttempts: answer.sendAttempts ?? [])

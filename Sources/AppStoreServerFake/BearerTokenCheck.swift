@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JOSE
 
 /// The claims of a bearer token the fake saw, whether it was accepted or not.
 public struct AuthorizationClaims: Sendable, Hashable {
@@ -49,9 +50,9 @@ struct BearerTokenCheck: Sendable {
     func check(authorization: String?, now: Date) -> (AuthorizationClaims?, Bool) {
         guard let authorization, authorization.hasPrefix("Bearer ") else { return (nil, false) }
         let token = String(authorization.dropFirst("Bearer ".count)).trimmingCharacters(in: .whitespaces)
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 3, let headerData = Self.base64URLDecode(parts[0]),
-            let claimsData = Self.base64URLDecode(parts[1]),
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerData = Base64URL.decode(parts[0]),
+            let claimsData = Base64URL.decode(parts[1]),
             let header = try? JSONDecoder().decode(Header.self, from: headerData),
             let claims = try? JSONDecoder().decode(Claims.self, from: claimsData)
         else { return (nil, false) }
@@ -70,13 +71,14 @@ struct BearerTokenCheck: Sendable {
             accepted: false,
             rejection: nil
         )
-        let rejection = reject(header: header, claims: claims, parts: parts, now: now)
+        // A signature that is not base64url is the signature check's refusal, not "no JWT at all".
+        let rejection = reject(header: header, claims: claims, jws: try? CompactJWS(parsing: token), now: now)
         seen.rejection = rejection
         seen.accepted = rejection == nil
         return (seen, rejection == nil)
     }
 
-    private func reject(header: Header, claims: Claims, parts: [String], now: Date) -> String? {
+    private func reject(header: Header, claims: Claims, jws: CompactJWS?, now: Date) -> String? {
         guard header.alg == "ES256" else { return "alg is not ES256" }
         guard header.typ == nil || header.typ == "JWT" else { return "typ is not JWT" }
         guard header.kid == keyID else { return "kid does not match" }
@@ -88,20 +90,12 @@ struct BearerTokenCheck: Sendable {
         guard expiresAt > issuedAt, expiresAt - issuedAt <= 3_600 else {
             return "exp is not within 60 minutes after iat"
         }
-        guard let signatureBytes = Self.base64URLDecode(parts[2]), signatureBytes.count == 64,
-            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes),
+        guard let jws, jws.es256Signature != nil,
             let publicKey = try? P256.Signing.PublicKey(x963Representation: publicKeyBytes)
         else { return "the signature is not a raw ES256 signature" }
-        guard publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8)) else {
+        guard jws.isSignedES256(by: publicKey) else {
             return "the signature does not verify with the expected key"
         }
         return nil
-    }
-
-    static func base64URLDecode(_ text: String) -> Data? {
-        guard !text.contains("=") else { return nil }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
     }
 }

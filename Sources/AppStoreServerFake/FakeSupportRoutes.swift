@@ -1,6 +1,7 @@
 import Foundation
 import LoopbackHTTP
 import Synchronization
+import UUIDText
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -256,7 +257,7 @@ final class FakeSupportRoutes: Sendable {
         guard let target = state.withLock({ $0.notificationTarget }) else {
             return FakeStore.appleError(status: 404, code: 4_040_007, message: "No App Store Server Notification URL.")
         }
-        let uuid = UUID().uuidString.lowercased()
+        let uuid = UUID().lowercasedText
         let token = "\(uuid)_\(AppStoreServerFake.millis(now))"
         let payload: [String: AnyEncodable] = [
             "notificationType": AnyEncodable("TEST"),

@@ -1,5 +1,6 @@
 import AMQP
 import Foundation
+import JOSE
 
 /// Hiding secrets in what `astroctl dead show` prints: a dead letter's body and headers may hold
 /// a signed App Store transaction, a token or a password, which an operator's terminal, shell
@@ -25,10 +26,8 @@ public enum Redaction {
         if value.hasPrefix("Bearer ") || value.hasPrefix("bearer ") || value.contains("-----BEGIN ") { return true }
         let segments = value.split(separator: ".", omittingEmptySubsequences: false)
         guard segments.count == 3, value.utf8.count >= 40 else { return false }
-        let base64URL = { (byte: UInt8) in
-            (65...90).contains(byte) || (97...122).contains(byte) || (48...57).contains(byte) || byte == 45
-                || byte == 95 || byte == 61
-        }
+        // Padding too: a secret is hidden even when it is not a well-formed token.
+        let base64URL = { (byte: UInt8) in Base64URL.isAlphabet(byte) || byte == UInt8(ascii: "=") }
         return segments[0].utf8.count >= 10 && segments[1].utf8.count >= 10
             && segments.allSatisfy { $0.utf8.allSatisfy(base64URL) }
     }

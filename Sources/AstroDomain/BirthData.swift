@@ -1,3 +1,4 @@
+import CivilCalendar
 import Foundation
 import Synchronization
 
@@ -330,47 +331,18 @@ public struct BirthDate: Sendable, Hashable, Comparable, CustomStringConvertible
     private static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> BirthDate? {
         guard bytes.count == 10, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
             let year = decimal(bytes[0..<4]), let month = decimal(bytes[5..<7]), let day = decimal(bytes[8..<10]),
-            (1...12).contains(month), (1...Self.daysIn(month: month, year: year)).contains(day)
+            (1...12).contains(month), (1...Gregorian.daysIn(month: month, year: year)).contains(day)
         else { return nil }
         return BirthDate(year: year, month: month, day: day)
     }
 
-    /// Whether `year` is a Gregorian leap year.
-    public static func isLeapYear(_ year: Int) -> Bool {
-        (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-    }
-
-    /// The number of days in a month of the Gregorian calendar.
-    public static func daysIn(month: Int, year: Int) -> Int {
-        switch month {
-        case 2: isLeapYear(year) ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
     /// Days from 1970-01-01 to this date (negative before it), in the proleptic Gregorian calendar.
-    public var daysSince1970: Int {
-        // Shift the year to start in March so the leap day is the last day of the shifted year.
-        let shiftedYear = month <= 2 ? year - 1 : year
-        let era = (shiftedYear >= 0 ? shiftedYear : shiftedYear - 399) / 400
-        let yearOfEra = shiftedYear - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
+    public var daysSince1970: Int { Gregorian.daysSince1970(year: year, month: month, day: day) }
 
     /// The date `days` days after 1970-01-01 (before it when negative).
     public init(daysSince1970 days: Int) {
-        let shifted = days + 719_468
-        let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
-        let dayOfEra = shifted - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        let month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        self.init(year: yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month: month, day: day)
+        let (year, month, day) = Gregorian.date(daysSince1970: days)
+        self.init(year: year, month: month, day: day)
     }
 
     /// `yyyy-MM-dd`.

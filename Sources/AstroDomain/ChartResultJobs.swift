@@ -1,3 +1,4 @@
+import CivilCalendar
 import Foundation
 
 // The chart-worker's jobs beyond the natal chart (`chart.synastry`, `chart.transits`,
@@ -548,7 +549,7 @@ public enum ChartJobInstant {
         }
         guard let year = number(0..<4), bytes[4] == UInt8(ascii: "-"), let month = number(5..<7),
             bytes[7] == UInt8(ascii: "-"), let day = number(8..<10), (1...12).contains(month),
-            (1...daysInMonth(year: year, month: month)).contains(day)
+            (1...Gregorian.daysIn(month: month, year: year)).contains(day)
         else { return nil }
         var seconds = 0
         if bytes.count > 10 {
@@ -588,7 +589,11 @@ public enum ChartJobInstant {
             guard index == bytes.count else { return nil }
             seconds = hour * 3600 + minute * 60 + second - offset
         }
-        return Date(timeIntervalSince1970: Double(daysFromCivil(year: year, month: month, day: day) * 86_400 + seconds))
+        return Date(
+            timeIntervalSince1970: Double(
+                Gregorian.daysSince1970(year: year, month: month, day: day) * 86_400 + seconds
+            )
+        )
     }
 
     /// The canonical text of an instant, `YYYY-MM-DDTHH:MM:SSZ` (fractions of a second dropped).
@@ -596,7 +601,7 @@ public enum ChartJobInstant {
         let total = Int(date.timeIntervalSince1970.rounded(.down))
         let days = total >= 0 ? total / 86_400 : (total - 86_399) / 86_400
         let second = total - days * 86_400
-        let (year, month, day) = civil(fromDays: days)
+        let (year, month, day) = Gregorian.date(daysSince1970: days)
         return String(
             format: "%04d-%02d-%02dT%02d:%02d:%02dZ",
             year,
@@ -610,37 +615,7 @@ public enum ChartJobInstant {
 
     /// Midnight UTC of a calendar date.
     public static func date(year: Int, month: Int, day: Int) -> Date {
-        Date(timeIntervalSince1970: Double(daysFromCivil(year: year, month: month, day: day) * 86_400))
-    }
-
-    static func daysInMonth(year: Int, month: Int) -> Int {
-        switch month {
-        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
-        case 4, 6, 9, 11: 30
-        default: 31
-        }
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    static func civil(fromDays days: Int) -> (Int, Int, Int) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let mp = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+        Date(timeIntervalSince1970: Double(Gregorian.daysSince1970(year: year, month: month, day: day) * 86_400))
     }
 }
 

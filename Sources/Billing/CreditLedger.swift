@@ -1,6 +1,7 @@
 import AstroDomain
 import Foundation
 import Postgres
+import UUIDText
 
 /// The facts of a verified purchase the ledger records (from a verified StoreKit transaction).
 public struct PurchaseFacts: Sendable, Hashable {
@@ -236,7 +237,7 @@ public enum CreditLedger {
             throw LedgerRejection(
                 code: .transactionRevoked,
                 message: "transaction \(facts.transactionID) was refunded or revoked by the App Store "
-                    + "(\(latest.type) notification \(latest.notificationUUID.uuidString.lowercased()))"
+                    + "(\(latest.type) notification \(latest.notificationUUID.lowercasedText))"
             )
         }
         // The handler checked the quantity against the product (at most 100), so this cannot overflow.
@@ -365,10 +366,10 @@ public enum CreditLedger {
         let area = request.area.rawValue
         let language = request.language.rawValue
         // A report for two locks its own key: it is a different report from the profile's own.
-        let partnerKey = partner.map { ":" + $0.uuidString.lowercased() } ?? ""
+        let partnerKey = partner.map { ":" + $0.lowercasedText } ?? ""
         try database.execute(
             "SELECT pg_advisory_xact_lock(hashtextextended($1, 7))",
-            ["report:\(profile.uuidString.lowercased()):\(area):\(language)\(partnerKey)"]
+            ["report:\(profile.lowercasedText):\(area):\(language)\(partnerKey)"]
         )
         if let report = try database.query(
             """

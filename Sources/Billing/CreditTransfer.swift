@@ -1,6 +1,7 @@
 import AstroDomain
 import Foundation
 import Postgres
+import UUIDText
 
 /// What a restore on a new device moved: the unspent credits of one purchase, from the users
 /// who held them to the caller.
@@ -139,7 +140,7 @@ extension CreditLedger {
             """,
             [transferID, grantID, presentedTransactionID, userID.uuid, credits.count, jobID.uuid]
         )
-        let ids = credits.map { $0.uuid.uuidString.lowercased() }.joined(separator: ",")
+        let ids = credits.map { $0.uuid.lowercasedText }.joined(separator: ",")
         try database.execute(
             "UPDATE purchase_credits SET user_id = $2 WHERE id = ANY(string_to_array($1, ',')::uuid[])",
             [ids, userID.uuid]
@@ -156,7 +157,7 @@ extension CreditLedger {
             """,
             [
                 ids, grantID, jobID.uuid, transferID,
-                owners.map { $0.uuid.uuidString.lowercased() }.joined(separator: ","),
+                owners.map { $0.uuid.lowercasedText }.joined(separator: ","),
             ]
         )
         try database.execute(

@@ -1,6 +1,7 @@
 import AstroDomain
 import Foundation
 import StoreKitVerification
+import UUIDText
 
 /// Values every billing component agrees on.
 public enum BillingDefaults {
@@ -81,7 +82,7 @@ public enum DevTransactions {
         if let appAppleID { data["appAppleId"] = .number(Double(appAppleID)) }
         var object: [String: JSONValue] = [
             "notificationType": .string(type),
-            "notificationUUID": .string(uuid.uuidString.lowercased()),
+            "notificationUUID": .string(uuid.lowercasedText),
             "version": "2.0",
             "signedDate": .number((date.timeIntervalSince1970 * 1000).rounded(.down)),
             "data": .object(data),

@@ -1,6 +1,7 @@
 import AstroDomain
 import Foundation
 import Postgres
+import UUIDText
 
 /// What an App Store notification did to the ledger.
 public struct NotificationEffect: Sendable, Hashable, Codable {
@@ -108,7 +109,7 @@ public enum NotificationLedger {
                 database: database
             )?.userID
             effect.note =
-                "\(latest.type) \(latest.notificationUUID.uuidString.lowercased()) signed "
+                "\(latest.type) \(latest.notificationUUID.lowercasedText) signed "
                 + "\(ISO8601.string(from: latest.signedDate)) is later and decides; this one changes nothing"
             return effect
         }
@@ -169,7 +170,7 @@ public enum NotificationLedger {
         var effect =
             try earlier?.decodeJSON(NotificationEffect.self, "outcome")
             ?? NotificationEffect(action: "recorded")
-        effect.note = "notification \(notificationUUID.uuidString.lowercased()) was processed before (\(effect.action))"
+        effect.note = "notification \(notificationUUID.lowercasedText) was processed before (\(effect.action))"
         effect.action = "duplicate"
         return effect
     }

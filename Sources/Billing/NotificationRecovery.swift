@@ -3,6 +3,7 @@ import AstroDomain
 import Foundation
 import Postgres
 import StoreKitVerification
+import UUIDText
 import WorkerRuntime
 
 /// `billing.recover-notifications`: reads the App Store's notification history for a window
@@ -118,7 +119,7 @@ public struct RecoverNotificationsHandler: JobHandler {
         for item in items {
             do {
                 let verified = try await verifier.verifyNotification(item.signedPayload)
-                guard let text = verified.payload.notificationUUID, let uuid = UUID(uuidString: text),
+                guard let text = verified.payload.notificationUUID, let uuid = UUID(text: text),
                     verified.payload.notificationType?.isEmpty == false
                 else {
                     rejections.append(
@@ -128,7 +129,7 @@ public struct RecoverNotificationsHandler: JobHandler {
                 }
                 // Apple lists each notification once; a repeat in the answer is applied once too.
                 guard seen.insert(uuid).inserted else { continue }
-                let jobID = JobID.derived(from: request.jobID, purpose: "notification:\(uuid.uuidString.lowercased())")
+                let jobID = JobID.derived(from: request.jobID, purpose: "notification:\(uuid.lowercasedText)")
                 notifications.append(
                     StoreNotificationHandler.Prepared(
                         request: StoreNotificationRequest(jobID: jobID, signedPayload: item.signedPayload),
@@ -276,7 +277,7 @@ public enum NotificationRecovery {
     }
 
     /// The parent of start-up job ids (a fixed, arbitrary UUID).
-    static let startUpNamespace = JobID(UUID(uuidString: "5e1f0a6e-2b7c-4d38-9a51-0c3e7f1d2a90")!)
+    static let startUpNamespace = JobID(UUID(text: "5e1f0a6e-2b7c-4d38-9a51-0c3e7f1d2a90")!)
 }
 
 /// The billing-worker's start-up recovery, from its environment.

@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import AstroDomain
 import Foundation
 import Postgres
+import UUIDText
 import WorkerRuntime
 
 /// `billing.send-consumption`: sends the recorded answer to one CONSUMPTION_REQUEST with Send
@@ -120,7 +121,7 @@ public struct SendConsumptionHandler: JobHandler {
     public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
         let request = try job.decode(SendConsumptionRequest.self)
         var fields: [String: JSONValue] = [
-            "notificationUUID": .string(request.notificationUUID.uuidString.lowercased()),
+            "notificationUUID": .string(request.notificationUUID.lowercasedText),
             "transactionId": .string(request.transactionID),
         ]
         let userID: UserID?

@@ -2,6 +2,7 @@ import AstroDomain
 import Foundation
 import Postgres
 import StoreKitVerification
+import UUIDText
 import WorkerRuntime
 
 /// `billing.store-notification`: an App Store Server Notification V2. Verified like a
@@ -41,7 +42,7 @@ public struct StoreNotificationHandler: JobHandler {
         } catch {
             throw JobRejection(code: error.reason.rawValue, message: error.detail)
         }
-        guard let text = notification.payload.notificationUUID, let uuid = UUID(uuidString: text) else {
+        guard let text = notification.payload.notificationUUID, let uuid = UUID(text: text) else {
             throw JobRejection(code: .malformedPayload, message: "the notification has no notificationUUID")
         }
         guard notification.payload.notificationType?.isEmpty == false else {
@@ -125,7 +126,7 @@ public struct StoreNotificationHandler: JobHandler {
                             userID: userID,
                             type: .billingConsumptionAnswered,
                             fields: [
-                                "notificationUUID": .string(prepared.notificationUUID.uuidString.lowercased()),
+                                "notificationUUID": .string(prepared.notificationUUID.lowercasedText),
                                 "transactionId": .string(id), "state": "declined-no-consent", "reason": .string(reason),
                             ]
                         )
@@ -134,7 +135,7 @@ public struct StoreNotificationHandler: JobHandler {
             case .alreadyAnswered(let earlier, let state):
                 effect = NotificationEffect(action: "consumption-already-answered", transactionID: id)
                 effect.note =
-                    "transaction \(id) was answered for request \(earlier.uuidString.lowercased()) (\(state)); not sent twice"
+                    "transaction \(id) was answered for request \(earlier.lowercasedText) (\(state)); not sent twice"
             }
             event = .billingConsumptionRequested
         default:
@@ -158,7 +159,7 @@ public struct StoreNotificationHandler: JobHandler {
 
     private static func fields(_ effect: NotificationEffect, _ prepared: Prepared) throws -> JSONValue {
         var fields: [String: JSONValue] = [
-            "notificationUUID": .string(prepared.notificationUUID.uuidString.lowercased()),
+            "notificationUUID": .string(prepared.notificationUUID.lowercasedText),
             "notificationType": .string(prepared.notification.payload.notificationType ?? ""),
             "action": .string(effect.action),
             "credits": .array(effect.credits.map { .string($0.description) }),

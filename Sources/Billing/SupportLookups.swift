@@ -3,6 +3,7 @@ import AstroDomain
 import Foundation
 import Postgres
 import StoreKitVerification
+import UUIDText
 
 /// What support needs to answer a customer: an order from their receipt, a user's whole billing
 /// timeline, and Apple's refunds compared with the ledger. Read-only; every signed answer from
@@ -143,13 +144,13 @@ public enum SupportLookups {
             let reportID = try row.decode(UUID?.self, "report_id")
             let entries = try row.decode(String.self, "entries")
             return CreditTrail(
-                creditID: try row.decode(UUID.self, "id").uuidString.lowercased(),
+                creditID: try row.decode(UUID.self, "id").lowercasedText,
                 state: revoked ? "revoked" : (consumed ? "spent" : "available"),
                 area: try row.decode(String?.self, "report_area"),
-                reportID: reportID?.uuidString.lowercased(),
+                reportID: reportID?.lowercasedText,
                 reportArea: try row.decode(String?.self, "area"),
                 reportLanguage: try row.decode(String?.self, "language"),
-                profileID: try row.decode(UUID?.self, "user_profile_id")?.uuidString.lowercased(),
+                profileID: try row.decode(UUID?.self, "user_profile_id")?.lowercasedText,
                 spentWithoutReport: consumed && reportID == nil,
                 openDebt: try row.decode(Bool.self, "open_debt"),
                 entries: entries.isEmpty ? [] : entries.components(separatedBy: "; ")
@@ -335,7 +336,7 @@ public enum SupportLookups {
                     "SELECT user_id, revoked_at FROM purchase_records WHERE transaction_id = $1",
                     [line.transactionID]
                 ).first {
-                    line.ledgerUserID = try row.decode(UUID.self, "user_id").uuidString.lowercased()
+                    line.ledgerUserID = try row.decode(UUID.self, "user_id").lowercasedText
                     line.ledgerRevokedAt = try row.decode(Date?.self, "revoked_at")
                     line.status = line.ledgerRevokedAt == nil ? "missing-in-ledger" : "in-ledger"
                 }

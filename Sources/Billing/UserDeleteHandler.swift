@@ -1,6 +1,7 @@
 import AstroDomain
 import Foundation
 import Postgres
+import UUIDText
 import WorkerRuntime
 
 /// `user.delete`: erases a user's personal data and keeps their money records detached from
@@ -209,5 +210,5 @@ public struct UserDeleteHandler: JobHandler {
 /// transient inconsistency (a replica lagging behind, say); the job is retried.
 struct UserDeletionStateMissing: Error, CustomStringConvertible {
     var user: UUID
-    var description: String { "no user_deletions row for user \(user.uuidString.lowercased())" }
+    var description: String { "no user_deletions row for user \(user.lowercasedText)" }
 }

@@ -3,6 +3,7 @@ import AstroDomain
 import Foundation
 import Postgres
 import StoreKitVerification
+import UUIDText
 import WorkerRuntime
 
 /// `billing.verify-purchase`: verify a StoreKit 2 signed transaction (or fetch it by id from the
@@ -143,10 +144,10 @@ public struct VerifyPurchaseHandler: JobHandler {
             }
             return try checkedQuantity(request, verified, product)
         }
-        if let buyer = UUID(uuidString: token), buyer != request.userID.uuid, request.restore == true {
+        if let buyer = UUID(text: token), buyer != request.userID.uuid, request.restore == true {
             return try restore(request, verified, product, buyer: UserID(buyer))
         }
-        if UUID(uuidString: token) != request.userID.uuid {
+        if UUID(text: token) != request.userID.uuid {
             return .rejected(
                 request,
                 JobError(
@@ -305,7 +306,7 @@ public struct VerifyPurchaseHandler: JobHandler {
             "area": moved.area.map { .string($0.rawValue) } ?? .string("any"),
             "alreadyProcessed": .bool(moved.alreadyTransferred),
             "transferred": .bool(true),
-            "transferId": .string(moved.transferID.uuidString.lowercased()),
+            "transferId": .string(moved.transferID.lowercasedText),
         ]
         if moved.transactionID != verified.transactionID {
             fields["restoredFrom"] = .string(moved.transactionID)

@@ -1,3 +1,4 @@
+import CivilCalendar
 import Foundation
 import Synchronization
 
@@ -255,15 +256,9 @@ struct UTCParts: Equatable {
         let secs = Double(wholeSeconds % 60) + fraction
         self.hour = Double(hours) + Double(minutes) / 60 + secs / 3600
 
-        // Civil date from days since 1970-01-01, in 400-year eras that start on 0000-03-01.
-        let z = Int(days) + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let shiftedMonth = (5 * dayOfYear + 2) / 153  // 0 = March
-        self.day = dayOfYear - (153 * shiftedMonth + 2) / 5 + 1
-        self.month = shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9
-        self.year = yearOfEra + era * 400 + (self.month <= 2 ? 1 : 0)
+        let date = Gregorian.date(daysSince1970: Int(days))
+        self.year = date.year
+        self.month = date.month
+        self.day = date.day
     }
 }

@@ -1,6 +1,7 @@
 // swift-crypto 3 does not annotate Sendable; its keys are immutable values, safe to share.
 @preconcurrency import Crypto
 import Foundation
+import JOSE
 import StoreKitVerification
 import SwiftASN1
 import X509
@@ -167,20 +168,11 @@ public enum JWSTarget {
 
     /// A compact JWS of `header` and `payload` as they are, signed ES256 with the PKI's leaf key.
     private static func sign(header: [UInt8], payload: [UInt8], _ context: Context) -> String {
-        let signingInput = base64URL(header) + "." + base64URL(payload)
         do {
-            let signature = try context.pki.leafKey.signature(for: Data(signingInput.utf8))
-            return signingInput + "." + base64URL(Array(signature.rawRepresentation))
+            return try CompactJWS.signES256(header: header, payload: payload, key: context.pki.leafKey)
         } catch {
             fatalError("jws: ES256 signing failed: \(error)")
         }
-    }
-
-    private static func base64URL(_ bytes: [UInt8]) -> String {
-        var text = Data(bytes).base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
     }
 
     private static func base64DER(_ certificate: Certificate) throws -> String {

@@ -1,6 +1,7 @@
 import AstroDomain
 import Crypto
 import Foundation
+import JOSE
 import Synchronization
 
 /// What an access token says: who it is for and when it is valid.
@@ -146,11 +147,11 @@ public struct AccessTokenSigner: Sendable {
             "aud": .string(claims.audience),
         ]
         if let notBefore = claims.notBefore { payload["nbf"] = .number(Double(notBefore)) }
-        let input =
-            Base64URL.encode(JSONValue.object(header).jsonData()) + "."
-            + Base64URL.encode(JSONValue.object(payload).jsonData())
-        let signature = try key.signature(for: Data(input.utf8))
-        return input + "." + Base64URL.encode(signature.rawRepresentation)
+        return try CompactJWS.signES256(
+            header: JSONValue.object(header).jsonData(),
+            payload: JSONValue.object(payload).jsonData(),
+            key: key
+        )
     }
 }
 
@@ -219,12 +220,16 @@ public struct AccessTokenVerifier: Sendable {
             try checkTimes(claims, now: now)
             return claims
         }
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3 else { throw .malformed("expected three parts") }
-        guard let headerData = Base64URL.decode(parts[0]), let payloadData = Base64URL.decode(parts[1]),
-            let signatureData = Base64URL.decode(parts[2])
-        else { throw .malformed("a part is not base64url") }
-        guard case .object(let header)? = try? JSONValue.parse(headerData) else {
+        let jws: CompactJWS
+        do {
+            jws = try CompactJWS(parsing: token)
+        } catch {
+            switch error {
+            case .segmentCount: throw .malformed("expected three parts")
+            case .notBase64URL: throw .malformed("a part is not base64url")
+            }
+        }
+        guard case .object(let header)? = try? JSONValue.parse(jws.header) else {
             throw .malformed("the header is not a JSON object")
         }
         guard case .string(let algorithm)? = header["alg"] else { throw .malformed("the header has no alg") }
@@ -235,14 +240,10 @@ public struct AccessTokenVerifier: Sendable {
         else { throw .malformed("the header has no kid") }
         guard let keyBytes = keys[keyID] else { throw .unknownKey }
         guard let key = try? P256.Signing.PublicKey(x963Representation: keyBytes) else { throw .unknownKey }
-        guard signatureData.count == 64,
-            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData)
-        else { throw .badSignature }
-        let signingInput = token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count)
-        guard key.isValidSignature(signature, for: Data(signingInput)) else { throw .badSignature }
+        guard jws.isSignedES256(by: key) else { throw .badSignature }
 
         // Only a signed payload is read.
-        guard case .object(let payload)? = try? JSONValue.parse(payloadData) else {
+        guard case .object(let payload)? = try? JSONValue.parse(jws.payload) else {
             throw .malformed("the payload is not a JSON object")
         }
         guard case .string(let subjectText)? = payload["sub"], let subject = UserID(subjectText) else {

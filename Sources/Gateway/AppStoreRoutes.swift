@@ -2,6 +2,7 @@ import AstroDomain
 import Crypto
 import Foundation
 import Hummingbird
+import JOSE
 import StoreKitVerification
 
 /// The shape of an App Store Server Notification V2 request body, `{"signedPayload": "<JWS>"}`,
@@ -42,17 +43,29 @@ public struct AppStoreNotificationShape: Sendable, Hashable {
         guard case .string(let jws)? = members["signedPayload"] else {
             throw Self.invalid("signedPayload: expected the notification's JWS string")
         }
-        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty }) else {
+        let segments = jws.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard segments.count == 3, segments.allSatisfy({ !$0.isEmpty }) else {
             throw Self.invalid("signedPayload: expected a compact JWS (header.payload.signature)")
         }
-        guard parts[0].utf8.count <= Self.maxHeaderBytes,
-            let headerData = Base64URL.decode(parts[0]),
-            let header = try? JSONValue.parse(headerData), case .object(let fields) = header
-        else {
-            throw Self.invalid(
-                "signedPayload: the JWS header is not base64url JSON of at most \(Self.maxHeaderBytes) bytes"
-            )
+        let headerProblem = Self.invalid(
+            "signedPayload: the JWS header is not base64url JSON of at most \(Self.maxHeaderBytes) bytes"
+        )
+        let payloadProblem = Self.invalid("signedPayload: the JWS payload is not base64url JSON")
+        let signatureProblem = Self.invalid("signedPayload: the JWS signature is not a 64-byte ES256 signature")
+        // Bounded before anything is decoded.
+        guard segments[0].count <= Self.maxHeaderBytes else { throw headerProblem }
+        let parsed: CompactJWS
+        do {
+            parsed = try CompactJWS(parsing: jws)
+        } catch {
+            switch error {
+            case .segmentCount, .notBase64URL(.header): throw headerProblem
+            case .notBase64URL(.payload): throw payloadProblem
+            case .notBase64URL(.signature): throw signatureProblem
+            }
+        }
+        guard let header = try? JSONValue.parse(parsed.header), case .object(let fields) = header else {
+            throw headerProblem
         }
         guard fields["alg"] == "ES256" else {
             throw Self.invalid("signedPayload: the JWS header's alg is not ES256")
@@ -64,14 +77,10 @@ public struct AppStoreNotificationShape: Sendable, Hashable {
                 "signedPayload: the JWS header has no x5c chain of 1–\(Self.maxCertificates) certificates"
             )
         }
-        guard let payloadData = Base64URL.decode(parts[1]),
-            let payload = try? JSONValue.parse(payloadData), case .object(let claims) = payload
-        else {
-            throw Self.invalid("signedPayload: the JWS payload is not base64url JSON")
+        guard let payload = try? JSONValue.parse(parsed.payload), case .object(let claims) = payload else {
+            throw payloadProblem
         }
-        guard Base64URL.decode(parts[2])?.count == 64 else {
-            throw Self.invalid("signedPayload: the JWS signature is not a 64-byte ES256 signature")
-        }
+        guard parsed.signature.count == 64 else { throw signatureProblem }
         signedPayload = jws
         claimedUUID = claims["notificationUUID"]?.stringValue.map { String($0.prefix(64)) }
         claimedType = claims["notificationType"]?.stringValue.map { String($0.prefix(64)) }

@@ -1,6 +1,8 @@
 import AstroDomain
 import Foundation
 import Hummingbird
+import JOSE
+import UUIDText
 import ZoneInfo
 
 /// `limit` and `cursor` of the list routes.
@@ -36,7 +38,7 @@ enum Pagination {
     static func cursor(_ values: [String], kind: Character) throws -> Substring? {
         guard let text = values.first else { return nil }
         guard values.count == 1, (1...maxCursorBytes).contains(text.utf8.count),
-            let data = Base64URL.decode(Substring(text)),
+            let data = Base64URL.decode(text),
             let decoded = String(validating: data, as: UTF8.self),
             decoded.utf8.count > 2, decoded.first == kind, decoded.dropFirst().first == ":"
         else {
@@ -85,14 +87,14 @@ enum Pagination {
     static func timePosition(_ position: Substring) throws -> (micros: Int64, id: UUID) {
         let parts = position.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, let micros = digits(parts[0], maxDigits: 16), micros < 9_007_199_254_740_992,
-            parts[1].utf8.count == 36, let id = UUID(uuidString: String(parts[1]))
+            parts[1].utf8.count == 36, let id = UUID(text: String(parts[1]))
         else { throw invalidCursor }
         return (micros, id)
     }
 
     /// A cursor of a list of `kind` ordered by creation time (see `timePosition`).
     static func timeCursor(kind: Character, micros: Int64, id: UUID) -> String {
-        cursor(kind: kind, "\(micros):\(id.uuidString.lowercased())")
+        cursor(kind: kind, "\(micros):\(id.lowercasedText)")
     }
 
     /// A reports cursor: the last report's creation time and id (see `timePosition`).
@@ -103,23 +105,6 @@ enum Pagination {
 }
 
 extension GatewayRoutes {
-    /// A compact JWS: three non-empty base64url parts.
-    static func isCompactJWS(_ text: String) -> Bool {
-        let parts = text.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        return parts.count == 3
-            && parts.allSatisfy { part in
-                !part.isEmpty
-                    && part.allSatisfy { byte in
-                        switch byte {
-                        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
-                            true
-                        default: false
-                        }
-                    }
-            }
-    }
-
     /// A string member of a body; `nil` when absent or `null`.
     /// - Throws: `Problem` 422 `invalid-field-type` for another type.
     static func optionalString(_ json: JSONValue, _ key: String) throws -> String? {
@@ -458,7 +443,7 @@ extension GatewayRoutes {
             let job: VerifyPurchaseRequest
             switch (signed, transactionID) {
             case (let signed?, nil):
-                guard isCompactJWS(signed) else {
+                guard CompactJWS.hasCompactShape(signed) else {
                     throw Problem(
                         .invalidSignedTransaction,
                         "signedTransaction: expected StoreKit 2's JWS (three base64url parts)",

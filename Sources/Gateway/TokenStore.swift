@@ -1,6 +1,7 @@
 import AstroDomain
 import Crypto
 import Foundation
+import JOSE
 import Postgres
 
 /// Refresh tokens: random 32 bytes, base64url; only their SHA-256 is stored.
@@ -16,7 +17,7 @@ enum RefreshToken {
 
     /// Whether `text` can be a token at all: 43 base64url characters.
     static func isWellFormed(_ text: String) -> Bool {
-        text.utf8.count == 43 && Base64URL.decode(Substring(text))?.count == 32
+        text.utf8.count == 43 && Base64URL.decode(text)?.count == 32
     }
 }
 

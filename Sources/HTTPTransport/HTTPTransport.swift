@@ -1,4 +1,5 @@
 import Foundation
+import RetryBackoff
 import Synchronization
 
 #if canImport(FoundationNetworking)
@@ -240,23 +241,4 @@ private final class Exchange: Sendable {
         if case .response = outcome {} else { task?.cancel() }
         continuation?.resume(returning: outcome)
     }
-}
-
-extension Duration {
-    /// The duration in seconds, fractions included.
-    public var seconds: Double {
-        Double(components.seconds) + Double(components.attoseconds) / 1e18
-    }
-
-    /// A duration of `value` seconds (to the nanosecond); saturating, and zero for NaN.
-    public static func seconds(double value: Double) -> Duration {
-        let nanoseconds = (value * 1e9).rounded()
-        guard nanoseconds.isFinite else { return nanoseconds > 0 ? .nanoseconds(Int64.max) : .zero }
-        return .nanoseconds(Int64(exactly: nanoseconds) ?? (nanoseconds > 0 ? .max : .min))
-    }
-}
-
-extension Comparable {
-    /// The value moved into `range` if outside it.
-    public func clamped(to range: ClosedRange<Self>) -> Self { min(max(self, range.lowerBound), range.upperBound) }
 }

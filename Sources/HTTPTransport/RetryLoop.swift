@@ -1,4 +1,5 @@
 import Foundation
+import RetryBackoff
 
 /// The clock, sleep and randomness a retry loop uses; the defaults are real. Tests inject a
 /// virtual clock and a sleep that returns at once.
@@ -28,34 +29,27 @@ public struct RetryClock: Sendable {
     )
 }
 
-/// How patiently a call is retried: attempts, capped exponential backoff with full jitter, and a
-/// deadline for the whole call.
+/// How patiently a call is retried: attempts and capped exponential backoff with full jitter
+/// (the package's one `Backoff`), and a deadline for the whole call.
 public struct RetrySchedule: Sendable, Hashable {
-    /// Requests per call at most, the first included (1 turns retries off).
-    public var maxAttempts: Int
-    /// The backoff before the second attempt is drawn from `0...baseDelay`, then doubles.
-    public var baseDelay: Duration
-    /// The backoff never exceeds this (a `Retry-After` may).
-    public var maxDelay: Duration
+    /// Attempts per call (the first included; 1 turns retries off) and the waits between them:
+    /// full jitter, uniform in `0...min(maxDelay, baseDelay × 2^(attempt-1))` (a `Retry-After`
+    /// may wait longer).
+    public var backoff: Backoff
     /// The whole call, every attempt and wait included, ends within this.
     public var deadline: Duration
     /// One attempt's timeout (the deadline may cut the last one short).
     public var requestTimeout: Duration
 
+    /// - Parameters:
+    ///   - maxAttempts: requests per call at most, the first included.
+    ///   - baseDelay: the backoff before the second attempt is drawn from `0...baseDelay`, then doubles.
+    ///   - maxDelay: the backoff never exceeds this.
     public init(maxAttempts: Int, baseDelay: Duration, maxDelay: Duration, deadline: Duration, requestTimeout: Duration)
     {
-        self.maxAttempts = maxAttempts
-        self.baseDelay = baseDelay
-        self.maxDelay = maxDelay
+        self.backoff = Backoff(maxAttempts: maxAttempts, initialDelay: baseDelay, maxDelay: maxDelay, jitter: 1)
         self.deadline = deadline
         self.requestTimeout = requestTimeout
-    }
-
-    /// Full jitter: uniform in `0...min(maxDelay, baseDelay × 2^(attempt-1))`.
-    public func backoff(afterAttempt attempt: Int, random: Double) -> Duration {
-        let exponent = Double(min(max(attempt - 1, 0), 30))
-        let ceiling = min(maxDelay.seconds, baseDelay.seconds * pow(2, exponent))
-        return .seconds(double: ceiling * random.clamped(to: 0...1))
     }
 }
 
@@ -124,9 +118,9 @@ public enum RetryLoop {
                 // The deadline, not the request timeout, cut this attempt short.
                 throw failure.deadlineExceeded(deadline: schedule.deadline, attempts: attempt)
             }
-            guard attempt < schedule.maxAttempts else { throw failure }
+            guard schedule.backoff.allowsAttempt(after: attempt) else { throw failure }
 
-            let delay = failure.retryAfter ?? schedule.backoff(afterAttempt: attempt, random: clock.random())
+            let delay = failure.retryAfter ?? schedule.backoff.delay(afterAttempt: attempt, random: clock.random())
             if clock.now() + delay >= deadline {
                 throw failure.deadlineExceeded(deadline: schedule.deadline, attempts: attempt)
             }

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTransport
+import RetryBackoff
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -259,7 +260,7 @@ struct RetryingSender: Sendable {
 
     /// Full jitter: uniform in `0...min(maxDelay, baseDelay × 2^(attempt-1))`.
     func backoff(afterAttempt attempt: Int) -> Duration {
-        schedule.backoff(afterAttempt: attempt, random: timing.random())
+        schedule.backoff.delay(afterAttempt: attempt, random: timing.random())
     }
 
     // MARK: - Classifying answers

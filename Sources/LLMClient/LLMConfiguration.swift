@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTransport
+import RetryBackoff
 
 /// Where the client calls an OpenAI-compatible chat-completions API, with which model and key, and
 /// how patiently.

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTransport
+import RetryBackoff
 
 /// Why a chat completion failed.
 ///

@@ -3,6 +3,7 @@ import AstroDomain
 import Foundation
 import Logging
 import Synchronization
+import UUIDText
 
 /// One dead letter the maintenance task dropped, and why.
 public struct DroppedDeadLetter: Sendable, Equatable {
@@ -205,7 +206,7 @@ public struct DeadLetterBound: Sendable {
     static func jobID(_ body: Data) -> String? {
         guard body.count <= 1 << 20,
             let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
-            let text = object["jobId"] as? String, UUID(uuidString: text) != nil
+            let text = object["jobId"] as? String, UUID(text: text) != nil
         else { return nil }
         return text.lowercased()
     }

@@ -2,6 +2,7 @@
 // share (swift-certificates imports it the same way).
 @preconcurrency import Crypto
 import Foundation
+import JOSE
 import SwiftASN1
 import X509
 
@@ -49,14 +50,11 @@ public struct JWSSigner: Sendable {
         } catch {
             throw DevSigningError("cannot encode the JWS header: \(error)")
         }
-        let signingInput = Base64URL.encode(header) + "." + Base64URL.encode(payload)
-        let signature: P256.Signing.ECDSASignature
         do {
-            signature = try key.signature(for: Data(signingInput.utf8))
+            return try CompactJWS.signES256(header: header, payload: payload, key: key)
         } catch {
             throw DevSigningError("ES256 signing failed: \(error)")
         }
-        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
     }
 
     /// Encodes a value as JSON (sorted keys, `Date`s as integer milliseconds) and signs it.

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import JOSE
 import Synchronization
 import X509
 
@@ -219,7 +220,20 @@ public final class SignedDataVerifier: Sendable {
         guard token.contains(where: { !$0.isWhitespace }) else {
             throw VerificationFailure(.emptyToken, "no signed data was given")
         }
-        let jws = try CompactJWS(parsing: token)
+        let jws: CompactJWS
+        do {
+            jws = try CompactJWS(parsing: token)
+        } catch {
+            switch error {
+            case .segmentCount(let count):
+                throw VerificationFailure(
+                    .malformedJWS,
+                    "expected three dot-separated segments (header.payload.signature), found \(count)"
+                )
+            case .notBase64URL(let segment):
+                throw VerificationFailure(.malformedJWS, "the \(segment.rawValue) segment is not unpadded base64url")
+            }
+        }
         let header: JOSEHeader
         do {
             header = try JSONDecoder().decode(JOSEHeader.self, from: jws.header)
@@ -280,9 +294,7 @@ public final class SignedDataVerifier: Sendable {
             key = try await chainKey(leaf: leafBytes, intermediate: intermediateBytes, at: time)
         }
 
-        guard jws.signature.count == 64,
-            let signature = try? P256.Signing.ECDSASignature(rawRepresentation: jws.signature)
-        else {
+        guard let signature = jws.es256Signature else {
             throw VerificationFailure(
                 .invalidSignature,
                 "the signature is \(jws.signature.count) bytes, not the 64 of an ES256 r‖s signature"

@@ -1,5 +1,6 @@
 import AstroDomain
 import Foundation
+import UUIDText
 
 /// One reading of a story by a child (a `stories.readings` row).
 public struct ReadingRecord: Sendable, Hashable {
@@ -320,8 +321,8 @@ public struct AchievementRuleBook: Sendable {
             case .collectionCompleted:
                 // The same collection passed twice is still one achievement (the key is unique in the DB).
                 var byKey: [String: CompletedCollection] = [:]
-                for collection in completedCollections where byKey[collection.id.uuidString.lowercased()] == nil {
-                    byKey[collection.id.uuidString.lowercased()] = collection
+                for collection in completedCollections where byKey[collection.id.lowercasedText] == nil {
+                    byKey[collection.id.lowercasedText] = collection
                 }
                 for (subject, collection) in byKey.sorted(by: { $0.key < $1.key }) {
                     statuses.append(

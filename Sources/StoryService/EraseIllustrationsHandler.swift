@@ -1,6 +1,7 @@
 import AstroDomain
 import Foundation
 import Postgres
+import UUIDText
 import WorkerRuntime
 
 extension IllustrationStorage {
@@ -8,7 +9,7 @@ extension IllustrationStorage {
     /// - Returns: whether a folder was removed.
     /// - Throws: `IllustrationStorageError` when it exists but cannot be removed.
     public func removeStory(_ storyID: UUID) throws(IllustrationStorageError) -> Bool {
-        let folder = root.appendingPathComponent(storyID.uuidString.lowercased(), isDirectory: true)
+        let folder = root.appendingPathComponent(storyID.lowercasedText, isDirectory: true)
         guard FileManager.default.fileExists(atPath: folder.path) else { return false }
         do {
             try FileManager.default.removeItem(at: folder)
@@ -57,7 +58,7 @@ public struct EraseIllustrationsHandler: JobHandler {
         }
         let named = request.storyIDs.map(\.uuid)
         guard !named.isEmpty else { return Prepared(removed: 0, kept: 0) }
-        let list = "{" + named.map { $0.uuidString.lowercased() }.joined(separator: ",") + "}"
+        let list = "{" + named.map { $0.lowercasedText }.joined(separator: ",") + "}"
         let live = try await pool.withConnection { database in
             Set(
                 try database.query("SELECT id FROM stories.stories WHERE id = ANY ($1::uuid[])", [list])

@@ -1,5 +1,6 @@
 import Foundation
 import StoryIllustration
+import UUIDText
 
 /// Where illustrations are kept: files under a root folder (a volume in production), named by
 /// story and page; pages store the path relative to the root.
@@ -23,7 +24,7 @@ public struct IllustrationStorage: Sendable {
 
     /// `<story>/page-<nn>.<ext>`: one file per page, replaced when the page is drawn again.
     public static func relativePath(storyID: UUID, page: Int, fileExtension: String) -> String {
-        "\(storyID.uuidString.lowercased())/page-\(page < 10 ? "0" : "")\(page).\(fileExtension)"
+        "\(storyID.lowercasedText)/page-\(page < 10 ? "0" : "")\(page).\(fileExtension)"
     }
 
     /// Stores `image` for a page and returns its path relative to the root. The file appears

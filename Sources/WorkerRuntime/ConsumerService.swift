@@ -1,5 +1,6 @@
 import AMQP
 import Logging
+import RetryBackoff
 import ServiceLifecycle
 import Synchronization
 
@@ -77,9 +78,9 @@ package final class ConsumerService<Consumer: DeliverySource, Store: JobStorage,
     /// (credentials, a missing queue, a closed consumer) end the worker with the error.
     /// - Returns: false when a graceful shutdown began before the consumer started.
     private func startConsuming() async throws -> Bool {
-        var delay = Duration.milliseconds(200)
         var attempt = 1
         while true {
+            let delay = Backoff.startUp.ceiling(afterAttempt: attempt)
             var failure: AMQPError?
             do {
                 try await consumer.start()
@@ -101,7 +102,6 @@ package final class ConsumerService<Consumer: DeliverySource, Store: JobStorage,
                 await consumer.close()
                 return false
             }
-            delay = min(delay * 2, .seconds(5))
             attempt += 1
         }
     }

@@ -574,7 +574,7 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
     ) async {
         let failure = FailureClassifier.classify(error).jobError
         let publicReason = FailureLogging.publicReason(of: error)
-        guard retry.shouldRetry(afterAttempt: job.attempt) else {
+        guard retry.allowsAttempt(after: job.attempt) else {
             FailureLogging.log(
                 "job failed on its last attempt; dead-lettered",
                 level: .error,
@@ -612,8 +612,8 @@ package final class JobProcessor<Store: JobStorage, Publisher: MessagePublisher>
             return
         }
 
-        let delay = retry.jitteredDelay(afterAttempt: job.attempt, random: Double.random(in: 0..<1))
-        let step = retry.step(afterAttempt: job.attempt)
+        let delay = retry.delay(afterAttempt: job.attempt, random: Double.random(in: 0...1))
+        let step = retry.ceiling(afterAttempt: job.attempt)
         var properties = DeliveryCopies.properties(of: delivery)
         properties.headers[BrokerNames.Header.attempt] = .int(Int64(job.attempt))
         properties.headers[BrokerNames.Header.reasonCode] = .string(failure.code)
@@ -944,7 +944,7 @@ struct JobHead: Sendable {
             guard rest.first == ":" else { return nil }
             rest = rest.dropFirst().drop { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }
             guard rest.first == "\"" else { return nil }
-            return UUID(uuidString: String(rest.dropFirst().prefix(36)))
+            return UUID(text: String(rest.dropFirst().prefix(36)))
         }
         for excerpt in excerpts {
             let text = String(decoding: excerpt, as: UTF8.self)

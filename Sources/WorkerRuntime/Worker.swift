@@ -3,6 +3,7 @@ import AstroDomain
 import Foundation
 import Logging
 import Postgres
+import RetryBackoff
 import Schema
 import ServiceLifecycle
 import Synchronization
@@ -302,7 +303,6 @@ public final class Worker: Sendable {
         }
     }
 
-    /// Calls `body` until it succeeds, backing off (capped at 5 s) and logging, until `deadline`.
     /// Declares the worker's topology. A worker on its own broker user may declare nothing, so a
     /// missing queue is refused (403) until `astroctl migrate` has run: retried until the
     /// start-up deadline (migrate may be running right now), then reported with what to do. A
@@ -314,8 +314,10 @@ public final class Worker: Sendable {
         until deadline: ContinuousClock.Instant,
         logger: Logger
     ) async throws {
-        var delay = Duration.milliseconds(500)
+        var attempt = 1
         while true {
+            let delay = Backoff.topologyWait.ceiling(afterAttempt: attempt)
+            attempt += 1
             // (A `catch where` on this typed error crashes the 6.3 compiler here.)
             var refused: AMQPError?
             do {
@@ -337,7 +339,6 @@ public final class Worker: Sendable {
                     metadata: [LogKey.dependency: "RabbitMQ", LogKey.reason: "\(refused)"]
                 )
                 try await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(5))
                 continue
             }
             guard ContinuousClock.now + delay <= deadline else {
@@ -352,23 +353,23 @@ public final class Worker: Sendable {
                 metadata: [LogKey.reason: "\(message)"]
             )
             try await Task.sleep(for: delay)
-            delay = min(delay * 2, .seconds(5))
         }
     }
 
+    /// Calls `body` until it succeeds, backing off (`Backoff.startUp`) and logging, until `deadline`.
     static func retryUntil(
         _ deadline: ContinuousClock.Instant,
         what: String,
         logger: Logger,
         _ body: () async throws -> Void
     ) async throws {
-        var delay = Duration.milliseconds(200)
         var attempt = 1
         while true {
             do {
                 try await body()
                 return
             } catch {
+                let delay = Backoff.startUp.ceiling(afterAttempt: attempt)
                 if ContinuousClock.now + delay > deadline {
                     throw WorkerStartupError(message: "\(what) is unreachable: \(error)")
                 }
@@ -379,7 +380,6 @@ public final class Worker: Sendable {
                     ]
                 )
                 try await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(5))
                 attempt += 1
             }
         }

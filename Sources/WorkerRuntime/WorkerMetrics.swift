@@ -1,5 +1,6 @@
 import Metrics
 import Prometheus
+import RetryBackoff
 import Synchronization
 
 /// The worker's metrics, exposed in the Prometheus text format on `/metrics`.

@@ -2,6 +2,7 @@ import AMQP
 import AstroDomain
 import Foundation
 import Synchronization
+import UUIDText
 
 /// Deliveries as the broker hands them to a worker, for tests: a job's body, the runtime's
 /// headers, redelivery flags. Each gets a new delivery tag.
@@ -28,7 +29,7 @@ public enum TestDeliveries {
     ) -> Delivery {
         var body = fields
         body["jobId"] = .string(jobID.description)
-        if let userID { body["userId"] = .string(userID.uuidString.lowercased()) }
+        if let userID { body["userId"] = .string(userID.lowercasedText) }
         var headers: AMQPTable = [:]
         if attempt > 1 { headers[BrokerNames.Header.attempt] = .int(Int64(attempt - 1)) }
         if let earlierDeliveries { headers[BrokerNames.Header.deliveryCount] = .int(Int64(earlierDeliveries)) }

@@ -1,4 +1,5 @@
 import AstroDomain
+import CivilCalendar
 
 /// A POSIX TZ string as found in the footer of a TZif file (RFC 8536 section 3.3), such as
 /// `EST5EDT,M3.2.0,M11.1.0` or `<+0545>-5:45`: the rule for instants after the last transition.
@@ -82,7 +83,7 @@ public struct PosixTimeZoneRule: Sendable, Hashable {
         // The latest change at or before `seconds`, among those of the neighbouring years (a
         // change time is at most a week away from its day, so one year each side suffices).
         // On a tie the start wins, so a rule with daylight time all year stays in it.
-        let year = civilYear(ofDay: floorDivide(seconds + standardOffset, 86_400))
+        let year = Gregorian.date(daysSince1970: floorDivide(seconds + standardOffset, 86_400)).year
         var latest = Int.min
         var isDaylight = false
         for candidate in (year - 1)...(year + 1) {
@@ -104,7 +105,7 @@ public struct PosixTimeZoneRule: Sendable, Hashable {
     /// - Returns: seconds since 1970 of the change, or `nil` for a rule that never changes offset.
     public func nextTransition(afterSecond seconds: Int) -> Int? {
         guard let daylight, daylight.offset != standardOffset else { return nil }
-        let year = civilYear(ofDay: floorDivide(seconds + standardOffset, 86_400))
+        let year = Gregorian.date(daysSince1970: floorDivide(seconds + standardOffset, 86_400)).year
         var cursor = seconds
         // At most four changes (two years) are skipped before one that changes the offset.
         for _ in 0..<4 {
@@ -130,19 +131,19 @@ public struct PosixTimeZoneRule: Sendable, Hashable {
 
     /// Days since 1970-01-01 of a rule day in a year.
     private func dayNumber(_ day: Day, year: Int) -> Int {
-        let newYear = daysSince1970(year: year, month: 1, day: 1)
+        let newYear = Gregorian.daysSince1970(year: year, month: 1, day: 1)
         switch day {
         case .julian(let number):
-            let leapShift = isLeapYear(year) && number >= 60 ? 1 : 0
+            let leapShift = Gregorian.isLeapYear(year) && number >= 60 ? 1 : 0
             return newYear + number - 1 + leapShift
         case .zeroBased(let number):
             return newYear + number
         case .monthWeekDay(let month, let week, let weekday):
-            let first = daysSince1970(year: year, month: month, day: 1)
+            let first = Gregorian.daysSince1970(year: year, month: month, day: 1)
             // 1970-01-01 was a Thursday (weekday 4).
             let firstWeekday = floorModulo(first + 4, 7)
             var day = first + floorModulo(weekday - firstWeekday, 7) + (week - 1) * 7
-            let length = daysIn(month: month, year: year)
+            let length = Gregorian.daysIn(month: month, year: year)
             while day >= first + length { day -= 7 }
             return day
         }
@@ -270,37 +271,4 @@ func floorDivide(_ value: Int, _ divisor: Int) -> Int {
 func floorModulo(_ value: Int, _ divisor: Int) -> Int {
     let remainder = value % divisor
     return remainder < 0 ? remainder + divisor : remainder
-}
-
-/// Whether `year` is a leap year of the proleptic Gregorian calendar.
-func isLeapYear(_ year: Int) -> Bool { (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 }
-
-/// Days in a month of the proleptic Gregorian calendar.
-func daysIn(month: Int, year: Int) -> Int {
-    switch month {
-    case 2: isLeapYear(year) ? 29 : 28
-    case 4, 6, 9, 11: 30
-    default: 31
-    }
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (negative before it).
-func daysSince1970(year: Int, month: Int, day: Int) -> Int {
-    let shiftedYear = month <= 2 ? year - 1 : year
-    let era = floorDivide(shiftedYear, 400)
-    let yearOfEra = shiftedYear - era * 400
-    let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-    let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-    return era * 146_097 + dayOfEra - 719_468
-}
-
-/// The proleptic Gregorian year of a day counted from 1970-01-01.
-func civilYear(ofDay days: Int) -> Int {
-    let shifted = days + 719_468
-    let era = floorDivide(shifted, 146_097)
-    let dayOfEra = shifted - era * 146_097
-    let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-    let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-    let shiftedMonth = (5 * dayOfYear + 2) / 153
-    return yearOfEra + era * 400 + (shiftedMonth >= 10 ? 1 : 0)
 }

@@ -4,6 +4,8 @@ import AstroCLISupport
 import AstroDomain
 import Foundation
 import Postgres
+import RetryBackoff
+import UUIDText
 
 struct BenchAMQP: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -92,7 +94,7 @@ struct BenchAMQP: AsyncParsableCommand {
 
     private func swiftRound(_ configuration: AMQPConfiguration) async throws -> (publish: Double, consume: Double) {
         let logger = connection.logger
-        let queue = "bench.amqp.swift.\(UUID().uuidString.prefix(8).lowercased())"
+        let queue = "bench.amqp.swift.\(UUID().lowercasedText.prefix(8))"
         let publisher = AMQPPublisher(configuration: configuration, logger: logger)
         defer { Task { await publisher.close() } }
         try await publisher.connect()
@@ -141,7 +143,7 @@ struct BenchAMQP: AsyncParsableCommand {
     }
 
     private func runRaw(path: String, url: String) async throws -> (publish: Double, consume: Double) {
-        let queue = "bench.amqp.raw.\(UUID().uuidString.prefix(8).lowercased())"
+        let queue = "bench.amqp.raw.\(UUID().lowercasedText.prefix(8))"
         // The URL (with its password) goes in the environment, not on the command line, which
         // every user of the machine can read (ps, /proc/*/cmdline).
         let output = try await runProcess(
@@ -187,7 +189,7 @@ struct BenchPostgres: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try connection.databaseConfiguration()
-        let schema = "bench_pg_\(UUID().uuidString.prefix(8).lowercased())"
+        let schema = "bench_pg_\(UUID().lowercasedText.prefix(8))"
         let logger = connection.logger
         let setup = PostgresPool(configuration: configuration, options: .init(maxConnections: 1), logger: logger)
         try await setup.withConnection { database in

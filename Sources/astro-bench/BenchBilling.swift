@@ -5,6 +5,7 @@ import Foundation
 import Postgres
 import StoreKitVerification
 import Synchronization
+import UUIDText
 
 /// Credits for `bench e2e --type consume|consume-hot`, written straight into the ledger (the
 /// purchase path is not what is measured): one profile with a chart per ten jobs, and one
@@ -134,7 +135,7 @@ struct BenchVerify: AsyncParsableCommand {
                     id: id,
                     originalID: id,
                     productID: "com.astrosvitla.report.credit.single",
-                    userID: UUID().uuidString,
+                    userID: UUID().lowercasedText,
                     quantity: 1,
                     environment: "Sandbox",
                     bundleID: BillingDefaults.bundleID,

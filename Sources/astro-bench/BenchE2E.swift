@@ -6,6 +6,7 @@ import Foundation
 import LLMFake
 import Postgres
 import Schema
+import UUIDText
 import WorkerRuntime
 
 struct BenchE2E: AsyncParsableCommand {
@@ -250,7 +251,7 @@ struct JobBodyGenerator {
     let kind: BenchE2E.Kind
     private var random = SplitMix64(seed: 0x5EED)
     /// Jobs come from many users, as in production (one user's jobs contend for their row).
-    private let users = (0..<1000).map { _ in UUID().uuidString.lowercased() }
+    private let users = (0..<1000).map { _ in UUID().lowercasedText }
     private var sequence = 0
     /// For the billing kinds: (user, profile) pairs seeded with credits; job i asks for report
     /// i % 10 (area × language) of pair i / 10, so every job is a different report.

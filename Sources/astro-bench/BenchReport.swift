@@ -6,6 +6,7 @@ import Foundation
 import LLMClient
 import LLMFake
 import Reports
+import UUIDText
 
 /// What `bench e2e --type report` needs beyond credits: a real chart for every seeded profile
 /// (the report-workers read and interpret it), and for `--llm-delay` a local OpenAI-compatible
@@ -14,7 +15,7 @@ enum ReportBenchFixture {
     /// The chart every seeded profile gets: Kyiv, 1990-10-07 15:00, Placidus.
     static func chart() async throws -> NatalChart {
         let body: JSONValue = [
-            "jobId": .string(JobID.random().description), "userId": .string(UUID().uuidString.lowercased()),
+            "jobId": .string(JobID.random().description), "userId": .string(UUID().lowercasedText),
             "profile": [
                 "name": "Bench", "birthDate": "1990-10-07", "birthTime": "15:00", "timezone": "Europe/Kyiv",
                 "latitude": .number(50.4501), "longitude": .number(30.5234), "locationName": "Kyiv, Ukraine",

@@ -8,6 +8,7 @@ import Postgres
 import Schema
 import StoryService
 import Synchronization
+import UUIDText
 import WorkerRuntime
 
 /// `astro-bench stories`: Magical Stories through real story-worker processes, broker and
@@ -199,7 +200,7 @@ struct BenchStories: AsyncParsableCommand {
         publisher: AMQPPublisher,
         amqp: AMQPConfiguration
     ) async throws -> PhaseResult {
-        let eventQueue = "bench.stories.events.\(UUID().uuidString.prefix(8).lowercased())"
+        let eventQueue = "bench.stories.events.\(UUID().lowercasedText.prefix(8))"
         try await publisher.declare(
             Topology(
                 queues: [QueueSpec(name: eventQueue, durable: false, exclusive: false, autoDelete: false)],

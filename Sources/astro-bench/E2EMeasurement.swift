@@ -2,6 +2,7 @@ import AMQP
 import AstroCLISupport
 import AstroDomain
 import Foundation
+import UUIDText
 
 /// One end-to-end measurement, the same for `e2e --type` and `e2e --mix`: starts the worker
 /// processes, publishes the jobs in confirmed batches, and times each job from its publish to
@@ -51,7 +52,7 @@ struct E2EMeasurement {
     /// - Throws: `CommandFailure` when the workers do not start consuming within 60 s or not every
     ///   job has an outcome within `timeout` seconds.
     func run(publisher: AMQPPublisher, connection: ConnectionOptions) async throws -> Result {
-        let eventQueue = "\(eventQueuePrefix).\(UUID().uuidString.prefix(8).lowercased())"
+        let eventQueue = "\(eventQueuePrefix).\(UUID().lowercasedText.prefix(8))"
         try await publisher.declare(
             Topology(
                 queues: [QueueSpec(name: eventQueue, durable: false, exclusive: false, autoDelete: false)],

@@ -6,6 +6,7 @@ import Billing
 import Foundation
 import Postgres
 import StoreKitVerification
+import UUIDText
 
 // Support look-ups and missed-notification tools (issue 18, parts 3 and 4). The App Store calls
 // follow App Store Server API 1.x as Apple documents it (see AppStoreServerAPI/SupportEndpoints).
@@ -356,7 +357,7 @@ struct BillingNotificationsTest: AsyncParsableCommand {
         let uuid: UUID
         do {
             let verified = try await verifier.verifyNotification(status.signedPayload)
-            guard let text = verified.payload.notificationUUID, let parsed = UUID(uuidString: text) else {
+            guard let text = verified.payload.notificationUUID, let parsed = UUID(text: text) else {
                 throw CommandFailure("Apple's TEST notification has no notificationUUID")
             }
             uuid = parsed
@@ -382,7 +383,7 @@ struct BillingNotificationsTest: AsyncParsableCommand {
             }
         }
         var result: [String: JSONValue] = [
-            "testNotificationToken": .string(token), "notificationUUID": .string(uuid.uuidString.lowercased()),
+            "testNotificationToken": .string(token), "notificationUUID": .string(uuid.lowercasedText),
             "received": .bool(received != nil),
         ]
         if let received {
@@ -392,7 +393,7 @@ struct BillingNotificationsTest: AsyncParsableCommand {
                 try SupportSetup.printJSON(JSONValue.object(result))
             } else {
                 print(
-                    "TEST notification \(uuid.uuidString.lowercased()) received \(ISO8601.string(from: received.0)) "
+                    "TEST notification \(uuid.lowercasedText) received \(ISO8601.string(from: received.0)) "
                         + "and recorded (\(received.1)): the notification path works"
                 )
             }
@@ -411,7 +412,7 @@ struct BillingNotificationsTest: AsyncParsableCommand {
         if json {
             try SupportSetup.printJSON(JSONValue.object(result))
         } else {
-            print("TEST notification \(uuid.uuidString.lowercased()) NOT recorded within \(timeout) s")
+            print("TEST notification \(uuid.lowercasedText) NOT recorded within \(timeout) s")
             if attempts.isEmpty { print("  Apple reports no send attempt yet") }
             for attempt in attempts {
                 let when = attempt.attemptDate.map {

@@ -7,6 +7,7 @@ import Ephemeris
 import Foundation
 import Postgres
 import Synchronization
+import UUIDText
 import WorkerRuntime
 
 struct ChartCommand: AsyncParsableCommand {
@@ -140,7 +141,7 @@ struct ChartCommand: AsyncParsableCommand {
         }
         let request: ChartCalculateRequest
         do {
-            request = try ChartCalculateRequest(json: requestBody(jobID: .random(), userID: UUID().uuidString))
+            request = try ChartCalculateRequest(json: requestBody(jobID: .random(), userID: UUID().lowercasedText))
         } catch {
             Self.fail(field: Self.flagName(error.field), message: error.message)
         }
@@ -168,7 +169,7 @@ struct ChartCommand: AsyncParsableCommand {
     }
 
     private func runPublished() async throws {
-        guard let user, UUID(uuidString: user) != nil else {
+        guard let user, UUID(text: user) != nil else {
             Self.fail(field: "--user", message: "--publish needs --user with the user's UUID")
         }
         let jobID = JobID.random()
@@ -205,7 +206,7 @@ struct ChartCommand: AsyncParsableCommand {
                 "chart job \(jobID) failed: \(error["code"]?.stringValue ?? "?"): \(error["message"]?.stringValue ?? "")"
             )
         }
-        guard let chartID = event["chartId"]?.stringValue.flatMap(UUID.init(uuidString:)) else {
+        guard let chartID = event["chartId"]?.stringValue.flatMap({ UUID(text: $0) }) else {
             throw CommandFailure("the chart.calculated event of \(jobID) carries no chartId")
         }
         let stored = try await connection.withPool(size: 1) { pool in
@@ -220,7 +221,7 @@ struct ChartCommand: AsyncParsableCommand {
         } else {
             let chart = try JSONCoding.decoder.decode(NatalChart.self, from: Data(stored.utf8))
             print(
-                "job \(jobID): profile \(event["profileId"]?.stringValue ?? "?"), chart \(chartID.uuidString.lowercased())"
+                "job \(jobID): profile \(event["profileId"]?.stringValue ?? "?"), chart \(chartID.lowercasedText)"
             )
             print(Terminal.safe(ChartTable.render(chart, name: name)))
         }
@@ -272,7 +273,7 @@ enum EventWaiter {
     ) async throws -> JSONValue {
         let amqp = try connection.amqpConfiguration()
         let logger = connection.logger
-        let queue = "astroctl.wait.\(jobID.description.prefix(8)).\(UUID().uuidString.prefix(4).lowercased())"
+        let queue = "astroctl.wait.\(jobID.description.prefix(8)).\(UUID().lowercasedText.prefix(4))"
         let publisher = AMQPPublisher(configuration: amqp, logger: logger)
         try await publisher.connect()
         // Bind before publishing, so even an instant worker cannot finish unseen.

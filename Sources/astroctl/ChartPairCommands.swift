@@ -4,6 +4,7 @@ import AstroDomain
 import ChartEngine
 import Ephemeris
 import Foundation
+import UUIDText
 
 /// Charts for two people, offline: `astroctl pair synastry|composite|davison|compatibility`, the
 /// older name of `astroctl chart synastry|composite|davison|compatibility` (same flags, same
@@ -95,7 +96,7 @@ struct TwoBirthOptions: ParsableArguments {
         _ longitude: Double
     ) async throws -> NatalChart {
         var body: [String: JSONValue] = [
-            "jobId": .string(JobID.random().description), "userId": .string(UUID().uuidString),
+            "jobId": .string(JobID.random().description), "userId": .string(UUID().lowercasedText),
             "houseSystem": .string(text[4]),
             "profile": .object([
                 "name": .string(text[3]), "birthDate": .string(text[0]), "birthTime": .string(text[1]),

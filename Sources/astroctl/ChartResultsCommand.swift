@@ -3,6 +3,7 @@ import AstroCLISupport
 import AstroDomain
 import Foundation
 import Postgres
+import UUIDText
 
 /// `astroctl chart-results show <id>`: a stored chart result (CONTRACT.md "Chart results").
 /// The jobs that store them are published like any other (`astroctl publish chart.synastry`),
@@ -38,7 +39,7 @@ struct ChartResultsCommand: AsyncParsableCommand {
         @OptionGroup var connection: ConnectionOptions
 
         func validate() throws {
-            guard UUID(uuidString: id) != nil else { throw ValidationError("\(id.debugDescription) is not a UUID") }
+            guard UUID(text: id) != nil else { throw ValidationError("\(id.debugDescription) is not a UUID") }
             if let svg {
                 guard !svg.isEmpty, svg.utf8.count <= 4096 else { throw ValidationError("--svg: a file path") }
                 guard !FileManager.default.fileExists(atPath: svg) else {
@@ -48,7 +49,7 @@ struct ChartResultsCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            guard let uuid = UUID(uuidString: id) else { throw ValidationError("not a UUID") }
+            guard let uuid = UUID(text: id) else { throw ValidationError("not a UUID") }
             let row = try await connection.withPool(size: 1) { pool in
                 try await pool.withConnection { database in
                     try database.query(
@@ -78,7 +79,7 @@ struct ChartResultsCommand: AsyncParsableCommand {
                     }
                 }
             }
-            guard let row else { throw CommandFailure("no chart result \(uuid.uuidString.lowercased())") }
+            guard let row else { throw CommandFailure("no chart result \(uuid.lowercasedText)") }
             if let path = svg {
                 guard let text = row.svg else { throw CommandFailure("result \(id) is a \(row.kind), not a wheel") }
                 do {
@@ -98,7 +99,7 @@ struct ChartResultsCommand: AsyncParsableCommand {
                 )
                 return
             }
-            print(Terminal.safe(row.summary(id: uuid.uuidString.lowercased())))
+            print(Terminal.safe(row.summary(id: uuid.lowercasedText)))
         }
 
         static func pretty(_ text: String) -> String {

@@ -4,12 +4,14 @@ import AstroDomain
 import ChartEngine
 import Ephemeris
 import Foundation
+import UUIDText
 
 extension ChartCommand {
     /// The validated birth data of the parent command's options, or exit status 2 naming the flag.
     func birthData() -> BirthData {
         do {
-            return try ChartCalculateRequest(json: requestBody(jobID: .random(), userID: UUID().uuidString)).birthData
+            return try ChartCalculateRequest(json: requestBody(jobID: .random(), userID: UUID().lowercasedText))
+                .birthData
         } catch {
             Self.fail(field: Self.flagName(error.field), message: error.message)
         }

@@ -4,6 +4,7 @@ import AstroCLISupport
 import AstroDomain
 import Foundation
 import Postgres
+import UUIDText
 
 /// `astroctl dead`: the dead-letter queues an operator can read and act on.
 struct DeadCommand: AsyncParsableCommand {
@@ -129,7 +130,7 @@ struct DeadEntry: Sendable {
         return (letters.compactMap(\.failedAt) + [dead].compactMap { $0 }).max()
     }
     var userID: String? {
-        if let user = row?.userID { return user.uuidString.lowercased() }
+        if let user = row?.userID { return user.lowercasedText }
         let object = try? JSONSerialization.jsonObject(with: letters[0].delivery.body) as? [String: Any]
         return (object?["userId"] as? String).flatMap { $0.utf8.count <= 64 ? $0 : nil }
     }

@@ -4,6 +4,7 @@ import AstroDomain
 import Foundation
 import Postgres
 import Synchronization
+import UUIDText
 
 /// One message in a `<queue>.dead` queue, read but not settled, with what its headers and the
 /// job's row say about it.
@@ -229,7 +230,7 @@ enum OperatorStore {
     /// The rows of these jobs, by id.
     static func rows(_ ids: [JobID], database: PostgresConnection) throws -> [JobID: DeadJobRow] {
         guard !ids.isEmpty else { return [:] }
-        let list = "{" + Set(ids.map { $0.uuid.uuidString.lowercased() }).sorted().joined(separator: ",") + "}"
+        let list = "{" + Set(ids.map { $0.uuid.lowercasedText }).sorted().joined(separator: ",") + "}"
         let rows = try database.query(
             """
             SELECT id, kind, status, attempts, error->>'code' AS code, error->>'message' AS message, user_id,

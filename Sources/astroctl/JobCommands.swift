@@ -4,6 +4,7 @@ import AstroCLISupport
 import AstroDomain
 import Foundation
 import Postgres
+import UUIDText
 
 /// Publishing a job from the command line and waiting for its end, for the subcommands that
 /// publish jobs (publish, report, stories, billing).
@@ -100,7 +101,7 @@ enum JobCommands {
     }
 
     static func uuid(_ text: String, option: String) throws -> UUID {
-        guard let uuid = UUID(uuidString: text) else {
+        guard let uuid = UUID(text: text) else {
             throw ValidationError("\(option): expected a UUID, got \(text)")
         }
         return uuid

@@ -6,6 +6,7 @@ import ChartEngine
 import Foundation
 import Postgres
 import Reports
+import UUIDText
 
 /// `astroctl report …`: request a paid report and wait for it, show a stored one, or write one
 /// offline with the built-in writer.
@@ -132,7 +133,7 @@ struct ReportShow: AsyncParsableCommand {
 
     static func render(_ row: PostgresRow?) throws -> String {
         guard let row else { throw CommandFailure("no such report") }
-        let id = try row.decode(UUID.self, "id").uuidString.lowercased()
+        let id = try row.decode(UUID.self, "id").lowercasedText
         let footer = [
             "report \(id)", "\(try row.decode(String.self, "area"))/\(try row.decode(String.self, "language"))",
             "\(try row.decode(Int.self, "word_count")) words",

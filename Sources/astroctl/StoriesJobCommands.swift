@@ -6,6 +6,7 @@ import Foundation
 import Postgres
 import Stories
 import StoryService
+import UUIDText
 
 struct StoriesGenerate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -233,11 +234,11 @@ struct StoriesShow: AsyncParsableCommand {
                 """,
                 [storyID]
             ).first
-        else { throw CommandFailure("no story \(storyID.uuidString.lowercased())") }
+        else { throw CommandFailure("no story \(storyID.lowercasedText)") }
         var lines = [
             try story.decode(String.self, "title"),
-            "story \(storyID.uuidString.lowercased())  child \(try story.decode(String.self, "child_name"))"
-                + " (profile \(try story.decode(UUID?.self, "child_profile_id")?.uuidString.lowercased() ?? "none"))",
+            "story \(storyID.lowercasedText)  child \(try story.decode(String.self, "child_name"))"
+                + " (profile \(try story.decode(UUID?.self, "child_profile_id")?.lowercasedText ?? "none"))",
             "theme \(try story.decode(String.self, "theme"))  age group \(try story.decode(Int.self, "age_group"))"
                 + "  hero \(try story.decode(String.self, "main_character"))"
                 + "  language \(try story.decode(String.self, "language"))",
@@ -288,7 +289,7 @@ struct StoriesAchievements: AsyncParsableCommand {
                         "SELECT name, timezone FROM stories.child_profiles WHERE id = $1",
                         [childID]
                     ).first
-                else { throw CommandFailure("no child profile \(childID.uuidString.lowercased())") }
+                else { throw CommandFailure("no child profile \(childID.lowercasedText)") }
                 var lines = [
                     "\(try profile.decode(String.self, "name")) (\(try profile.decode(String.self, "timezone")))"
                 ]
@@ -365,7 +366,7 @@ struct StoriesCollection: AsyncParsableCommand {
                 )
             }
         }
-        print(id.uuidString.lowercased())
+        print(id.lowercasedText)
     }
 }
 
@@ -386,7 +387,7 @@ enum StoriesOwner {
             }
         }
         guard let owner else {
-            throw CommandFailure("no story \(story.uuidString.lowercased()); give --user to publish anyway")
+            throw CommandFailure("no story \(story.lowercasedText); give --user to publish anyway")
         }
         return UserID(owner)
     }

@@ -88,29 +88,36 @@ struct AMQPValueTests {
 
     @Test("backoff grows exponentially and is capped")
     func backoffBase() {
-        let backoff = Backoff(
-            policy: .init(initialDelay: .milliseconds(100), maxDelay: .seconds(2), multiplier: 2)
+        let backoff = AMQPConfiguration.Reconnect(
+            initialDelay: .milliseconds(100),
+            maxDelay: .seconds(2),
+            multiplier: 2
         )
-        let bases = (1...8).map { backoff.baseDelay(attempt: $0) }
+        .backoff
+        let bases = (1...8).map { backoff.ceiling(afterAttempt: $0) }
         #expect(
             bases == [
                 .milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800),
                 .milliseconds(1600), .seconds(2), .seconds(2), .seconds(2),
             ]
         )
-        #expect(backoff.baseDelay(attempt: 10_000) == .seconds(2))
+        #expect(backoff.ceiling(afterAttempt: 10_000) == .seconds(2))
+        #expect(backoff.allowsAttempt(after: 1_000_000))
+        // A zero initial delay still waits a millisecond.
+        #expect(AMQPConfiguration.Reconnect(initialDelay: .zero).backoff.ceiling(afterAttempt: 1) == .milliseconds(1))
     }
 
     @Test("jitter stays within [base/2, base]")
     func backoffJitter() {
-        let backoff = Backoff(policy: .init(initialDelay: .milliseconds(50), maxDelay: .seconds(1), multiplier: 3))
-        #expect(backoff.delay(attempt: 1, random: 0) == .milliseconds(25))
-        #expect(backoff.delay(attempt: 1, random: 1) == .milliseconds(50))
+        let backoff = AMQPConfiguration.Reconnect(initialDelay: .milliseconds(50), maxDelay: .seconds(1), multiplier: 3)
+            .backoff
+        #expect(backoff.delay(afterAttempt: 1, random: 0) == .milliseconds(25))
+        #expect(backoff.delay(afterAttempt: 1, random: 1) == .milliseconds(50))
         var seen = Set<Duration>()
         for attempt in 1...20 {
-            let base = backoff.baseDelay(attempt: attempt)
+            let base = backoff.ceiling(afterAttempt: attempt)
             for _ in 0..<50 {
-                let delay = backoff.delay(attempt: attempt)
+                let delay = backoff.delay(afterAttempt: attempt, random: Double.random(in: 0...1))
                 #expect(delay >= base / 2 && delay <= base)
                 #expect(delay <= .seconds(1))
                 seen.insert(delay)

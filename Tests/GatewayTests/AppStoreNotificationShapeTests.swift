@@ -1,5 +1,6 @@
 import AstroDomain
 import Foundation
+import JOSE
 import Testing
 
 @testable import Gateway

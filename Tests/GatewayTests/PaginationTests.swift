@@ -1,5 +1,6 @@
 import AstroDomain
 import Foundation
+import JOSE
 import Testing
 
 @testable import Gateway
@@ -72,10 +73,10 @@ struct PaginationTests {
     }
 
     @Test func aSignedTransactionMustBeACompactJWS() {
-        #expect(GatewayRoutes.isCompactJWS("eyJh.eyJi.c2ln"))
-        #expect(GatewayRoutes.isCompactJWS("a-_b.c.d"))
+        #expect(CompactJWS.hasCompactShape("eyJh.eyJi.c2ln"))
+        #expect(CompactJWS.hasCompactShape("a-_b.c.d"))
         for bad in ["", "a.b", "a.b.c.d", "a..c", ".b.c", "a.b.", "a.b.c=", "a b.c.d", "a.b.c\n"] {
-            #expect(!GatewayRoutes.isCompactJWS(bad), "\(bad)")
+            #expect(!CompactJWS.hasCompactShape(bad), "\(bad)")
         }
     }
 }

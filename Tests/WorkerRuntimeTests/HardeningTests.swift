@@ -59,7 +59,7 @@ import Glibc
         #expect(DeliveryHeaders.count(nil) == nil)
         let policy = RetryPolicy(maxAttempts: 5, initialDelay: .seconds(1), maxDelay: .seconds(60))
         let forged = DeliveryHeaders.attempt(of: Self.delivery(headers: [BrokerNames.Header.attempt: .int(.max)]))
-        #expect(!policy.shouldRetry(afterAttempt: forged))
+        #expect(!policy.allowsAttempt(after: forged))
         let negative = DeliveryHeaders.attempt(of: Self.delivery(headers: [BrokerNames.Header.attempt: .int(-50)]))
         #expect(negative == 1)
     }

@@ -114,7 +114,7 @@ import WorkerRuntimeTestKit
             #expect(copies.count == attempt)
             let copy = try #require(copies.last)
             // Through the retry exchange to the delay queue of this attempt's step.
-            let step = testRetryPolicy.step(afterAttempt: attempt)
+            let step = testRetryPolicy.ceiling(afterAttempt: attempt)
             #expect(copy.routingKey == RetryPolicy.delayQueueName(queue: queue, step: step))
             #expect(copy.header(BrokerNames.Header.attempt) == "\(attempt)")
             #expect(copy.header(BrokerNames.Header.reasonCode) == "test-transient")

@@ -1,6 +1,7 @@
 import AMQP
 import AstroDomain
 import Foundation
+import RetryBackoff
 import Testing
 
 @testable import WorkerRuntime
@@ -99,27 +100,43 @@ import FoundationNetworking
 
     @Test func stepsDoubleUpToTheCap() {
         #expect(policy.steps.map { $0.milliseconds } == [1000, 2000, 4000, 8000, 16000, 32000, 60000])
-        #expect(policy.step(afterAttempt: 1) == .seconds(1))
-        #expect(policy.step(afterAttempt: 3) == .seconds(4))
-        #expect(policy.step(afterAttempt: 50) == .seconds(60))
+        #expect(policy.ceiling(afterAttempt: 1) == .seconds(1))
+        #expect(policy.ceiling(afterAttempt: 3) == .seconds(4))
+        #expect(policy.ceiling(afterAttempt: 50) == .seconds(60))
+        // Every attempt's step is one of the delay queues.
+        #expect((1...60).allSatisfy { policy.steps.contains(policy.ceiling(afterAttempt: $0)) })
+        #expect(RetryPolicy(maxAttempts: 2, initialDelay: .seconds(5), maxDelay: .seconds(5)).steps == [.seconds(5)])
     }
 
-    @Test func jitterStaysWithinTheStep() {
+    @Test func jitterTakesAtMostAFifthOffTheStep() {
+        #expect(policy.jitter == 0.2)
         for attempt in 1...8 {
-            let step = policy.step(afterAttempt: attempt)
-            #expect(policy.jitteredDelay(afterAttempt: attempt, random: 0) == step)
-            let shortest = policy.jitteredDelay(afterAttempt: attempt, random: 0.999_999)
+            let step = policy.ceiling(afterAttempt: attempt)
+            #expect(policy.delay(afterAttempt: attempt, random: 1) == step)
+            let shortest = policy.delay(afterAttempt: attempt, random: 0.000_001)
             #expect(shortest <= step)
             #expect(shortest >= step * 0.8)
         }
     }
 
     @Test func attemptsAreBounded() {
-        #expect(policy.shouldRetry(afterAttempt: 4))
-        #expect(!policy.shouldRetry(afterAttempt: 5))
+        #expect(policy.allowsAttempt(after: 4))
+        #expect(!policy.allowsAttempt(after: 5))
         #expect(
             RetryPolicy.delayQueueName(queue: "chart.calculate", step: .seconds(4)) == "chart.calculate.retry.4000ms"
         )
+    }
+
+    @Test func startUpWaitsDoubleToFiveSecondsWithoutJitter() {
+        #expect(
+            (1...7).map { Backoff.startUp.ceiling(afterAttempt: $0) } == [
+                .milliseconds(200), .milliseconds(400), .milliseconds(800), .milliseconds(1600),
+                .milliseconds(3200), .seconds(5), .seconds(5),
+            ]
+        )
+        #expect(Backoff.startUp.delay(afterAttempt: 2, random: 0) == .milliseconds(400))
+        #expect(Backoff.topologyWait.ceiling(afterAttempt: 1) == .milliseconds(500))
+        #expect(Backoff.topologyWait.ceiling(afterAttempt: 4) == .seconds(4))
     }
 }
 

@@ -1,5 +1,6 @@
 import CRabbitMQ
 import Foundation
+import RetryBackoff
 
 /// Owns one librabbitmq connection (`amqp_connection_state_t`) with one channel.
 ///

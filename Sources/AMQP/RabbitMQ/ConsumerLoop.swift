@@ -1,6 +1,7 @@
 import CRabbitMQ
 import Foundation
 import Logging
+import RetryBackoff
 
 /// The consumer's connection loop: runs on its own thread and owns the connection.
 ///
@@ -46,7 +47,7 @@ final class ConsumerLoop {
         self.logger[metadataKey: LogKey.url] = .string(configuration.redactedURL)
         self.logger[metadataKey: LogKey.queues] = .string(queues.joined(separator: ","))
         self.shared = shared
-        self.backoff = Backoff(policy: configuration.reconnect)
+        self.backoff = configuration.reconnect.backoff
     }
 
     // MARK: - Loop
@@ -308,7 +309,7 @@ final class ConsumerLoop {
 
     private func scheduleReconnect() {
         reconnectAttempt += 1
-        let delay = backoff.delay(attempt: reconnectAttempt)
+        let delay = backoff.delay(afterAttempt: reconnectAttempt, random: Double.random(in: 0...1))
         nextReconnectAt = deadline(after: delay)
         logger.info(
             "AMQP consumer reconnecting",

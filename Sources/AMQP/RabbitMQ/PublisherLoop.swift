@@ -1,6 +1,7 @@
 import CRabbitMQ
 import Foundation
 import Logging
+import RetryBackoff
 
 /// The publisher's connection loop: runs on its own thread and owns the connection. It only does
 /// I/O: what to write, and which publishes are done with which outcome, `PublishConfirmTracker` decides.
@@ -43,7 +44,7 @@ final class PublisherLoop {
         self.logger[metadataKey: LogKey.role] = "publisher"
         self.logger[metadataKey: LogKey.url] = .string(configuration.redactedURL)
         self.shared = shared
-        self.backoff = Backoff(policy: configuration.reconnect)
+        self.backoff = configuration.reconnect.backoff
     }
 
     // MARK: - Loop
@@ -380,7 +381,7 @@ final class PublisherLoop {
     private func scheduleReconnect() {
         guard closeDeadline == nil || tracker.hasBacklog else { return }
         reconnectAttempt += 1
-        let delay = backoff.delay(attempt: reconnectAttempt)
+        let delay = backoff.delay(afterAttempt: reconnectAttempt, random: Double.random(in: 0...1))
         nextReconnectAt = deadline(after: delay)
         logger.info(
             "AMQP publisher reconnecting",

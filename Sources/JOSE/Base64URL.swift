@@ -4,10 +4,13 @@ import Foundation
 /// whitespace, no length that unpadded base64 cannot have, and no set bit in what the last
 /// character leaves unused (so one byte string has one spelling).
 ///
+/// The package's one base64url: JWS segments (access tokens, the App Store's signed data and
+/// bearer tokens), refresh tokens and list cursors.
+///
 /// Byte by byte, on every authenticated request (an access token is three parts): Foundation's
 /// base64 with `replacingOccurrences` for the alphabet was the largest cost of a request after
 /// the signature check.
-enum Base64URL {
+public enum Base64URL {
     private static let alphabet: [UInt8] = Array(
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8
     )
@@ -19,8 +22,11 @@ enum Base64URL {
         return table
     }()
 
+    /// Whether `byte` is a character of the base64url alphabet (`A-Z a-z 0-9 - _`).
+    public static func isAlphabet(_ byte: UInt8) -> Bool { values[Int(byte)] != 0xFF }
+
     /// Encodes `bytes` as unpadded base64url.
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         let input = Array(bytes)
         var output = [UInt8]()
         output.reserveCapacity((input.count * 4 + 2) / 3)
@@ -49,10 +55,16 @@ enum Base64URL {
         return String(decoding: output, as: UTF8.self)
     }
 
-    /// Decodes unpadded base64url; `nil` for anything else.
-    static func decode(_ text: Substring) -> Data? {
-        var text = text
-        return text.withUTF8 { decode($0) }
+    /// Decodes unpadded base64url text; `nil` for anything else.
+    public static func decode(_ text: some StringProtocol) -> Data? {
+        decode(bytes: text.utf8)
+    }
+
+    /// Decodes unpadded base64url given as its UTF-8 bytes (e.g. one segment of a token's
+    /// `utf8` view); `nil` for anything else.
+    public static func decode(bytes: some Collection<UInt8>) -> Data? {
+        if let decoded = bytes.withContiguousStorageIfAvailable({ decode($0) }) { return decoded }
+        return Array(bytes).withUnsafeBufferPointer { decode($0) }
     }
 
     private static func decode(_ input: UnsafeBufferPointer<UInt8>) -> Data? {
