@@ -769,7 +769,8 @@ struct UserExportTests {
         #expect(verdict["mismatched"]?.arrayValue == [], "\(verdict)")
         print(
             "export at the bound: \(bytes) bytes packed in \(packed), downloaded in \(downloaded); peak memory grew "
-                + "by \(storyGrew >> 20) MiB (story-worker), \(billingGrew >> 20) MiB (billing-worker)"
+                + "by \(storyGrew >> 20) MiB (story-worker, peak \((storyBefore + storyGrew) >> 20) MiB), "
+                + "\(billingGrew >> 20) MiB (billing-worker, peak \((billingBefore + billingGrew) >> 20) MiB)"
         )
         await publisher.close()
     }
