@@ -63,7 +63,9 @@ public enum UserExport {
     /// Permanent: the export named by `user.export-pack` does not exist (or belongs to someone else).
     public static let unknownExportCode = ErrorCode.unknownExport.rawValue
 
-    /// Bounds of `USER_EXPORT_MAX_BYTES` (the zip, files and document together).
+    /// Bounds of `USER_EXPORT_MAX_BYTES` (the zip, files and document together). The upper
+    /// bound is tested end to end (UserExportTests): no service holds the whole export (bytes
+    /// travel in binary format, a file and a chunk at a time).
     public static let maxBytesRange = 1 << 20...(512 << 20)
     /// Default of `USER_EXPORT_MAX_BYTES`: 64 MiB.
     public static let defaultMaxBytes = 64 << 20

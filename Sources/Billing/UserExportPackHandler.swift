@@ -1,4 +1,5 @@
 import AstroDomain
+import ByteCodecs
 import Foundation
 import Postgres
 import WorkerRuntime
@@ -8,6 +9,11 @@ import WorkerRuntime
 /// a manifest of them), packs it with the illustration files the story-worker copied into one
 /// zip, stores the zip in `user_export_chunks` until the export's `expires_at` (the user's other
 /// finished exports are deleted: one is kept per user) and publishes `user.exported`.
+///
+/// The zip is never held whole: `prepare` plans it from the files' names and sizes (so the bound
+/// is checked before anything is read), and `commit` reads one file at a time (binary `bytea`),
+/// and stores the zip chunk by chunk as it is produced: the worker holds about one file and one
+/// chunk, whatever the export's size.
 /// Run by the billing-worker, the worker already trusted with every table of a user (it erases
 /// them in `user.delete`).
 ///
@@ -59,15 +65,22 @@ public struct UserExportPackHandler: JobHandler {
 
     public struct Prepared: Sendable {
         var request: UserExportPackRequest
-        var zip: Data?
+        /// What to pack; nil when there is nothing to do (packed already, or too large).
+        var contents: Contents?
         var alreadyPacked: Bool
         var tooLarge: JobError?
-        var files: Int
     }
 
-    /// Writes the document and the zip.
+    /// The zip's entries, planned: the document and the copied files' names and sizes, in order.
+    struct Contents: Sendable {
+        var document: Data
+        var files: [(path: String, bytes: Int)]
+    }
+
+    /// Writes the document and plans the zip (its entries' names and sizes, within `maxBytes`).
     /// - Throws: `JobRejection` (`invalid-payload`; `unknown-export` when the export does not
-    ///   exist or is another user's); `PostgresError` (retried).
+    ///   exist or is another user's; `invalid-export-file` for a name the zip refuses);
+    ///   `PostgresError` (retried).
     public func prepare(_ job: JobEnvelope) async throws -> Prepared {
         let request = try job.decode(UserExportPackRequest.self)
         let export = request.exportID.uuid
@@ -83,9 +96,9 @@ public struct UserExportPackHandler: JobHandler {
                 message: "no export \(request.exportID) of this user"
             )
         }
-        var prepared = Prepared(request: request, zip: nil, alreadyPacked: state.1, tooLarge: nil, files: 0)
+        var prepared = Prepared(request: request, contents: nil, alreadyPacked: state.1, tooLarge: nil)
         if state.1 { return prepared }
-        let (document, files) = try await pool.withConnection { database in
+        let contents = try await pool.withConnection { database in
             let document =
                 try database.query(
                     """
@@ -97,18 +110,18 @@ public struct UserExportPackHandler: JobHandler {
                     """,
                     [request.userID.uuid, export]
                 ).first?.decode(String.self, "document") ?? "{}"
-            // One file at a time would bound memory better; the total is bounded by maxBytes
-            // already (the story-worker refused more), so they are read together.
+            // Sizes only: the contents are read one at a time when the zip is written.
             let files = try database.query(
-                "SELECT path, content FROM user_export_files WHERE export_id = $1 ORDER BY path",
+                "SELECT path, octet_length(content) AS bytes FROM user_export_files WHERE export_id = $1 ORDER BY path",
                 [export]
-            ).map { (try $0.decode(String.self, "path"), try $0.decode(Data.self, "content")) }
-            return (document, files)
+            ).map { (path: try $0.decode(String.self, "path"), bytes: try $0.decode(Int.self, "bytes")) }
+            return Contents(document: Data(document.utf8), files: files)
         }
-        var writer = ZipWriter(maxBytes: maxBytes)
+        // The same writer `commit` uses, without contents (their CRCs do not change the size).
+        var plan = ZipWriter(maxBytes: maxBytes)
         do {
-            try writer.add(UserExport.documentName, Data(document.utf8))
-            for (path, content) in files { try writer.add(path, content) }
+            _ = try plan.addEntry(UserExport.documentName, byteCount: contents.document.count, crc: 0)
+            for file in contents.files { _ = try plan.addEntry(file.path, byteCount: file.bytes, crc: 0) }
         } catch .tooLarge(let limit) {
             prepared.tooLarge = JobError(
                 code: UserExport.tooLargeCode,
@@ -119,13 +132,57 @@ public struct UserExportPackHandler: JobHandler {
             // A name the story-worker wrote that the zip refuses: its data is wrong for good.
             throw JobRejection(code: .invalidExportFile, message: "\(error)")
         }
-        prepared.zip = writer.finish()
-        prepared.files = files.count
+        prepared.contents = contents
         return prepared
     }
 
-    /// Stores the zip and announces it.
-    /// - Throws: `PostgresError` (retried).
+    /// The copied files changed between `prepare` and `commit` (the story-worker copied them
+    /// again): retried, so that the zip is planned anew.
+    struct FilesChanged: Error, CustomStringConvertible {
+        var path: String
+        var description: String { "the copied file \(path) changed while the export was being packed" }
+    }
+
+    /// Writes the planned zip into `user_export_chunks` as it is produced: the document, then
+    /// each file, read on its own in binary format, its CRC-32 computed, its bytes cut into
+    /// chunks. Holds one file and one chunk at a time.
+    /// - Returns: the zip's size.
+    /// - Throws: `PostgresError`; `FilesChanged` when a file is gone or not the planned size.
+    func writeZip(_ contents: Contents, export: UUID, database: PostgresConnection) throws -> Int {
+        var writer = ZipWriter(maxBytes: maxBytes)
+        var output = ChunkedOutput(size: UserExport.chunkBytes)
+        func store(_ seq: Int, _ chunk: Data) throws {
+            try database.execute(
+                "INSERT INTO user_export_chunks (export_id, seq, data) VALUES ($1, $2, $3)",
+                [export, seq, chunk]
+            )
+        }
+        let modified = Date()
+        try output.write(try writer.add(UserExport.documentName, contents.document, modified: modified), to: store)
+        for file in contents.files {
+            guard
+                let content = try database.query(
+                    "SELECT content FROM user_export_files WHERE export_id = $1 AND path = $2",
+                    [export, file.path],
+                    resultFormat: .binary
+                ).first?.decode(Data.self, "content"), content.count == file.bytes
+            else { throw FilesChanged(path: file.path) }
+            let header = try writer.addEntry(
+                file.path,
+                byteCount: content.count,
+                crc: CRC32.checksum(content),
+                modified: modified
+            )
+            try output.write(header, to: store)
+            try output.write(content, to: store)
+        }
+        try output.write(writer.finish(), to: store)
+        try output.close(to: store)
+        return output.bytes
+    }
+
+    /// Writes and stores the zip (`writeZip`) and announces it.
+    /// - Throws: `PostgresError`, `FilesChanged` (retried).
     public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
         let request = prepared.request
         let export = request.exportID.uuid
@@ -144,25 +201,19 @@ public struct UserExportPackHandler: JobHandler {
             )
             return JobOutcome(status: .failed(error), messages: [try .event(event)])
         }
-        if let zip = prepared.zip,
+        if let contents = prepared.contents,
             try database.query("SELECT ready_at IS NULL AS open FROM user_exports WHERE id = $1 FOR UPDATE", [export])
                 .first?.decode(Bool.self, "open") == true
         {
-            // In chunks: no value nears PostgreSQL's 1 GB field limit (as hex text, a 512 MiB zip
-            // would pass it), and the gateway sends one chunk at a time (migration 0035).
-            for (seq, start) in stride(from: 0, to: zip.count, by: UserExport.chunkBytes).enumerated() {
-                try database.execute(
-                    "INSERT INTO user_export_chunks (export_id, seq, data) VALUES ($1, $2, $3)",
-                    [export, seq, Data(zip[start..<min(start + UserExport.chunkBytes, zip.count)])]
-                )
-            }
+            // In chunks, which the gateway sends one at a time (migration 0035).
+            let bytes = try writeZip(contents, export: export, database: database)
             try database.execute(
                 """
                 UPDATE user_exports SET bytes = $2, ready_at = now(),
                     expires_at = now() + make_interval(secs => $3), failed_code = NULL
                 WHERE id = $1
                 """,
-                [export, zip.count, ttlSeconds]
+                [export, bytes, ttlSeconds]
             )
             try database.execute("DELETE FROM user_export_files WHERE export_id = $1", [export])
             // The newest finished export replaces the user's others (and their zips): one kept

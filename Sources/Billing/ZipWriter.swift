@@ -6,12 +6,15 @@ import Foundation
 /// classic format without ZIP64, so every size and offset must fit 32 bits and the entry count
 /// 16 bits; `maxBytes` bounds the whole archive far below that.
 ///
-/// Bytes are appended to memory: the caller bounds what it adds (`ZipWriterError.tooLarge` is
-/// thrown before an entry that would pass `maxBytes` is written, and nothing of it is kept).
+/// It streams: it keeps only the central directory, and hands each entry's bytes to the caller,
+/// who writes them in order (`add`, or `addEntry` and then the content), then the tail `finish`
+/// returns. An entry is checked before any of it is handed out (`ZipWriterError.tooLarge` before
+/// one that would pass `maxBytes`); a refused entry leaves the writer unchanged.
 public struct ZipWriter: Sendable {
     /// The largest archive (entries, headers and directory): at most `UInt32.max - 1`.
     public let maxBytes: Int
-    private(set) var data = Data()
+    /// The bytes handed out so far (local headers and contents).
+    public private(set) var written = 0
     private var directory = Data()
     private var entries = 0
     private var names: Set<String> = []
@@ -25,17 +28,32 @@ public struct ZipWriter: Sendable {
         self.maxBytes = min(max(maxBytes, 1), Int(UInt32.max) - 1)
     }
 
-    /// The bytes the archive will have once `finish` adds the end of the central directory.
-    public var size: Int { data.count + directory.count + 22 }
+    /// The bytes the archive will have once `finish` adds the central directory and its end.
+    public var size: Int { written + directory.count + 22 }
 
-    /// Appends a stored entry.
+    /// Records a stored entry of `content` and returns its bytes (local header and content),
+    /// which the caller writes next.
+    /// - Throws: as `addEntry`.
+    public mutating func add(_ name: String, _ content: Data, modified: Date = Date()) throws(ZipWriterError) -> Data {
+        var entry = try addEntry(name, byteCount: content.count, crc: CRC32.checksum(content), modified: modified)
+        entry.append(content)
+        return entry
+    }
+
+    /// Records a stored entry of `byteCount` bytes whose CRC-32 is `crc` and returns its local
+    /// header: the caller writes it, then exactly those bytes.
     /// - Parameters:
     ///   - name: a relative path with `/` separators: not empty, no `..` component, no leading `/`
     ///     or `\`, unique within the archive.
     ///   - modified: the entry's time, in UTC (ZIP's DOS time has 2-second steps, 1980…2107).
     /// - Throws: `ZipWriterError` (`invalidName`, `duplicateName`, `tooManyEntries`, `tooLarge`);
-    ///   the archive is unchanged.
-    public mutating func add(_ name: String, _ content: Data, modified: Date = Date()) throws(ZipWriterError) {
+    ///   the writer is then unchanged.
+    public mutating func addEntry(
+        _ name: String,
+        byteCount: Int,
+        crc: UInt32,
+        modified: Date = Date()
+    ) throws(ZipWriterError) -> Data {
         let nameBytes = Data(name.utf8)
         let components = name.split(separator: "/", omittingEmptySubsequences: false)
         guard !nameBytes.isEmpty, nameBytes.count <= Self.maxNameBytes, !name.hasPrefix("/"),
@@ -45,14 +63,14 @@ public struct ZipWriter: Sendable {
         guard !names.contains(name) else { throw .duplicateName(name) }
         guard entries < Self.maxEntries else { throw .tooManyEntries }
         // The local header (30 + name), the data, the directory entry (46 + name).
-        let added = 30 + nameBytes.count + content.count + 46 + nameBytes.count
-        guard size + added <= maxBytes else { throw .tooLarge(limit: maxBytes) }
-        let crc = CRC32.checksum(content)
+        let added = 30 + nameBytes.count + byteCount + 46 + nameBytes.count
+        guard byteCount >= 0, size + added <= maxBytes else { throw .tooLarge(limit: maxBytes) }
         let (time, date) = Self.dosTime(modified)
-        let offset = UInt32(data.count)
+        let offset = UInt32(written)
         // Bit 11: the name is UTF-8.
         let flags: UInt16 = 1 << 11
         var local = Data()
+        local.reserveCapacity(30 + nameBytes.count)
         local.append(le32: 0x0403_4b50)
         local.append(le16: 20)  // version needed: 2.0
         local.append(le16: flags)
@@ -60,13 +78,11 @@ public struct ZipWriter: Sendable {
         local.append(le16: time)
         local.append(le16: date)
         local.append(le32: crc)
-        local.append(le32: UInt32(content.count))
-        local.append(le32: UInt32(content.count))
+        local.append(le32: UInt32(byteCount))
+        local.append(le32: UInt32(byteCount))
         local.append(le16: UInt16(nameBytes.count))
         local.append(le16: 0)
         local.append(nameBytes)
-        data.append(local)
-        data.append(content)
         var central = Data()
         central.append(le32: 0x0201_4b50)
         central.append(le16: 0x0314)  // made by: Unix, 2.0
@@ -76,8 +92,8 @@ public struct ZipWriter: Sendable {
         central.append(le16: time)
         central.append(le16: date)
         central.append(le32: crc)
-        central.append(le32: UInt32(content.count))
-        central.append(le32: UInt32(content.count))
+        central.append(le32: UInt32(byteCount))
+        central.append(le32: UInt32(byteCount))
         central.append(le16: UInt16(nameBytes.count))
         central.append(le16: 0)  // extra
         central.append(le16: 0)  // comment
@@ -87,23 +103,24 @@ public struct ZipWriter: Sendable {
         central.append(le32: offset)
         central.append(nameBytes)
         directory.append(central)
+        written += local.count + byteCount
         entries += 1
         names.insert(name)
+        return local
     }
 
-    /// The finished archive: the entries, the central directory and its end record.
+    /// The archive's tail, written after every entry: the central directory and its end record.
     public func finish() -> Data {
-        var archive = data
-        archive.append(directory)
-        archive.append(le32: 0x0605_4b50)
-        archive.append(le16: 0)
-        archive.append(le16: 0)
-        archive.append(le16: UInt16(entries))
-        archive.append(le16: UInt16(entries))
-        archive.append(le32: UInt32(directory.count))
-        archive.append(le32: UInt32(data.count))
-        archive.append(le16: 0)
-        return archive
+        var tail = directory
+        tail.append(le32: 0x0605_4b50)
+        tail.append(le16: 0)
+        tail.append(le16: 0)
+        tail.append(le16: UInt16(entries))
+        tail.append(le16: UInt16(entries))
+        tail.append(le32: UInt32(directory.count))
+        tail.append(le32: UInt32(written))
+        tail.append(le16: 0)
+        return tail
     }
 
     /// MS-DOS time and date of `moment` in UTC, clamped to the years ZIP can say.

@@ -31,14 +31,16 @@ extension GatewayStore {
         var failedCode: String?
     }
 
-    /// Chunk `seq` of export `id`'s zip (`UserExport.chunkBytes` bytes, the last one shorter);
-    /// nil when there is none (past the end, or the export was deleted).
+    /// Chunk `seq` of export `id`'s zip (`UserExport.chunkBytes` bytes, the last one shorter),
+    /// read in binary format (its bytes, not their hex text); nil when there is none (past the
+    /// end, or the export was deleted).
     /// - Throws: `PostgresError`.
     func exportChunk(_ id: UUID, seq: Int) async throws -> Data? {
         try await pool.withConnection { database in
             try database.query(
                 "SELECT data FROM user_export_chunks WHERE export_id = $1 AND seq = $2",
-                [id, seq]
+                [id, seq],
+                resultFormat: .binary
             ).first?.decode(Data.self, "data")
         }
     }

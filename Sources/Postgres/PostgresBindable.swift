@@ -1,17 +1,39 @@
 import Foundation
 import UUIDText
 
-/// A value sent as a query parameter, in PostgreSQL's text format.
+/// A value sent as a query parameter: in PostgreSQL's text format, or in its binary format
+/// (`Data` as `bytea`, whose binary format is the bytes themselves: no hex text twice its size).
 public struct PostgresParameter: Sendable, Hashable {
-    /// The value's text; nil is SQL NULL.
-    public var text: String?
-    /// The parameter's type OID; 0 lets the server infer it from the statement.
+    /// How a value travels.
+    public enum Value: Sendable, Hashable {
+        /// The type's text input format.
+        case text(String)
+        /// The type's binary format (the server reads it with the type's `receive` function).
+        case binary(Data)
+    }
+
+    /// The value; nil is SQL NULL.
+    public var value: Value?
+    /// The parameter's type OID; 0 lets the server infer it from the statement (text values only:
+    /// a binary value must name its type).
     public var typeOID: UInt32
 
-    /// Makes a parameter.
+    /// Makes a text-format parameter; nil is SQL NULL.
     public init(text: String?, typeOID: UInt32 = 0) {
-        self.text = text
+        self.value = text.map(Value.text)
         self.typeOID = typeOID
+    }
+
+    /// Makes a binary-format parameter of type `typeOID` (e.g. `PostgresTypeOID.bytea`).
+    public init(binary: Data, typeOID: UInt32) {
+        self.value = .binary(binary)
+        self.typeOID = typeOID
+    }
+
+    /// The value's text; nil for SQL NULL or a binary value.
+    public var text: String? {
+        if case .text(let text)? = value { return text }
+        return nil
     }
 }
 
@@ -42,6 +64,7 @@ public enum PostgresTypeOID {
     public static let json: UInt32 = 114
     public static let float4: UInt32 = 700
     public static let float8: UInt32 = 701
+    public static let bpchar: UInt32 = 1042
     public static let varchar: UInt32 = 1043
     public static let date: UInt32 = 1082
     public static let timestamp: UInt32 = 1114
@@ -134,16 +157,9 @@ extension Date: PostgresBindable {
 }
 
 extension Data: PostgresBindable {
-    /// A `bytea` in hex format, e.g. `\x00ff`.
+    /// A `bytea` in binary format: the bytes as they are.
     public var postgresParameter: PostgresParameter {
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
-        var bytes: [UInt8] = [UInt8(ascii: "\\"), UInt8(ascii: "x")]
-        bytes.reserveCapacity(2 + count * 2)
-        for byte in self {
-            bytes.append(digits[Int(byte >> 4)])
-            bytes.append(digits[Int(byte & 0x0F)])
-        }
-        return PostgresParameter(text: String(decoding: bytes, as: UTF8.self), typeOID: Self.postgresTypeOID)
+        PostgresParameter(binary: self, typeOID: Self.postgresTypeOID)
     }
     public static var postgresTypeOID: UInt32 { PostgresTypeOID.bytea }
 }

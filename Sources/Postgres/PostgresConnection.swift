@@ -40,11 +40,18 @@ public final class PostgresConnection {
         return PostgresConnection(handle: handle, logger: logger)
     }
 
-    /// Runs one statement with `$1…$n` parameters (`PQexecParams`, text format).
+    /// Runs one statement with `$1…$n` parameters (prepared once per connection). Parameters
+    /// travel in text format, except `Data`, which travels as binary `bytea`.
+    /// - Parameter resultFormat: `.binary` for a statement that reads large `bytea` values (see
+    ///   `PostgresResultFormat` for what decodes it); text by default.
     /// - Returns: The rows (empty for commands) and the number of rows affected.
     /// - Throws: `.server` with the SQLSTATE, `.connectionLost`, or `.encoding` for a parameter that cannot be sent.
     @discardableResult
-    public func query(_ sql: SQL, _ parameters: [any PostgresBindable] = []) throws(PostgresError) -> PostgresResult {
+    public func query(
+        _ sql: SQL,
+        _ parameters: [any PostgresBindable] = [],
+        resultFormat: PostgresResultFormat = .text
+    ) throws(PostgresError) -> PostgresResult {
         var encoded: [PostgresParameter] = []
         encoded.reserveCapacity(parameters.count)
         for (index, parameter) in parameters.enumerated() {
@@ -57,7 +64,7 @@ public final class PostgresConnection {
                 throw error
             }
         }
-        let outcome = try handle.execute(sql.text, parameters: encoded)
+        let outcome = try handle.execute(sql.text, parameters: encoded, resultFormat: resultFormat)
         let rows = outcome.rows.map { PostgresRow(columns: outcome.columns, values: $0) }
         return PostgresResult(rows: rows, rowsAffected: outcome.rowsAffected, columnNames: outcome.columns.names)
     }

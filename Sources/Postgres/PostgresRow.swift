@@ -15,12 +15,27 @@ final class PostgresColumns: Sendable {
     }
 }
 
-/// One row of a result, copied out of libpq (text format).
+/// One value of a result as the server sent it.
+enum PostgresCell: Sendable {
+    case text(String)
+    case binary(Data)
+}
+
+/// The format the server sends a result's values in.
+public enum PostgresResultFormat: Sendable, Hashable {
+    /// Every value as text (the default: every `PostgresDecodable` reads it).
+    case text
+    /// Every value in its type's binary format: what reads large `bytea` values without their hex
+    /// text. Only `Data`, `String`, the integers, `Bool` and `UUID` decode it, and `decodeJSON`.
+    case binary
+}
+
+/// One row of a result, copied out of libpq.
 public struct PostgresRow: Sendable {
     let columns: PostgresColumns
-    let values: [String?]
+    let values: [PostgresCell?]
 
-    init(columns: PostgresColumns, values: [String?]) {
+    init(columns: PostgresColumns, values: [PostgresCell?]) {
         self.columns = columns
         self.values = values
     }
@@ -60,9 +75,12 @@ public struct PostgresRow: Sendable {
     /// - Throws: `.decoding` naming the column and type for an unknown column or an unparsable value.
     public func decode<T: PostgresDecodable>(_ type: T?.Type, _ column: String) throws(PostgresError) -> T? {
         let position = try position(column)
-        guard let text = values[position] else { return nil }
         do {
-            return try T.decode(postgresText: text, typeOID: columns.typeOIDs[position])
+            switch values[position] {
+            case nil: return nil
+            case .text(let text)?: return try T.decode(postgresText: text, typeOID: columns.typeOIDs[position])
+            case .binary(let bytes)?: return try T.decode(postgresBinary: bytes, typeOID: columns.typeOIDs[position])
+            }
         } catch {
             var error = error
             error.message = "column \"\(column)\": " + error.message
@@ -83,11 +101,18 @@ public struct PostgresRow: Sendable {
     /// - Throws: `.decoding` naming the column and type for an unknown column or JSON that does not fit.
     public func decodeJSON<T: Decodable>(_ type: T?.Type, _ column: String) throws(PostgresError) -> T? {
         let position = try position(column)
-        guard let text = values[position] else { return nil }
+        let json: Data
+        switch values[position] {
+        case nil: return nil
+        case .text(let text)?: json = Data(text.utf8)
+        // Binary jsonb is a version byte (1) and the text; binary json is the text.
+        case .binary(let bytes)?:
+            json = columns.typeOIDs[position] == PostgresTypeOID.jsonb && bytes.first == 1 ? bytes.dropFirst() : bytes
+        }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         do {
-            return try decoder.decode(T.self, from: Data(text.utf8))
+            return try decoder.decode(T.self, from: json)
         } catch {
             var path = ""
             if let decodingError = error as? DecodingError {
@@ -109,10 +134,11 @@ public struct PostgresRow: Sendable {
         }
     }
 
-    /// The column's value as the server sent it (text format); nil for NULL or an unknown column.
+    /// The column's value as the server sent it in text format; nil for NULL, an unknown column
+    /// or a binary-format value.
     public func rawText(_ column: String) -> String? {
-        guard let position = columns.indexByName[column] else { return nil }
-        return values[position]
+        guard let position = columns.indexByName[column], case .text(let text)? = values[position] else { return nil }
+        return text
     }
 }
 

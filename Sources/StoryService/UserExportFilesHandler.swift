@@ -10,7 +10,9 @@ import WorkerRuntime
 ///
 /// Idempotent: a rerun replaces the copied files of the same export and queues the same
 /// (derived) pack job. The files are bounded by `maxBytes` and `UserExport.maxFiles`: beyond
-/// them the job fails for good with `export-too-large`.
+/// them the job fails for good with `export-too-large`. `prepare` lists them with their sizes;
+/// `commit` reads and stores them one at a time (binary `bytea`), so the worker holds one file,
+/// not the whole export.
 public struct UserExportFilesHandler: JobHandler {
     public let jobType = JobType.userExport
     let pool: PostgresPool
@@ -28,10 +30,11 @@ public struct UserExportFilesHandler: JobHandler {
         self.maxBytes = min(max(maxBytes, UserExport.maxBytesRange.lowerBound), UserExport.maxBytesRange.upperBound)
     }
 
-    /// The copied files, or why there are none.
+    /// The files to copy, or why there are none.
     public struct Prepared: Sendable {
         var request: UserExportRequest
-        var files: [(path: String, content: Data)]
+        /// Each file's name in the zip and where it is read from.
+        var files: [(path: String, url: URL)]
         var missing: Int
         var tooLarge: JobError?
     }
@@ -39,9 +42,9 @@ public struct UserExportFilesHandler: JobHandler {
     /// The pack job's id: derived, so a rerun queues the same job.
     public static func packJobID(for export: JobID) -> JobID { JobID.derived(from: export, purpose: "export-pack") }
 
-    /// Reads the files.
+    /// Lists the files and checks their sizes against `maxBytes`.
     /// - Throws: `JobRejection` (`invalid-payload`); `PostgresError` or `IllustrationStorageError`
-    ///   (retried: a file that exists but cannot be read).
+    ///   (retried: a file that exists but whose size cannot be read).
     public func prepare(_ job: JobEnvelope) async throws -> Prepared {
         let request = try job.decode(UserExportRequest.self)
         let paths = try await pool.withConnection { database in
@@ -73,13 +76,13 @@ public struct UserExportFilesHandler: JobHandler {
                 prepared.missing += 1
                 continue
             }
-            let content: Data
+            let size: Int
             do {
-                content = try Data(contentsOf: url)
+                size = try url.resourceValues(forKeys: [.fileSizeKey]).fileSize ?? 0
             } catch {
                 throw IllustrationStorageError("cannot read \(url.path): \(error.localizedDescription)")
             }
-            total += content.count
+            total += size
             guard total <= maxBytes else {
                 prepared.tooLarge = JobError(
                     code: UserExport.tooLargeCode,
@@ -88,13 +91,18 @@ public struct UserExportFilesHandler: JobHandler {
                 prepared.files = []
                 return prepared
             }
-            prepared.files.append((UserExport.illustrationsFolder + path, content))
+            prepared.files.append((UserExport.illustrationsFolder + path, url))
         }
         return prepared
     }
 
-    /// Records the export and its files, and queues the pack.
-    /// - Throws: `PostgresError` (retried).
+    /// Records the export, copies its files and queues the pack.
+    ///
+    /// The files are read here, one at a time, rather than in `prepare`: this holds one file in
+    /// memory instead of the whole export (up to `USER_EXPORT_MAX_BYTES`), for the price of local
+    /// disk reads inside the transaction.
+    /// - Throws: `PostgresError`; `IllustrationStorageError` for a file that cannot be read or
+    ///   that grew past the bound since `prepare` (retried: `prepare` looks again).
     public func commit(_ prepared: Prepared, job: JobEnvelope, database: PostgresConnection) throws -> JobOutcome {
         let request = prepared.request
         if let error = prepared.tooLarge {
@@ -107,10 +115,21 @@ public struct UserExportFilesHandler: JobHandler {
             [export, request.userID.uuid]
         )
         try database.execute("DELETE FROM user_export_files WHERE export_id = $1", [export])
+        var total = 0
         for file in prepared.files {
+            let content: Data
+            do {
+                content = try Data(contentsOf: file.url)
+            } catch {
+                throw IllustrationStorageError("cannot read \(file.url.path): \(error.localizedDescription)")
+            }
+            total += content.count
+            guard total <= maxBytes else {
+                throw IllustrationStorageError("the illustrations grew past \(maxBytes) bytes while being copied")
+            }
             try database.execute(
                 "INSERT INTO user_export_files (export_id, path, content) VALUES ($1, $2, $3)",
-                [export, file.path, file.content]
+                [export, file.path, content]
             )
         }
         let pack = UserExportPackRequest(

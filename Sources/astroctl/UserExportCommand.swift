@@ -101,7 +101,8 @@ struct UserExport: AsyncParsableCommand {
             let chunk = try await pool.withConnection { database in
                 try database.query(
                     "SELECT data FROM user_export_chunks WHERE export_id = $1 AND seq = $2",
-                    [export.uuid, seq]
+                    [export.uuid, seq],
+                    resultFormat: .binary
                 ).first?.decode(Data.self, "data")
             }
             guard let chunk, !chunk.isEmpty else {

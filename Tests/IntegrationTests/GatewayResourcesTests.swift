@@ -42,7 +42,10 @@ struct GatewayResourcesTests {
 
     /// A billing-worker and a report-worker (the built-in expert-rules writer: no LLM) as their
     /// own database roles and broker users, trusting the test PKI's root.
-    static func startBillingAndReportWorkers() async throws -> GatewayHarness.Processes {
+    /// - Parameter environment: more variables for both workers (e.g. `USER_EXPORT_MAX_BYTES`).
+    static func startBillingAndReportWorkers(
+        environment extra: [String: String] = [:]
+    ) async throws -> GatewayHarness.Processes {
         var processes: [ChildProcess] = []
         for (product, role, broker) in [
             ("billing-worker", WorkerRole.billingWorker, BrokerAccess.billingWorker),
@@ -57,7 +60,7 @@ struct GatewayResourcesTests {
                     "BILLING_ENVIRONMENT": "Sandbox",
                     "BILLING_TRUSTED_ROOTS": BillingWorkerProcessTests.pkiFolder.appendingPathComponent("root.der")
                         .path,
-                ],
+                ].merging(extra) { _, new in new },
                 label: "resources-\(product)"
             )
             processes.append(process)

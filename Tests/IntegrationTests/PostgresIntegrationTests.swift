@@ -69,6 +69,86 @@ struct PostgresIntegrationTests {
         await database.drop()
     }
 
+    /// `Data` parameters travel as binary `bytea` and `resultFormat: .binary` reads values back
+    /// as they are: every byte value, empty, NULL, 64 MiB (its hex text would be 128 MiB), and
+    /// more binary parameters in one statement than are lent to libpq without a copy. The server
+    /// sees the bytes its own literals name, and text-format reads still decode the hex.
+    @Test func byteaTravelsInBinaryFormat() async throws {
+        let database = try await PostgresTestDatabase.make()
+        let pool = database.makePool()
+        let every = Data((0...255).map { UInt8($0) })
+        let random = try #require(FileHandle(forReadingAtPath: "/dev/urandom"))
+        let large = random.readData(ofLength: 64 << 20)
+        try random.close()
+        let many = (0..<40).map { index in index == 7 ? Data() : Data([UInt8(index), 0, 0xFF, UInt8(index)]) }
+        let id = UUID()
+        let (server, back, text, joined, mixed) = try await pool.withConnection { connection in
+            try connection.executeScript("CREATE TABLE blobs (id int PRIMARY KEY, data bytea)")
+            try connection.execute(
+                "INSERT INTO blobs VALUES (1, $1), (2, $2), (3, $3), (4, $4)",
+                [every, Data(), Data?.none, large]
+            )
+            // Built by the server itself: what binary 0…255 must equal, and the large value's ends.
+            let server = try #require(
+                try connection.query(
+                    """
+                    SELECT (SELECT data FROM blobs WHERE id = 1) =
+                            (SELECT decode(string_agg(lpad(to_hex(g), 2, '0'), '' ORDER BY g), 'hex')
+                             FROM generate_series(0, 255) AS g) AS every,
+                        (SELECT octet_length(data) FROM blobs WHERE id = 2) AS empty,
+                        (SELECT data IS NULL FROM blobs WHERE id = 3) AS null,
+                        (SELECT octet_length(data) FROM blobs WHERE id = 4) AS large,
+                        (SELECT substring(data FROM 1 FOR 16) = $1 AND substring(data FROM $3 FOR 16) = $2
+                         FROM blobs WHERE id = 4) AS ends
+                    """,
+                    [large.prefix(16), large.suffix(16), Int32(large.count - 15)]
+                ).first
+            )
+            let back = try connection.query("SELECT id, data FROM blobs ORDER BY id", resultFormat: .binary)
+                .map { try $0.decode(Data?.self, "data") }
+            let text = try connection.query("SELECT data FROM blobs WHERE id < 4 ORDER BY id")
+                .map { try $0.decode(Data?.self, "data") }
+            let placeholders = (1...many.count).map { "$\($0)" }.joined(separator: " || ")
+            let joined = try connection.query(
+                SQL(unsafeSQL: "SELECT \(placeholders) AS joined"),
+                many,
+                resultFormat: .binary
+            ).first?.decode(Data.self, "joined")
+            let mixed = try #require(
+                try connection.query(
+                    "SELECT $1::text AS t, $2::bytea AS b, $3::int4 AS i, $4::uuid AS u, $5::bool AS f, $6::int8 AS n",
+                    ["Київ 🪐", every, Int32(-5), id, false, Int64.min],
+                    resultFormat: .binary
+                ).first
+            )
+            return (server, back, text, joined, mixed)
+        }
+        #expect(try server.decode(Bool.self, "every"), "the server did not get the bytes 0…255 as they are")
+        #expect(try server.decode(Int.self, "empty") == 0)
+        #expect(try server.decode(Bool.self, "null"))
+        #expect(try server.decode(Int.self, "large") == large.count)
+        #expect(try server.decode(Bool.self, "ends"))
+        #expect(back.count == 4 && back[0] == every && back[1] == Data() && back[2] == nil)
+        #expect(back[3] == large, "the 64 MiB value did not come back as it was")
+        #expect(text == [every, Data(), nil])
+        #expect(joined == many.reduce(Data(), +))
+        #expect(try mixed.decode(String.self, "t") == "Київ 🪐")
+        #expect(try mixed.decode(Data.self, "b") == every)
+        #expect(try mixed.decode(Int32.self, "i") == -5 && mixed.decode(Int.self, "i") == -5)
+        #expect(try mixed.decode(UUID.self, "u") == id)
+        #expect(try !mixed.decode(Bool.self, "f"))
+        #expect(try mixed.decode(Int64.self, "n") == .min)
+        // A type without a binary decoding is refused with the column's name, not misread.
+        let refused = await postgresOutcome {
+            try await pool.withConnection { connection in
+                try connection.query("SELECT 1.5::float8 AS x", resultFormat: .binary).first?.decode(Double.self, "x")
+            }
+        }
+        #expect((refused.failedWith as? PostgresError)?.message.contains("\"x\"") == true)
+        await pool.close()
+        await database.drop()
+    }
+
     @Test func nastyStringsAreStoredVerbatim() async throws {
         let database = try await PostgresTestDatabase.make()
         let pool = database.makePool()

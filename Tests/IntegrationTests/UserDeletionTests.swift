@@ -35,7 +35,8 @@ struct UserDeletionTests {
     // MARK: - Helpers
 
     /// A story-worker with the built-in illustrator, storing under `storage`.
-    static func startStoryWorker(storage: URL) async throws -> ChildProcess {
+    /// - Parameter environment: more variables (e.g. `USER_EXPORT_MAX_BYTES`).
+    static func startStoryWorker(storage: URL, environment extra: [String: String] = [:]) async throws -> ChildProcess {
         try await GatewayHarness.start(
             "story-worker",
             environment: [
@@ -43,7 +44,7 @@ struct UserDeletionTests {
                 "DATABASE_URL": try await RuntimeTestEnvironment.databaseURL(as: .storyWorker),
                 "HTTP_PORT": "0", "HTTP_HOST": "127.0.0.1", "LOG_LEVEL": "warning", "MIGRATE_ON_START": "false",
                 "STORY_STORAGE_ROOT": storage.path,
-            ],
+            ].merging(extra) { _, new in new },
             label: "deletion-story-worker"
         )
     }

@@ -631,6 +631,150 @@ struct UserExportTests {
         }
     }
 
+    /// Issue 32: an export at the largest `USER_EXPORT_MAX_BYTES` allowed (within a chunk of it)
+    /// goes end to end through the real story- and billing-workers and PostgreSQL, and downloads
+    /// through the gateway whole: its size is the one stored, every CRC holds, and every
+    /// illustration is byte for byte (SHA-256) the file the story-worker read. Neither worker
+    /// holds the export in memory (bytes travel in binary format, one file and one chunk at a
+    /// time): their peak resident memory grows by far less than the export.
+    @Test func anExportAtTheLargestBoundGoesThroughTheWorkersAndDownloadsIntact() async throws {
+        let bound = UserExport.maxBytesRange.upperBound
+        let publisher = try await RuntimeTestEnvironment.contractPublisher(purging: JobType.all)
+        defer { Task { await publisher.close() } }
+        let storage = FileManager.default.temporaryDirectory.appendingPathComponent("export-bound-\(UUID())")
+        try FileManager.default.createDirectory(at: storage, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: storage) }
+        let setting = ["USER_EXPORT_MAX_BYTES": String(bound)]
+        let gateway = try await GatewayHarness.launch(chartWorker: false, label: "export-bound-gateway")
+        defer { gateway.processes.stop() }
+        let workers = try await GatewayResourcesTests.startBillingAndReportWorkers(environment: setting)
+        let storyWorker = try await UserDeletionTests.startStoryWorker(storage: storage, environment: setting)
+        let processes = GatewayHarness.Processes(processes: workers.processes + [storyWorker])
+        defer { processes.stop() }
+        let billingWorker = workers.processes[0]
+        let (user, token) = try await GatewayHarness.register(gateway.base)
+
+        // A story of 64 illustrated pages whose files hold the bound less 256 KiB (the document
+        // and the zip's headers take the rest): random bytes, which no one compresses.
+        let story = UUID().uuidString.lowercased()
+        let pages = 64
+        let contentBytes = bound - (256 << 10)
+        let random = try #require(FileHandle(forReadingAtPath: "/dev/urandom"))
+        defer { try? random.close() }
+        try FileManager.default.createDirectory(
+            at: storage.appendingPathComponent(story),
+            withIntermediateDirectories: true
+        )
+        for page in 1...pages {
+            let size = contentBytes / pages + (page == pages ? contentBytes % pages : 0)
+            try random.readData(ofLength: size).write(to: storage.appendingPathComponent("\(story)/page-\(page).bin"))
+        }
+        _ = try await pool.withTransaction { database in
+            let child = UUID()
+            try database.execute(
+                "INSERT INTO stories.child_profiles (id, user_id, name, timezone) VALUES ($1, $2::uuid, 'Оля', 'Europe/Kyiv')",
+                [child, user]
+            )
+            try database.execute(
+                """
+                INSERT INTO stories.stories (id, user_id, child_profile_id, title, child_name, age_group, theme,
+                    main_character, language, writer, writer_version)
+                VALUES ($1::uuid, $2::uuid, $3, 'The Long Book', 'Оля', 1, 'courage', 'a fox', 'en', 'built-in', 'test')
+                """,
+                [story, user, child]
+            )
+            for page in 1...pages {
+                try database.execute(
+                    """
+                    INSERT INTO stories.pages (id, story_id, page_number, text, illustration_status, illustration_path)
+                    VALUES ($1, $2::uuid, $3, 'A page.', 'generated', $4)
+                    """,
+                    [UUID(), story, page, "\(story)/page-\(page).bin"]
+                )
+            }
+        }
+        let storyBefore = try Self.peakMemory(of: storyWorker)
+        let billingBefore = try Self.peakMemory(of: billingWorker)
+
+        let started = ContinuousClock.now
+        let export = try GatewayResourcesTests.accepted(
+            try await GatewayHarness.request("POST", "\(gateway.base)/v1/me/export", token: token)
+        )
+        var state: (bytes: Int?, failed: String?)?
+        try await RuntimeTestEnvironment.eventually(
+            "the export at \(bound) bytes is stored (or fails)",
+            timeout: .seconds(180)
+        ) {
+            state = try await pool.withConnection { database in
+                try database.query("SELECT bytes, failed_code FROM user_exports WHERE id = $1::uuid", [export]).first
+                    .map { (try $0.decode(Int?.self, "bytes"), try $0.decode(String?.self, "failed_code")) }
+            }
+            return state?.bytes != nil || state?.failed != nil
+        }
+        let packed = ContinuousClock.now - started
+        let bytes = try #require(state?.bytes, "the export failed: \(String(describing: state?.failed))")
+        #expect(
+            bytes <= bound && bytes > bound - UserExport.chunkBytes,
+            "the export is \(bytes) bytes, not within a chunk of the bound \(bound)"
+        )
+        let storyGrew = try Self.peakMemory(of: storyWorker) - storyBefore
+        let billingGrew = try Self.peakMemory(of: billingWorker) - billingBefore
+        #expect(storyGrew < 128 << 20, "the story-worker's peak memory grew by \(storyGrew >> 20) MiB")
+        #expect(billingGrew < 128 << 20, "the billing-worker's peak memory grew by \(billingGrew >> 20) MiB")
+
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("export-bound-read-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("download.zip")
+        let downloadStarted = ContinuousClock.now
+        let curl = try await ProcessRunner.run(
+            "/usr/bin/env",
+            [
+                "curl", "-sS", "-o", file.path, "-w", "%{http_code} %{size_download}", "-H",
+                "Authorization: Bearer \(token)", "\(gateway.base)/v1/me/exports/\(export)",
+            ]
+        )
+        let downloaded = ContinuousClock.now - downloadStarted
+        #expect(curl.status == 0 && curl.output == "200 \(bytes)", "\(curl.output) \(curl.error)")
+        let check = try await ProcessRunner.run(
+            "/usr/bin/env",
+            [
+                "python3", "-c",
+                """
+                import sys, zipfile, hashlib, os, json
+                z = zipfile.ZipFile(sys.argv[1])
+                bad = z.testzip()
+                assert bad is None, "bad CRC in %s" % bad
+                mismatched = []
+                for name in z.namelist():
+                    if not name.startswith("illustrations/"):
+                        continue
+                    entry, stored = hashlib.sha256(), hashlib.sha256()
+                    with z.open(name) as f:
+                        for block in iter(lambda: f.read(1 << 20), b""):
+                            entry.update(block)
+                    with open(os.path.join(sys.argv[2], name[len("illustrations/"):]), "rb") as f:
+                        for block in iter(lambda: f.read(1 << 20), b""):
+                            stored.update(block)
+                    if entry.digest() != stored.digest():
+                        mismatched.append(name)
+                print(json.dumps({"entries": len(z.namelist()), "mismatched": mismatched}))
+                """,
+                file.path, storage.path,
+            ]
+        )
+        #expect(check.status == 0, "\(check.output)\(check.error)")
+        let verdict = try JSONValue.parse(Data(check.output.utf8))
+        #expect(verdict["entries"] == .number(Double(pages + 1)), "\(verdict)")
+        #expect(verdict["mismatched"]?.arrayValue == [], "\(verdict)")
+        print(
+            "export at the bound: \(bytes) bytes packed in \(packed), downloaded in \(downloaded); peak memory grew "
+                + "by \(storyGrew >> 20) MiB (story-worker, peak \((storyBefore + storyGrew) >> 20) MiB), "
+                + "\(billingGrew >> 20) MiB (billing-worker, peak \((billingBefore + billingGrew) >> 20) MiB)"
+        )
+        await publisher.close()
+    }
+
     /// An export whose chunks stop short of its size (deleted while being sent) ends the
     /// response before its Content-Length: the client sees a failed download, never a short zip
     /// taken for whole.

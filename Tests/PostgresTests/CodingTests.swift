@@ -39,11 +39,15 @@ import Testing
         #expect(Date(timeIntervalSince1970: 951_782_400).postgresParameter.text == "2000-02-29 00:00:00.000000+00")
     }
 
-    @Test func encodesBytea() {
-        #expect(
-            Data([0x00, 0x0F, 0xA0, 0xFF]).postgresParameter == PostgresParameter(text: "\\x000fa0ff", typeOID: 17)
-        )
-        #expect(Data().postgresParameter.text == "\\x")
+    /// `bytea` travels in binary format, the bytes as they are: no hex text twice their size.
+    @Test func encodesByteaAsBinary() {
+        let bytes = Data([0x00, 0x0F, 0xA0, 0xFF])
+        #expect(bytes.postgresParameter == PostgresParameter(binary: bytes, typeOID: 17))
+        #expect(bytes.postgresParameter.value == .binary(bytes))
+        #expect(bytes.postgresParameter.text == nil)
+        #expect(Data().postgresParameter.value == .binary(Data()))
+        #expect(Data?.none.postgresParameter == PostgresParameter(text: nil, typeOID: 17))
+        #expect(PostgresParameter(text: "x").value == .text("x"))
     }
 
     @Test func encodesNilAsTypedNull() throws {
@@ -95,7 +99,15 @@ import Testing
         let names = values.keys.sorted()
         return PostgresRow(
             columns: PostgresColumns(names: names, typeOIDs: names.map { values[$0]!.1 }),
-            values: names.map { values[$0]!.0 }
+            values: names.map { values[$0]!.0.map(PostgresCell.text) }
+        )
+    }
+
+    private func binaryRow(_ values: [String: (Data?, UInt32)]) -> PostgresRow {
+        let names = values.keys.sorted()
+        return PostgresRow(
+            columns: PostgresColumns(names: names, typeOIDs: names.map { values[$0]!.1 }),
+            values: names.map { values[$0]!.0.map(PostgresCell.binary) }
         )
     }
 
@@ -179,6 +191,39 @@ import Testing
         #expect(try Data.decode(postgresText: "\\x", typeOID: 17).isEmpty)
         #expect(throws: PostgresError.self) { try Data.decode(postgresText: "\\x0", typeOID: 17) }
         #expect(throws: PostgresError.self) { try Data.decode(postgresText: "abc\\000", typeOID: 17) }
+    }
+
+    /// What a `resultFormat: .binary` query reads: bytea as it is, text as UTF-8, big-endian
+    /// integers, one-byte bool, 16-byte uuid, jsonb after its version byte; other types refused.
+    @Test func decodesBinaryFormat() throws {
+        let blob = Data((0..<300).map { UInt8($0 % 256) })
+        let id = UUID()
+        let row = binaryRow([
+            "blob": (blob, 17), "empty": (Data(), 17), "text": (Data("Київ".utf8), 25),
+            "i2": (Data([0xFF, 0xFE]), 21), "i4": (Data([0x80, 0, 0, 0]), 23),
+            "i8": (Data([0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]), 20), "t": (Data([1]), 16),
+            "f": (Data([0]), 16), "id": (withUnsafeBytes(of: id.uuid) { Data($0) }, 2950),
+            "doc": (Data([1]) + Data(#"{"at": "2026-11-22T10:00:00Z", "name": "Kyiv"}"#.utf8), 3802),
+            "none": (nil, 17), "f8": (Data(count: 8), 701),
+        ])
+        #expect(try row.decode(Data.self, "blob") == blob)
+        #expect(try row.decode(Data.self, "empty").isEmpty)
+        #expect(try row.decode(Data?.self, "none") == nil)
+        #expect(try row.decode(String.self, "text") == "Київ")
+        #expect(try row.decode(Int.self, "i2") == -2)
+        #expect(try row.decode(Int32.self, "i4") == .min)
+        #expect(try row.decode(Int64.self, "i8") == .max)
+        #expect(throws: PostgresError.self) { try row.decode(Int32.self, "i8") }
+        #expect(try row.decode(Bool.self, "t") && !row.decode(Bool.self, "f"))
+        #expect(try row.decode(UUID.self, "id") == id)
+        #expect(try row.decodeJSON(Payload.self, "doc").name == "Kyiv")
+        #expect(row.rawText("text") == nil)
+        let refused = #expect(throws: PostgresError.self) { try row.decode(Double.self, "f8") }
+        #expect(refused?.kind == .decoding && refused?.message.contains("\"f8\"") == true)
+        #expect(throws: PostgresError.self) { try row.decode(Data.self, "text") }
+        #expect(throws: PostgresError.self) { try row.decode(String.self, "blob") }
+        #expect(throws: PostgresError.self) { try row.decode(Int.self, "blob") }
+        #expect(throws: PostgresError.self) { try row.decode(UUID.self, "i8") }
     }
 
     @Test func rowDecodingNamesColumnAndType() throws {

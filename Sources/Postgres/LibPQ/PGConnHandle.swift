@@ -31,7 +31,7 @@ final class PGConnHandle {
     /// The result of one command, copied into Swift values.
     struct Outcome {
         var columns: PostgresColumns
-        var rows: [[String?]]
+        var rows: [[PostgresCell?]]
         var commandStatus: String
         var rowsAffected: Int
     }
@@ -185,8 +185,14 @@ final class PGConnHandle {
         return PQbackendPID(conn)
     }
 
-    /// Runs one parameterized statement, prepared once per connection (text format in and out).
-    func execute(_ sql: String, parameters: [PostgresParameter]) throws(PostgresError) -> Outcome {
+    /// Runs one parameterized statement, prepared once per connection. Text parameters travel
+    /// as C strings, binary ones (`bytea`) as their bytes with a length; results come back in
+    /// `resultFormat`.
+    func execute(
+        _ sql: String,
+        parameters: [PostgresParameter],
+        resultFormat: PostgresResultFormat = .text
+    ) throws(PostgresError) -> Outcome {
         guard !Self.containsNUL(sql) else {
             throw PostgresError(kind: .encoding, message: "the SQL text contains a NUL byte", query: sql)
         }
@@ -197,25 +203,48 @@ final class PGConnHandle {
                 query: sql
             )
         }
-        var values: [UnsafeMutablePointer<CChar>?] = []
-        values.reserveCapacity(parameters.count)
-        defer { for value in values { free(value) } }
+        var copies: [UnsafeMutablePointer<CChar>] = []
+        defer { for copy in copies { free(copy) } }
+        var valuePointers = [UnsafePointer<CChar>?](repeating: nil, count: parameters.count)
+        var lengths = [Int32](repeating: 0, count: parameters.count)
+        var formats = [Int32](repeating: 0, count: parameters.count)
+        var binaries: [(index: Int, bytes: Data)] = []
         for (index, parameter) in parameters.enumerated() {
-            guard let text = parameter.text else {
-                values.append(nil)
+            switch parameter.value {
+            case nil:
                 continue
+            case .text(let text)?:
+                guard let copy = Self.cString(text) else {
+                    throw PostgresError(
+                        kind: .encoding,
+                        message: "parameter $\(index + 1) contains a NUL byte, which PostgreSQL text cannot hold",
+                        query: sql
+                    )
+                }
+                copies.append(copy)
+                valuePointers[index] = UnsafePointer(copy)
+            case .binary(let bytes)?:
+                guard bytes.count <= Self.maxValueBytes else {
+                    throw PostgresError(
+                        kind: .encoding,
+                        message: "parameter $\(index + 1) is \(bytes.count) bytes, over PostgreSQL's 1 GB value limit",
+                        query: sql
+                    )
+                }
+                formats[index] = 1
+                lengths[index] = Int32(bytes.count)
+                if bytes.isEmpty || binaries.count >= Self.maxBorrowedParameters {
+                    // A NULL pointer would be SQL NULL: an empty value points at a byte of its own.
+                    let copy = Self.copy(bytes)
+                    copies.append(copy)
+                    valuePointers[index] = UnsafePointer(copy)
+                } else {
+                    binaries.append((index, bytes))
+                }
             }
-            guard let copy = Self.cString(text) else {
-                throw PostgresError(
-                    kind: .encoding,
-                    message: "parameter $\(index + 1) contains a NUL byte, which PostgreSQL text cannot hold",
-                    query: sql
-                )
-            }
-            values.append(copy)
         }
         let types: [Oid] = parameters.map { Oid($0.typeOID) }
-        let valuePointers: [UnsafePointer<CChar>?] = values.map { $0.map { UnsafePointer($0) } }
+        let results: Int32 = resultFormat == .binary ? 1 : 0
         let key = types.isEmpty ? sql : sql + "\u{0}" + types.map(String.init).joined(separator: ",")
         var name = preparedStatements[key]
         if name == nil, preparedStatements.count < Self.preparedStatementLimit {
@@ -229,25 +258,58 @@ final class PGConnHandle {
             preparedStatements[key] = candidate
             name = candidate
         }
-        guard let name else {
-            return try outcome(
-                roundTrip(sql) {
-                    PQsendQueryParams($0, sql, Int32(parameters.count), types, valuePointers, nil, nil, 0)
-                },
-                sql: sql
-            )
+        // libpq copies the values into its output buffer while sending: the bytes of binary
+        // values are lent for that call, not copied here.
+        let sent = try Self.lending(binaries[...], into: valuePointers) { pointers throws(PostgresError) in
+            try roundTrip(sql) { conn in
+                if let name {
+                    PQsendQueryPrepared(conn, name, Int32(parameters.count), pointers, lengths, formats, results)
+                } else {
+                    PQsendQueryParams(conn, sql, Int32(parameters.count), types, pointers, lengths, formats, results)
+                }
+            }
         }
         do {
-            return try outcome(
-                roundTrip(sql) { PQsendQueryPrepared($0, name, Int32(parameters.count), valuePointers, nil, nil, 0) },
-                sql: sql
-            )
+            return try outcome(sent, sql: sql)
         } catch {
             // A schema change can invalidate a cached plan ("cached plan must not change result
             // type"); forgetting the statement makes the next execution prepare it afresh.
             if error.sqlState == "0A000" { preparedStatements[key] = nil }
             throw error
         }
+    }
+
+    /// PostgreSQL's limit for one value (1 GB).
+    static let maxValueBytes = (1 << 30) - 1
+    /// Binary values lent to libpq by nesting `withUnsafeBytes` (one stack frame each); those
+    /// beyond are copied, so a statement with thousands of them cannot exhaust the stack.
+    static let maxBorrowedParameters = 32
+
+    /// Calls `body` with `pointers`, where each of `binaries`' indexes points at its bytes,
+    /// valid only during the call.
+    private static func lending<R>(
+        _ binaries: ArraySlice<(index: Int, bytes: Data)>,
+        into pointers: [UnsafePointer<CChar>?],
+        _ body: ([UnsafePointer<CChar>?]) throws(PostgresError) -> R
+    ) throws(PostgresError) -> R {
+        guard let (index, bytes) = binaries.first else { return try body(pointers) }
+        var lent = pointers
+        let result: Result<R, PostgresError> = bytes.withUnsafeBytes { raw in
+            lent[index] = raw.baseAddress.map { UnsafePointer($0.assumingMemoryBound(to: CChar.self)) }
+            return Result { () throws(PostgresError) -> R in
+                try lending(binaries.dropFirst(), into: lent, body)
+            }
+        }
+        return try result.get()
+    }
+
+    /// A malloc'ed copy of `bytes` (at least one byte long, so never NULL); free it.
+    private static func copy(_ bytes: Data) -> UnsafeMutablePointer<CChar> {
+        guard let raw = malloc(max(bytes.count, 1)) else { fatalError("out of memory") }
+        bytes.withUnsafeBytes { source in
+            if let base = source.baseAddress { raw.copyMemory(from: base, byteCount: source.count) }
+        }
+        return raw.bindMemory(to: CChar.self, capacity: max(bytes.count, 1))
     }
 
     /// Whether the text holds a NUL byte, which would cut it short as a C string.
@@ -489,16 +551,20 @@ final class PGConnHandle {
             types.append(UInt32(PQftype(result, Int32(column))))
         }
         let rowCount = Int(PQntuples(result))
-        var rows: [[String?]] = []
+        let binary = (0..<columnCount).map { PQfformat(result, Int32($0)) == 1 }
+        var rows: [[PostgresCell?]] = []
         rows.reserveCapacity(rowCount)
         for row in 0..<rowCount {
-            var values: [String?] = []
+            var values: [PostgresCell?] = []
             values.reserveCapacity(columnCount)
             for column in 0..<columnCount {
                 if PQgetisnull(result, Int32(row), Int32(column)) == 1 {
                     values.append(nil)
+                } else if binary[column] {
+                    let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+                    values.append(.binary(Data(bytes: PQgetvalue(result, Int32(row), Int32(column)), count: length)))
                 } else {
-                    values.append(String(cString: PQgetvalue(result, Int32(row), Int32(column))))
+                    values.append(.text(String(cString: PQgetvalue(result, Int32(row), Int32(column)))))
                 }
             }
             rows.append(values)
