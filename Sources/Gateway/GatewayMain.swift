@@ -24,6 +24,9 @@ public enum GatewayMain {
         }
         LogSetup.bootstrap(format: configuration.service.logFormat, level: configuration.service.logLevel)
         let logger = Logger(label: "gateway")
+        // Before tracing: the exporter's counters bind to the metrics system when it is made.
+        let metrics = GatewayMetrics()
+        MetricsSetup.bootstrap(registry: metrics.registry, logger: logger)
         // Request spans, exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
         let tracing = TracingSetup.bootstrap(serviceName: "gateway", environment: environment, logger: logger)
         if !configuration.service.developmentDefaults.isEmpty {
@@ -59,7 +62,6 @@ public enum GatewayMain {
             logger: logger
         )
         let publisher = AMQPPublisher(configuration: configuration.service.amqp, logger: logger)
-        let metrics = GatewayMetrics()
         let services = GatewayServices(configuration: configuration, pool: pool, publisher: publisher, metrics: metrics)
         let connectionLimit = ConnectionLimit(limit: configuration.maxConnections, metrics: metrics)
         let application = Application(

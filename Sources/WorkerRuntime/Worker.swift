@@ -63,7 +63,10 @@ public final class Worker: Sendable {
 
     /// A worker whose handlers are built with its own pool (handlers that read the database
     /// outside their commit, e.g. in `prepare`).
-    /// - Parameter makeHandlers: builds the handlers from the worker's context.
+    /// - Parameters:
+    ///   - metrics: where its metrics are registered (`WorkerMain` passes the registry it gave
+    ///     `MetricsSetup`, so `/metrics` also shows what records through `MetricsSystem`).
+    ///   - makeHandlers: builds the handlers from the worker's context.
     /// - Throws: what `makeHandlers` throws.
     public init<Failure: Error>(
         name: String,
@@ -71,6 +74,7 @@ public final class Worker: Sendable {
         queues: [JobType],
         databaseSetup: DatabaseSetup? = nil,
         logger: Logger,
+        metrics: WorkerMetrics = WorkerMetrics(),
         makeHandlers: (WorkerContext) throws(Failure) -> [any JobHandler]
     ) throws(Failure) {
         // The pool connects lazily: making it here costs nothing until `run()`.
@@ -87,7 +91,6 @@ public final class Worker: Sendable {
         self.name = name
         self.configuration = configuration
         self.queues = queues.map(\.rawValue)
-        let metrics = WorkerMetrics()
         self.handlers = try makeHandlers(
             WorkerContext(configuration: configuration, pool: pool, logger: logger, metrics: metrics)
         )

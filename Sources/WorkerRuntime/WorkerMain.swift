@@ -33,6 +33,9 @@ public enum WorkerMain {
         }
         LogSetup.bootstrap(format: configuration.logFormat, level: configuration.logLevel)
         let logger = Logger(label: name)
+        // Before tracing: the exporter's counters bind to the metrics system when it is made.
+        let metrics = WorkerMetrics()
+        MetricsSetup.bootstrap(registry: metrics.registry, logger: logger)
         // Spans of every job, exported over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set; flushed
         // after the worker stops, whichever way it stops.
         let tracing = TracingSetup.bootstrap(serviceName: name, environment: environment, logger: logger)
@@ -55,6 +58,7 @@ public enum WorkerMain {
                 queues: queues,
                 databaseSetup: databaseSetup,
                 logger: logger,
+                metrics: metrics,
                 makeHandlers: handlers
             )
             for probe in try probes() { worker.addProbe(probe) }

@@ -126,7 +126,7 @@ struct ExecutableStartupTests {
                     "AMQP_URL": try RuntimeTestEnvironment.amqpURL(as: BrokerAccess.gateway),
                     "DATABASE_URL": try await GatewayHarness.gatewayDatabaseURL(),
                     "APP_ATTEST_APP_ID": "ABCDE12345.com.astrosvitla.app", "APP_ATTEST_ENVIRONMENT": "development",
-                    "APP_ATTEST_REQUIRE_ASSERTIONS": "true",
+                    "APP_ATTEST_REQUIRE_ASSERTIONS": "true", "GATEWAY_METRICS_PORT": "0",
                 ].merging(billingSettings) { _, new in new },
                 logShows: ["gateway listening", "exporting traces over OTLP"]
             ),
@@ -175,6 +175,23 @@ struct ExecutableStartupTests {
                 try await process.waitForOutput(text, timeout: .seconds(10))
             }
             #expect(process.isRunning, "\(process.tail())")
+            // Issue 32: what records through swift-metrics' MetricsSystem (the OTLP exporter's
+            // counters) reaches the /metrics this process serves.
+            var metricsPort = port
+            if service.product == "gateway" {
+                try await process.waitForOutput("metrics listening", timeout: .seconds(10))
+                metricsPort = try #require(
+                    process.logValue("metrics.port", onLineWith: "metrics listening").flatMap(Int.init),
+                    "no metrics port in \(process.tail())"
+                )
+            }
+            let metrics = try await GatewayHarness.rawGet("http://127.0.0.1:\(metricsPort)/metrics")
+            for name in [MetricName.traceSpansExported, .traceSpansFailed, .traceSpansDropped] {
+                #expect(
+                    metrics.contains("\n\(name.rawValue) "),
+                    "\(service.product): no \(name.rawValue) in\n\(metrics)"
+                )
+            }
             if service.product == "gateway" {
                 // App Attest is on: a registration without an attestation is refused.
                 let plain = try await GatewayHarness.request(
