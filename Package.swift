@@ -59,7 +59,7 @@ let package = Package(
         ),
         .target(
             name: "Postgres",
-            dependencies: ["CLibPQ", "UUIDText", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CLibPQ", "CivilCalendar", "UUIDText", .product(name: "Logging", package: "swift-log")]
         ),
         .target(name: "Ephemeris", dependencies: ["CSwissEph", "CivilCalendar"]),
         // BirthData → NatalChart.

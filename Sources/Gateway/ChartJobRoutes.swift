@@ -2,6 +2,7 @@ import AstroDomain
 import Foundation
 import Hummingbird
 import Postgres
+import UUIDText
 
 // The chart-worker's jobs beyond the natal chart (issue 20, part 8), requested by the app:
 // `POST /v1/profiles/{id}/synastry|transits|returns|wheels` queue `chart.synastry`,
@@ -395,7 +396,7 @@ extension GatewayRoutes {
             let user = try context.user
             let id = try pathID(context, "id")
             let format = try resultFormat(request)
-            let etag = "\"\(id.uuidString.lowercased())\""
+            let etag = "\"\(id.lowercasedText)\""
             var headers: HTTPFields = [
                 .eTag: etag,
                 .cacheControl: "private, max-age=\(chartResultMaxAge)",

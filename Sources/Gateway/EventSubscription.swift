@@ -3,6 +3,7 @@ import AstroDomain
 import Foundation
 import Logging
 import ServiceLifecycle
+import UUIDText
 import WorkerRuntime
 
 /// The replica's own subscription to `astro.events`: one exclusive, auto-deleted queue
@@ -25,7 +26,7 @@ struct EventSubscription: Service {
 
     func run() async throws {
         let prefix = BrokerAccess.gateway.privateQueuePrefix ?? "gateway.events."
-        let queue = "\(prefix)\(UUID().uuidString.lowercased())"
+        let queue = "\(prefix)\(UUID().lowercasedText)"
         var amqp = configuration
         amqp.connectionName = "gateway-events"
         let consumer = AMQPConsumer(

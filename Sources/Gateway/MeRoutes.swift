@@ -2,6 +2,7 @@ import AstroDomain
 import Foundation
 import Hummingbird
 import Postgres
+import UUIDText
 
 // Account deletion (issue 19): `DELETE /v1/me` queues `user.delete` (the billing-worker erases
 // the user), and from then on every other authenticated request of the user is refused with 401
@@ -135,7 +136,7 @@ extension GatewayRoutes {
             }
             let headers: HTTPFields = [
                 .contentType: "application/zip",
-                .contentDisposition: "attachment; filename=\"astrosvitla-export-\(id.uuidString.lowercased()).zip\"",
+                .contentDisposition: "attachment; filename=\"astrosvitla-export-\(id.lowercasedText).zip\"",
                 .cacheControl: "private, no-store",
                 .init("X-Content-Type-Options")!: "nosniff",
             ]

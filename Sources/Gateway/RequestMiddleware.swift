@@ -2,6 +2,7 @@ import AstroDomain
 import Foundation
 import Hummingbird
 import Logging
+import UUIDText
 import WorkerRuntime
 
 /// Gives every request an id (the client's `X-Request-Id` when it is 1–64 safe characters),
@@ -108,7 +109,7 @@ struct RequestMiddleware: RouterMiddleware {
         {
             return header
         }
-        return UUID().uuidString.lowercased()
+        return UUID().lowercasedText
     }
 
     static func response(_ problem: Problem) -> Response {

@@ -1,6 +1,7 @@
 import AstroDomain
 import Foundation
 import Hummingbird
+import UUIDText
 
 /// Magical Stories through the gateway: a caller's children and their achievements, stories
 /// (written, illustrated and read by the story-worker's `story.generate`, `story.illustrate` and
@@ -137,7 +138,7 @@ extension GatewayRoutes {
     /// - Throws: `Problem` 422 `invalid-id` when present and not a UUID.
     static func optionalID(_ members: [String: JSONValue], _ key: String) throws -> UUID? {
         guard let value = members[key], value != .null else { return nil }
-        guard case .string(let text) = value, text.utf8.count <= 36, let id = UUID(uuidString: text) else {
+        guard case .string(let text) = value, let id = UUID(text: text) else {
             throw Problem(.invalidID, "\(key): expected an id", field: key)
         }
         return id
@@ -146,7 +147,7 @@ extension GatewayRoutes {
     /// A path id: a malformed one is no resource of the caller's.
     /// - Throws: `Problem` 404.
     static func pathID(_ context: GatewayRequestContext, _ name: String) throws -> UUID {
-        guard let text = context.parameters.get(name), text.utf8.count <= 36, let id = UUID(uuidString: text) else {
+        guard let text = context.parameters.get(name), let id = UUID(text: text) else {
             throw Problem.notFound()
         }
         return id
@@ -306,7 +307,7 @@ extension GatewayRoutes {
             let (cursor, limit) = try pagination(request, kind: storiesCursorKind)
             var child: UUID?
             if let (name, text) = try GatewayRoutes.childFilter(request) {
-                guard text.utf8.count <= 36, let id = UUID(uuidString: text) else {
+                guard let id = UUID(text: text) else {
                     throw Problem(.invalidChildID, "\(name): expected a child profile id", field: name)
                 }
                 guard try await database(context, { try await stories.ownsChild(id, user: user) }) else {

@@ -1,3 +1,4 @@
+import CivilCalendar
 import Foundation
 
 /// Converts between `Date` and PostgreSQL's ISO timestamp text, by hand (no formatter, no locale).
@@ -17,7 +18,8 @@ enum PostgresTimestamp {
         let (referenceSeconds, fraction) = floorDivide(whole, 1_000_000)
         let seconds = referenceSeconds + unixToReferenceSeconds
         let (days, secondOfDay) = floorDivide(seconds, 86_400)
-        let (year, month, day) = civil(fromDays: days)
+        let date = Gregorian.date(daysSince1970: Int(days))
+        let (year, month, day) = (Int64(date.year), Int64(date.month), Int64(date.day))
         let yearText = year > 0 ? pad(year, 4) : pad(1 - year, 4)
         var text = "\(yearText)-\(pad(month, 2))-\(pad(day, 2)) "
         text += "\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2))"
@@ -101,33 +103,10 @@ enum PostgresTimestamp {
             }
             guard index == bytes.count else { return nil }
         }
-        let days = days(fromCivil: year, month, day)
+        let days = Int64(Gregorian.daysSince1970(year: Int(year), month: Int(month), day: Int(day)))
         let unixSeconds = days * 86_400 + secondOfDay - offset
         let referenceSeconds = unixSeconds - unixToReferenceSeconds
         return Date(timeIntervalSinceReferenceDate: Double(referenceSeconds) + Double(micros) / 1_000_000)
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (year 0 is 1 BC).
-    static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    /// The proleptic Gregorian date of a day count since 1970-01-01.
-    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let mp = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
     private static func floorDivide(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {

@@ -213,7 +213,8 @@ enum JobStore {
     }
 
     /// Claims up to `limit` unsent rows for `lease` (rows another relay claimed and did not
-    /// finish within its lease become claimable again), oldest first.
+    /// finish within its lease become claimable again), oldest first. Read in binary format:
+    /// bodies travel as their bytes, not as hex text twice their size.
     static func claimPending(limit: Int, lease: Duration, database: PostgresConnection) throws -> [PendingOutboxMessage]
     {
         let rows = try database.query(
@@ -235,7 +236,8 @@ enum JobStore {
             ))
             RETURNING id, message_id, exchange, routing_key, body, content_type, headers, mandatory, job_id
             """,
-            [limit, lease.seconds]
+            [limit, lease.seconds],
+            resultFormat: .binary
         )
         return try rows.map { row in
             PendingOutboxMessage(
